@@ -1,0 +1,148 @@
+"""The detection agent: chain-of-thought NLI over numbered hypotheses, in batches.
+
+Each batch is one prompt: static rules and examples, then the source, then the batch's
+hypotheses. Entailment is ``supported``; contradiction and neutral are ``hallucinated``;
+a batch that errors or never validates leaves its hypotheses ``unverified``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.models import (
+    Entity,
+    Judgement,
+    Level,
+    NLIAnswer,
+    NLILabel,
+    NLILabelOnlyAnswer,
+    Verdict,
+)
+from conli.prompts import render
+
+TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """What the model judges: a sentence, or a sentence with one entity tagged."""
+
+    sentence: int
+    text: str
+    entity: Entity | None = None
+
+
+def label_to_verdict(label: NLILabel) -> Verdict:
+    """The paper's rule: only entailment is grounded; contradiction and neutral are not."""
+    return "supported" if label == "entailment" else "hallucinated"
+
+
+def tag_entity(sentence: str, start: int, end: int) -> str:
+    """Mark ``sentence[start:end]`` as ``[ entity ]`` for the entity-level prompt."""
+    return f"{sentence[:start]}[ {sentence[start:end]} ]{sentence[end:]}"
+
+
+def judge_hypotheses(
+    backend: Backend,
+    source: str,
+    hypotheses: list[Hypothesis],
+    *,
+    level: Level,
+    settings: Settings,
+) -> tuple[list[Judgement], list[CallRecord]]:
+    """Judge every hypothesis; the result is in input order, one judgement each."""
+    size = settings.hypotheses_per_call or backend.hypotheses_per_call
+    batches = [hypotheses[i : i + size] for i in range(0, len(hypotheses), size)]
+    with ThreadPoolExecutor(max_workers=max(1, backend.max_concurrency)) as pool:
+        results = list(
+            pool.map(lambda b: _judge_batch(backend, source, b, level, settings), batches)
+        )
+    judgements = [j for batch_judgements, _ in results for j in batch_judgements]
+    calls = [c for _, batch_calls in results for c in batch_calls]
+    return judgements, calls
+
+
+def _judge_batch(
+    backend: Backend,
+    source: str,
+    batch: list[Hypothesis],
+    level: Level,
+    settings: Settings,
+) -> tuple[list[Judgement], list[CallRecord]]:
+    """One call for the batch, plus one follow-up call for hypotheses the model skipped."""
+    template = f"nli_{level}.v1"
+    answered: dict[int, Judgement] = {}
+    calls: list[CallRecord] = []
+    pending = list(range(len(batch)))
+    error = "the model gave no judgement for this hypothesis"
+    for _ in range(2 if settings.max_reasks else 1):
+        asked = _ask(backend, source, [batch[i] for i in pending], level, settings, template)
+        calls.extend(asked.calls)
+        if asked.value is None:
+            error = asked.error or error
+            break
+        for item in asked.value.judgements:
+            original = pending[item.id]
+            answered[original] = Judgement(
+                level=level,
+                hypothesis=batch[original].text,
+                verdict=label_to_verdict(item.label),
+                label=item.label,
+                evidence=getattr(item, "evidence", ""),
+                reasoning=getattr(item, "reasoning", ""),
+                entity=batch[original].entity,
+                template=template,
+            )
+        pending = [i for i in pending if i not in answered]
+        if not pending:
+            break
+    for i in pending:
+        answered[i] = Judgement(
+            level=level, hypothesis=batch[i].text, verdict="unverified",
+            entity=batch[i].entity, error=error, template=template,
+        )
+    return [answered[i] for i in range(len(batch))], calls
+
+
+def _ask(
+    backend: Backend,
+    source: str,
+    batch: list[Hypothesis],
+    level: Level,
+    settings: Settings,
+    template: str,
+) -> Asked[NLIAnswer] | Asked[NLILabelOnlyAnswer]:
+    prompt = render(
+        template, source=source, hypotheses=[h.text for h in batch], cot=settings.chain_of_thought
+    )
+    answer_model: type[NLIAnswer] | type[NLILabelOnlyAnswer] = (
+        NLIAnswer if settings.chain_of_thought else NLILabelOnlyAnswer
+    )
+    item = "NLIItem" if settings.chain_of_thought else "NLILabelOnly"
+    schema = exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
+
+    def ids_in_range(answer: BaseModel) -> None:
+        ids = [item.id for item in answer.judgements]  # type: ignore[attr-defined]
+        if len(set(ids)) != len(ids) or any(i >= len(batch) for i in ids):
+            raise ValueError(f"judgement ids must be distinct and between 0 and {len(batch) - 1}")
+        if not ids:
+            raise ValueError("no judgements given")
+
+    return ask_structured(
+        backend,
+        prompt.messages,
+        answer_model,
+        step=f"nli_{level}",
+        template=template,
+        max_tokens=64 + TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] * len(batch),
+        max_reasks=settings.max_reasks,
+        temperature=settings.temperature,
+        check=ids_in_range,
+        schema=schema,
+    )

@@ -1,0 +1,119 @@
+"""Ask a backend for JSON, validate it into a Pydantic model, re-ask once on failure.
+
+The outcome is either a validated value or an error string: never a guessed default.
+Transient backend failures are retried in ``retry.py``; other backend errors and output
+that still fails validation come back as errors for the caller to mark ``unverified``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from conli.backends.base import Backend, CallUsage, Message
+from conli.errors import BackendError
+from conli.prompts import render
+from conli.retry import call_with_retries
+
+T = TypeVar("T", bound=BaseModel)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call, for usage accounting: which step, which template, what it cost."""
+
+    step: str
+    template: str
+    usage: CallUsage
+
+
+@dataclass
+class Asked(Generic[T]):
+    """A validated answer, or the reason there is none; plus every call it took."""
+
+    value: T | None
+    error: str | None
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+def parse_json_model(text: str, model: type[T]) -> T:
+    """Validate model output as ``model``, tolerating a code fence or text around the JSON."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1)
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if start == -1 or end < start:
+        raise ValueError("no JSON object in the answer")
+    try:
+        return model.model_validate_json(stripped[start : end + 1])
+    except ValidationError as exc:
+        raise ValueError(_short_validation_error(exc)) from exc
+
+
+def _short_validation_error(exc: ValidationError) -> str:
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()]
+    return "; ".join(problems[:5])
+
+
+def ask_structured(
+    backend: Backend,
+    messages: list[Message],
+    model: type[T],
+    *,
+    step: str,
+    template: str,
+    max_tokens: int,
+    max_reasks: int,
+    temperature: float = 0.0,
+    check: Callable[[T], None] | None = None,
+    schema: dict[str, Any] | None = None,
+) -> Asked[T]:
+    """Call ``backend`` until its answer validates as ``model`` (and passes ``check``).
+
+    ``schema`` may narrow ``model``'s JSON schema for this call (say, exactly N items),
+    which backends with constrained decoding enforce while generating.
+    """
+    schema = schema or model.model_json_schema()
+    conversation = list(messages)
+    calls: list[CallRecord] = []
+    error = "no answer"
+    for attempt in range(max_reasks + 1):
+        try:
+            completion = call_with_retries(
+                lambda: backend.complete(
+                    conversation, max_tokens=max_tokens, json_schema=schema, temperature=temperature
+                )
+            )
+        except BackendError as exc:
+            return Asked(None, f"backend error: {exc}", calls)
+        calls.append(CallRecord(step, template, completion.usage))
+        try:
+            value = parse_json_model(completion.text, model)
+            if check is not None:
+                check(value)
+            return Asked(value, None, calls)
+        except ValueError as exc:
+            error = f"invalid answer: {exc}"
+            if completion.finish_reason == "length":
+                error += " (the answer was cut off at the token limit)"
+        if attempt < max_reasks:
+            reask = render("reask.v1", error=error).messages
+            conversation = [*conversation, {"role": "assistant", "content": completion.text}, *reask]
+    return Asked(None, error, calls)
+
+
+
+def exact_items_schema(
+    model: type[BaseModel], array: str, item: str, ids: list[int]
+) -> dict[str, Any]:
+    """``model``'s schema with ``array`` holding exactly one item per id, ids from ``ids``."""
+    schema = model.model_json_schema()
+    schema["properties"][array].update(minItems=len(ids), maxItems=len(ids))
+    schema["$defs"][item]["properties"]["id"] = {"enum": ids}
+    return schema

@@ -1,0 +1,52 @@
+"""Backends looked up by name from one spec string (``local``, ``fake``, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.config import Settings
+from conli.errors import ConfigError
+
+Factory = Callable[[str, Settings], Backend]
+
+
+def _local(_arg: str, settings: Settings) -> Backend:
+    from conli.backends.local import LocalBackend
+
+    return LocalBackend(settings)
+
+
+_REGISTRY: dict[str, Factory] = {"local": _local}
+
+
+def register_backend(name: str, factory: Factory) -> None:
+    """Add a provider: ``factory(arg, settings)`` gets the text after ``name:``."""
+    _REGISTRY[name] = factory
+
+
+def backend_names() -> list[str]:
+    """Names a spec may start with."""
+    return sorted(_REGISTRY)
+
+
+def get_backend(spec: str, settings: Settings) -> Backend:
+    """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``."""
+    name, _, arg = spec.partition(":")
+    factory = _REGISTRY.get(name.strip().lower())
+    if factory is None:
+        raise ConfigError(
+            f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}"
+        )
+    return factory(arg, settings)
+
+
+__all__ = [
+    "Backend",
+    "CallUsage",
+    "Completion",
+    "Message",
+    "backend_names",
+    "get_backend",
+    "register_backend",
+]

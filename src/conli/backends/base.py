@@ -1,0 +1,71 @@
+"""The one contract every model backend implements.
+
+A backend turns chat messages into one completion and reports what it cost. It does not
+retry, parse, or know about NLI: those live in ``retry.py`` and ``agents/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+
+
+class Message(TypedDict):
+    """One chat message, in the shape every provider SDK accepts."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """What one model call cost: tokens as the provider counted them, and wall time."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A model's reply: its text, why it stopped, and its usage."""
+
+    text: str
+    usage: CallUsage
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A chat model we can ask for one completion at a time.
+
+    ``hypotheses_per_call`` is how many numbered hypotheses one NLI call may carry:
+    small local models judge only the first item of a batch, hosted ones handle many.
+    ``max_concurrency`` bounds how many calls the pipeline runs at once.
+    """
+
+    name: str
+    model: str
+    hypotheses_per_call: int
+    max_concurrency: int
+    context_window: int | None
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """Return one completion; raise a ``BackendError`` subclass on failure.
+
+        With ``json_schema`` the backend constrains or requests JSON matching it where
+        the provider supports that; callers still validate the text.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release processes, sockets or model memory held by the backend."""
+        ...

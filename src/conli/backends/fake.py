@@ -1,0 +1,68 @@
+"""A scripted backend for tests: replies come from a queue or a function, never a model.
+
+It sits behind the same contract as real backends, so tests drive every node and the
+whole graph without a model, and can script failures (exceptions) at any call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from conli.backends.base import CallUsage, Completion, Message
+
+Reply = str | BaseException
+Responder = Callable[[list[Message]], Reply]
+
+
+class ScriptedBackend:
+    """Answers each call with the next scripted reply, or with ``responder(messages)``.
+
+    A reply that is an exception is raised instead of returned. Every call's messages
+    are kept in ``calls`` so tests can assert what was asked.
+    """
+
+    name = "fake"
+    model = "scripted"
+    max_concurrency = 1
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        responder: Responder | None = None,
+        hypotheses_per_call: int = 1,
+        context_window: int | None = None,
+    ) -> None:
+        self._replies = list(replies)
+        self._responder = responder
+        self.hypotheses_per_call = hypotheses_per_call
+        self.context_window = context_window
+        self.calls: list[list[Message]] = []
+        self.schemas: list[dict[str, Any] | None] = []
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """Return (or raise) the next scripted reply."""
+        self.calls.append(list(messages))
+        self.schemas.append(json_schema)
+        if self._replies:
+            reply = self._replies.pop(0)
+        elif self._responder is not None:
+            reply = self._responder(list(messages))
+        else:
+            raise AssertionError(f"unscripted call #{len(self.calls)}")
+        if isinstance(reply, BaseException):
+            raise reply
+        usage = CallUsage(prompt_tokens=sum(len(m["content"]) // 4 for m in messages),
+                          completion_tokens=len(reply) // 4)
+        return Completion(text=reply, usage=usage, finish_reason="stop")
+
+    def close(self) -> None:
+        """Nothing to release."""

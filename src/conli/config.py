@@ -1,0 +1,61 @@
+"""All settings in one place, read from ``CONLI_*`` environment variables or passed in.
+
+Nothing reads the environment at import time: build a ``Settings`` and pass it down.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The CoNLI paper's nine Azure Text Analytics categories (its Appendix B selection).
+PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
+    "Person",
+    "PersonType",
+    "Location",
+    "Event",
+    "Skill",
+    "DateTime",
+    "Quantity",
+)
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "conli"
+
+
+class Settings(BaseSettings):
+    """Run settings. Every field can be set as ``CONLI_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid")
+
+    llm: str = Field("local", description="backend spec, e.g. local, openai:gpt-4o-mini")
+    local_model: Path | None = Field(None, description="GGUF to run instead of the bundled one")
+    local_context: int = Field(8192, ge=512, description="context window of the embedded model")
+    local_threads: int = Field(
+        default_factory=lambda: os.cpu_count() or 2, ge=1, description="CPU threads for llama.cpp"
+    )
+    cache_dir: Path = Field(default_factory=_default_cache_dir)
+
+    ner: Literal["spacy"] = "spacy"
+    entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
+    entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
+    hypotheses_per_call: int | None = Field(
+        None, ge=1, description="override the backend's NLI batch size"
+    )
+    chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
+
+    mitigate: bool = True
+    judge: bool = True
+    judge_raw: bool = Field(True, description="also score the raw response, for before/after")
+    judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
+
+    max_source_chars: int = Field(200_000, ge=1)
+    max_response_chars: int = Field(20_000, ge=1)
+    max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)

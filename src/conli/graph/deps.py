@@ -1,0 +1,23 @@
+"""What the nodes need that is not state: the model, the NER, spaCy and the settings.
+
+Passed per run as LangGraph's runtime context, so one compiled graph serves any backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.ner import EntityRecognizer
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Run dependencies of the graph."""
+
+    backend: Backend
+    ner: EntityRecognizer
+    nlp: Any  # spaCy Language, for sentence boundaries
+    settings: Settings

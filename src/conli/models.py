@@ -1,0 +1,168 @@
+"""Typed results: what a check returns, and what the models must answer.
+
+Model answers are parsed into the ``*Answer`` models, never matched as substrings; each
+puts its reasoning before its label or score so the model reasons first.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["supported", "hallucinated", "unverified"]
+NLILabel = Literal["entailment", "contradiction", "neutral"]
+Level = Literal["sentence", "entity"]
+
+RESULT_SCHEMA_VERSION = "1"
+
+
+# --- what the models answer -------------------------------------------------------------
+
+
+class NLIItem(BaseModel):
+    """One hypothesis judged, with the quoted evidence and reasoning before the label."""
+
+    id: int = Field(ge=0)
+    evidence: str = Field(max_length=600)
+    reasoning: str = Field(max_length=600)
+    label: NLILabel
+
+
+class NLIAnswer(BaseModel):
+    """The NLI agent's answer for one batch of numbered hypotheses."""
+
+    judgements: list[NLIItem]
+
+
+class NLILabelOnly(BaseModel):
+    """One hypothesis judged without chain of thought (ablation)."""
+
+    id: int = Field(ge=0)
+    label: NLILabel
+
+
+class NLILabelOnlyAnswer(BaseModel):
+    """Label-only answer for one batch (ablation)."""
+
+    judgements: list[NLILabelOnly]
+
+
+class RewriteItem(BaseModel):
+    """The mitigation agent's replacement for one flagged sentence."""
+
+    id: int = Field(ge=0)
+    action: Literal["rewrite", "remove"]
+    text: str = Field(max_length=2000)
+
+
+class RewriteAnswer(BaseModel):
+    """All replacements for one response."""
+
+    rewrites: list[RewriteItem]
+
+
+class JudgeAnswer(BaseModel):
+    """The rubric judge's answer: reasoning first, then a bounded score."""
+
+    reasoning: str = Field(max_length=4000)
+    score: int = Field(ge=1, le=5)
+
+
+# --- what a check returns ---------------------------------------------------------------
+
+
+class Entity(BaseModel):
+    """A named entity in a sentence; offsets index the whole response."""
+
+    text: str
+    label: str  # the NER backend's own label, e.g. spaCy's MONEY
+    category: str  # our canonical category, e.g. Quantity
+    start: int
+    end: int
+
+
+class Judgement(BaseModel):
+    """One NLI decision on one hypothesis (a sentence, or a sentence with a tagged entity)."""
+
+    level: Level
+    hypothesis: str
+    verdict: Verdict
+    label: NLILabel | None = None
+    evidence: str = ""
+    reasoning: str = ""
+    entity: Entity | None = None
+    error: str | None = None
+    template: str
+
+
+class SentenceResult(BaseModel):
+    """One segment of the response and, if it was checked, its merged verdict."""
+
+    index: int
+    text: str
+    start: int
+    end: int
+    checked: bool = Field(description="false for headings, list markers and fragments")
+    verdict: Verdict | None = None
+    level: Level | None = Field(None, description="the level that decided a hallucination")
+    reasons: list[str] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    judgements: list[Judgement] = Field(default_factory=list)
+
+
+class SentenceChange(BaseModel):
+    """A flagged sentence the mitigation agent rewrote or removed."""
+
+    index: int
+    action: Literal["rewrite", "remove"]
+    before: str
+    after: str
+
+
+class Mitigation(BaseModel):
+    """What the rewrite step did; ``status`` says if it ran, was skipped or failed."""
+
+    status: Literal["rewritten", "nothing_flagged", "disabled", "failed", "partial"]
+    changes: list[SentenceChange] = Field(default_factory=list)
+    error: str | None = None
+    template: str | None = None
+
+
+class JudgeResult(BaseModel):
+    """A rubric score; ``score`` is None when the judge could not be completed."""
+
+    status: Literal["scored", "unverified"]
+    score: int | None = Field(None, ge=1, le=5)
+    reasoning: str = ""
+    error: str | None = None
+    template: str
+
+
+class UsageTotals(BaseModel):
+    """Tokens and calls, as the backend reported them."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+class CheckResult(BaseModel):
+    """The documented result object of ``conli check --json``."""
+
+    schema_version: str = RESULT_SCHEMA_VERSION
+    verdict: Verdict = Field(description="hallucinated if any sentence is; unverified if "
+                             "none is but some check could not complete")
+    backend: str
+    model: str
+    sentences: list[SentenceResult]
+    refined_text: str
+    mitigation: Mitigation
+    judge_raw: JudgeResult | None = None
+    judge_refined: JudgeResult | None = None
+    usage: UsageTotals
+    usage_by_step: dict[str, UsageTotals]
+    timings: dict[str, float]
+    templates: list[str]

@@ -1,0 +1,46 @@
+"""Canonical entity categories (Azure Text Analytics names) and spaCy's labels for them.
+
+The CoNLI paper selected Text Analytics categories; mapping spaCy's OntoNotes labels onto
+the same names means "entity" means the same thing whichever NER backend runs.
+"""
+
+from __future__ import annotations
+
+from conli.errors import ConfigError
+
+KNOWN_CATEGORIES: frozenset[str] = frozenset(
+    {
+        "Person", "PersonType", "Location", "Organization", "Event", "Product", "Skill",
+        "DateTime", "Quantity", "Address", "PhoneNumber", "Email", "URL", "IP",
+    }
+)
+
+# spaCy (OntoNotes) label -> canonical category. LAW and LANGUAGE have no counterpart.
+SPACY_TO_CATEGORY: dict[str, str] = {
+    "PERSON": "Person",
+    "NORP": "PersonType",
+    "GPE": "Location",
+    "LOC": "Location",
+    "FAC": "Location",
+    "ORG": "Organization",
+    "EVENT": "Event",
+    "PRODUCT": "Product",
+    "WORK_OF_ART": "Product",
+    "DATE": "DateTime",
+    "TIME": "DateTime",
+    "CARDINAL": "Quantity",
+    "ORDINAL": "Quantity",
+    "QUANTITY": "Quantity",
+    "MONEY": "Quantity",
+    "PERCENT": "Quantity",
+}
+
+
+def validate_categories(categories: list[str]) -> frozenset[str]:
+    """The configured categories as a set; an unknown name lists the valid ones."""
+    unknown = sorted(set(categories) - KNOWN_CATEGORIES)
+    if unknown:
+        raise ConfigError(
+            f"unknown entity categories {unknown}; valid: {', '.join(sorted(KNOWN_CATEGORIES))}"
+        )
+    return frozenset(categories)

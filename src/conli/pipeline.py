@@ -1,0 +1,118 @@
+"""The library entry point: build the dependencies once, check many (source, response) pairs."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from conli.agents.structured import CallRecord
+from conli.backends import get_backend
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.errors import ContextOverflowError
+from conli.graph import Deps, build_graph
+from conli.inputs import validate_text
+from conli.models import CheckResult, Mitigation, UsageTotals, Verdict
+from conli.ner.spacy_ner import SpacyRecognizer
+from conli.nlp import load_pipeline
+
+# Characters per token is ~4 for English with Qwen/GPT tokenizers; 4.5 only refuses a
+# source that certainly cannot fit. The backend's own count is the final word.
+_CHARS_PER_TOKEN_CEILING = 4.5
+_PROMPT_OVERHEAD_TOKENS = 1200
+
+
+class Checker:
+    """Holds a backend, the NER and the compiled graph; ``check`` runs one pair."""
+
+    def __init__(self, settings: Settings | None = None, backend: Backend | None = None) -> None:
+        self.settings = settings or Settings()
+        self.backend = backend or get_backend(self.settings.llm, self.settings)
+        nlp = load_pipeline()
+        self._deps = Deps(
+            backend=self.backend,
+            ner=SpacyRecognizer(nlp, self.settings.entity_categories),
+            nlp=nlp,
+            settings=self.settings,
+        )
+        self._graph = build_graph()
+
+    def check(self, source: str, response: str) -> CheckResult:
+        """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check."""
+        validate_text(source, name="source", max_chars=self.settings.max_source_chars)
+        validate_text(response, name="response", max_chars=self.settings.max_response_chars)
+        self._refuse_if_certainly_too_long(source, response)
+        started = time.perf_counter()
+        state = self._graph.invoke({"source": source, "response": response}, context=self._deps)
+        return _to_result(state, self.backend, time.perf_counter() - started)
+
+    def close(self) -> None:
+        """Release the backend."""
+        self.backend.close()
+
+    def _refuse_if_certainly_too_long(self, source: str, response: str) -> None:
+        window = self.backend.context_window
+        if window is None:
+            return
+        lower_bound = (len(source) + len(response)) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS
+        if lower_bound > window:
+            raise ContextOverflowError(
+                f"the source and response need at least ~{int(lower_bound):,} tokens with the "
+                f"prompt, but {self.backend.name} holds {window:,}; nothing was checked and "
+                "nothing was truncated. Shorten the source or use a larger context."
+            )
+
+
+def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
+    """Hallucinated if any sentence is; unverified if none is but any could not be checked."""
+    seen = {v for v in verdicts if v is not None}
+    if "hallucinated" in seen:
+        return "hallucinated"
+    if "unverified" in seen or not seen:
+        return "unverified"
+    return "supported"
+
+
+def _usage(calls: Iterable[CallRecord]) -> UsageTotals:
+    totals = UsageTotals()
+    for call in calls:
+        totals.calls += 1
+        totals.prompt_tokens += call.usage.prompt_tokens
+        totals.cached_tokens += call.usage.cached_tokens
+        totals.completion_tokens += call.usage.completion_tokens
+        totals.seconds += call.usage.seconds
+    return totals
+
+
+def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
+    calls: list[CallRecord] = state.get("calls", [])
+    by_step: dict[str, list[CallRecord]] = defaultdict(list)
+    for call in calls:
+        by_step[call.step].append(call)
+    sentences = state["sentences"]
+    templates = sorted({c.template for c in calls} | {j.template for s in sentences for j in s.judgements})
+    return CheckResult(
+        verdict=response_verdict(s.verdict for s in sentences),
+        backend=backend.name,
+        model=backend.model,
+        sentences=sentences,
+        refined_text=state["refined_text"],
+        mitigation=state.get("mitigation") or Mitigation(status="disabled"),
+        judge_raw=state.get("judge_raw"),
+        judge_refined=state.get("judge_refined"),
+        usage=_usage(calls),
+        usage_by_step={step: _usage(records) for step, records in sorted(by_step.items())},
+        timings={**state.get("timings", {}), "total": seconds},
+        templates=templates,
+    )
+
+
+def check(source: str, response: str, settings: Settings | None = None) -> CheckResult:
+    """One-shot convenience: build a checker, check one pair, release the backend."""
+    checker = Checker(settings)
+    try:
+        return checker.check(source, response)
+    finally:
+        checker.close()

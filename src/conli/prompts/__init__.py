@@ -1,0 +1,81 @@
+"""Versioned Jinja prompt templates, rendered by one function into chat messages.
+
+A template marks where each chat message begins with ``{{ msg("system") }}``; the marker
+carries a random nonce per render, so text inside a source or response can never forge a
+message boundary. Variables are strict: a missing one is an error, not an empty string.
+User data passes through the ``data`` filter, which defuses our own delimiter tags.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
+
+from conli.backends.base import Message
+from conli.errors import ConfigError
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+_ROLES = ("system", "user", "assistant")
+_OUR_TAGS = re.compile(r"<(/?)(source|response|hypothesis|sentence|problem|text)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Rendered messages plus the template version that produced them."""
+
+    messages: list[Message]
+    template: str
+
+
+def defuse(text: str) -> str:
+    """Neutralise our delimiter tags inside user data so data cannot close a block."""
+    return _OUR_TAGS.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+
+
+def _environment(search_path: Path) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader([str(search_path), str(TEMPLATE_DIR)]),
+        undefined=StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+    env.filters["data"] = defuse
+    return env
+
+
+def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) -> Prompt:
+    """Render ``<name>.jinja`` (e.g. ``nli_sentence.v1``) into chat messages."""
+    path = Path(name)
+    if path.suffix == ".jinja":  # a user's own file, e.g. a replacement rubric
+        search, filename, version = path.parent, path.name, path.stem
+    else:
+        search, filename, version = template_dir or TEMPLATE_DIR, f"{name}.jinja", name
+    nonce = secrets.token_hex(8)
+    marker = re.compile(rf"\x1e{nonce}:(\w+)\x1e")
+    try:
+        template = _environment(search).get_template(filename)
+        text = template.render(msg=lambda role: f"\x1e{nonce}:{role}\x1e", **variables)
+    except TemplateError as exc:
+        raise ConfigError(f"prompt template {filename} failed to render: {exc}") from exc
+    return Prompt(messages=_split_messages(text, marker, filename), template=version)
+
+
+def _split_messages(text: str, marker: re.Pattern[str], filename: str) -> list[Message]:
+    parts = marker.split(text)
+    if parts[0].strip():
+        raise ConfigError(f"template {filename} has text before its first msg() marker")
+    messages: list[Message] = []
+    for role, content in zip(parts[1::2], parts[2::2], strict=True):
+        if role not in _ROLES:
+            raise ConfigError(f"template {filename} uses unknown role {role!r}")
+        messages.append({"role": role, "content": content.strip()})  # type: ignore[typeddict-item]
+    if not messages:
+        raise ConfigError(f"template {filename} defines no messages")
+    return messages

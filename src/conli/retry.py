@@ -1,0 +1,48 @@
+"""The one place calls are retried: transient failures only, with jittered backoff.
+
+Rate limits wait at least the provider's ``Retry-After``; authentication and bad-request
+errors are raised at once because no retry can fix them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from conli.errors import RateLimitError, TransientBackendError
+
+T = TypeVar("T")
+
+
+class _WaitHonouringRetryAfter:
+    """Exponential backoff with full jitter, never shorter than a given Retry-After."""
+
+    def __init__(self, max_wait: float) -> None:
+        self._backoff = wait_random_exponential(multiplier=0.5, max=max_wait)
+        self._max_wait = max_wait
+
+    def __call__(self, state: RetryCallState) -> float:
+        wait = float(self._backoff(state))
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, RateLimitError) and error.retry_after is not None:
+            wait = max(wait, min(error.retry_after, self._max_wait))
+        return wait
+
+
+def call_with_retries(fn: Callable[[], T], *, attempts: int = 4, max_wait: float = 30.0) -> T:
+    """Run ``fn``; retry ``TransientBackendError`` up to ``attempts`` tries in total."""
+    retrying = Retrying(
+        retry=retry_if_exception_type(TransientBackendError),
+        wait=_WaitHonouringRetryAfter(max_wait),
+        stop=stop_after_attempt(attempts),
+        reraise=True,
+    )
+    return retrying(fn)
