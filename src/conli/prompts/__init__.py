@@ -21,7 +21,7 @@ from conli.errors import ConfigError
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
-_OUR_TAGS = re.compile(r"<(/?)(source|response|hypothesis|sentence|problem|text)\b", re.IGNORECASE)
+_OUR_TAGS = re.compile(r"<(/?)(source|text|claim|sentence)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

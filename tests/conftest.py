@@ -1,0 +1,84 @@
+"""Shared fixtures: a scripted model that answers by rules, and the spaCy pipeline."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conli.backends.base import Message
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+
+CLAIM = re.compile(r'<claim id="(\d+)">(.*?)</claim>', re.DOTALL)
+SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)
+
+
+def claims_of(messages: list[Message]) -> list[str]:
+    """The claims of the request being made (the last user message), in order."""
+    return [text for _, text in CLAIM.findall(messages[-1]["content"])]
+
+
+def kind_of(messages: list[Message]) -> str:
+    """Which agent a prompt belongs to, from its system message."""
+    system = messages[0]["content"]
+    if "editor" in system:
+        return "mitigate"
+    if "fact checker" in system:
+        return "nli"
+    return "judge"
+
+
+def nli_answer(labels: list[str]) -> str:
+    return json.dumps({"judgements": [
+        {"id": i, "evidence": "", "reasoning": f"because {label}", "label": label}
+        for i, label in enumerate(labels)
+    ]})
+
+
+def rule_responder(
+    bad: tuple[str, ...] = (),
+    judge_scores: tuple[int, int] = (2, 5),
+    rewrite: Callable[[str], str] | None = None,
+) -> Callable[[list[Message]], str]:
+    """A model that calls a claim unsupported when it contains any ``bad`` substring.
+
+    The mitigation agent rewrites with ``rewrite`` (or removes); the judge gives the
+    first score to texts containing a bad substring and the second otherwise.
+    """
+
+    def respond(messages: list[Message]) -> str:
+        kind = kind_of(messages)
+        if kind == "nli":
+            labels = ["neutral" if any(b in c for b in bad) else "entailment"
+                      for c in claims_of(messages)]
+            return nli_answer(labels)
+        if kind == "mitigate":
+            items = SENTENCE.findall(messages[-1]["content"])
+            rewrites: list[dict[str, Any]] = []
+            for sid, text in items:
+                new = rewrite(text) if rewrite else ""
+                rewrites.append({"id": int(sid), "action": "rewrite" if new else "remove",
+                                 "text": new})
+            return json.dumps({"rewrites": rewrites})
+        text = messages[-1]["content"].split("<text>")[1]
+        score = judge_scores[0] if any(b in text for b in bad) else judge_scores[1]
+        return json.dumps({"reasoning": "checked each statement", "score": score})
+
+    return respond
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def make_backend() -> Callable[..., ScriptedBackend]:
+    def make(**kwargs: Any) -> ScriptedBackend:
+        return ScriptedBackend(responder=rule_responder(**kwargs))
+
+    return make

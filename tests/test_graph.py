@@ -1,0 +1,140 @@
+"""The whole graph through the scripted backend: detection, merge, mitigation, judge."""
+
+import json
+
+from conli.backends.fake import ScriptedBackend
+from conli.pipeline import Checker
+from tests.conftest import claims_of, kind_of, nli_answer, rule_responder
+
+SOURCE = (
+    "The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes. "
+    "The city council paid for it with a regional grant."
+)
+RESPONSE = (
+    "The Riverside bridge opened in 1998. It is 420 metres long and carries two lanes.\n"
+    "It was designed by a famous Danish engineer. The city council paid for it with a grant."
+)
+
+
+def run(backend, settings, response=RESPONSE):
+    return Checker(settings, backend=backend).check(SOURCE, response)
+
+
+def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(settings):
+    backend = ScriptedBackend(responder=rule_responder(
+        bad=("420", "Danish"), rewrite=lambda t: t.replace("420", "240") if "420" in t else ""))
+    result = run(backend, settings)
+    verdicts = {s.text: s.verdict for s in result.sentences}
+    assert verdicts == {
+        "The Riverside bridge opened in 1998.": "supported",
+        "It is 420 metres long and carries two lanes.": "hallucinated",
+        "It was designed by a famous Danish engineer.": "hallucinated",
+        "The city council paid for it with a grant.": "supported",
+    }
+    assert result.verdict == "hallucinated"
+    assert result.refined_text == (
+        "The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes.\n"
+        "The city council paid for it with a grant."
+    )
+    assert [(c.index, c.action) for c in result.mitigation.changes] == [(1, "rewrite"), (2, "remove")]
+    assert result.mitigation.status == "rewritten"
+    assert result.judge_raw is not None and result.judge_refined is not None
+    assert (result.judge_raw.score, result.judge_refined.score) == (2, 5)
+    flagged = [s for s in result.sentences if s.verdict == "hallucinated"]
+    assert all(s.reasons and s.level == "sentence" for s in flagged)
+
+
+def test_entity_level_catches_what_the_sentence_level_missed(settings):
+    def respond(messages):
+        if kind_of(messages) == "nli":
+            # sentence level passes everything; only the tagged year 1998 fails
+            return nli_answer(["contradiction" if "[ 1998 ]" in c else "entailment"
+                               for c in claims_of(messages)])
+        return rule_responder()(messages)
+
+    settings.mitigate = False
+    result = run(ScriptedBackend(responder=respond), settings,
+                 response="The Riverside bridge opened in 1998.")
+    (sentence,) = result.sentences
+    assert sentence.verdict == "hallucinated" and sentence.level == "entity"
+    assert [e.text for e in sentence.entities] == ["Riverside", "1998"] or "1998" in [
+        e.text for e in sentence.entities]
+    assert any("[1998]" in r for r in sentence.reasons)
+    assert result.mitigation.status == "disabled"
+    assert result.refined_text == "The Riverside bridge opened in 1998."
+
+
+def test_entity_offsets_index_the_whole_response(settings):
+    backend = ScriptedBackend(responder=rule_responder())
+    result = run(backend, settings)
+    response_entities = [e for s in result.sentences for e in s.entities]
+    assert response_entities
+    for entity in response_entities:
+        assert RESPONSE[entity.start:entity.end] == entity.text
+
+
+def test_unparseable_answers_make_sentences_unverified_never_supported(settings):
+    def respond(messages):
+        return "Looks fine to me!" if kind_of(messages) == "nli" else rule_responder()(messages)
+
+    result = run(ScriptedBackend(responder=respond), settings)
+    checked = [s for s in result.sentences if s.checked]
+    assert checked and all(s.verdict == "unverified" for s in checked)
+    assert result.verdict == "unverified"
+    assert result.mitigation.status == "nothing_flagged"
+    assert all("could not be checked" in s.reasons[0] for s in checked)
+
+
+def test_one_failed_entity_check_makes_a_passed_sentence_unverified(settings):
+    def respond(messages):
+        if kind_of(messages) == "nli":
+            claims = claims_of(messages)
+            if any("[ 1998 ]" in c for c in claims):
+                return "garbage"
+            return nli_answer(["entailment"] * len(claims))
+        return rule_responder()(messages)
+
+    result = run(ScriptedBackend(responder=respond), settings,
+                 response="The Riverside bridge opened in 1998.")
+    assert result.sentences[0].verdict == "unverified"
+    assert result.verdict == "unverified"
+
+
+def test_nothing_flagged_skips_mitigation_and_judges_once(settings):
+    backend = ScriptedBackend(responder=rule_responder())
+    result = run(backend, settings, response="The Riverside bridge opened in 1998.")
+    assert result.verdict == "supported"
+    assert result.mitigation.status == "nothing_flagged"
+    assert result.refined_text == "The Riverside bridge opened in 1998."
+    assert result.judge_refined == result.judge_raw
+    assert "mitigate" not in result.usage_by_step
+    assert result.usage_by_step["judge"].calls == 1
+
+
+def test_failed_mitigation_keeps_the_raw_text_and_says_so(settings):
+    def respond(messages):
+        return "{}" if kind_of(messages) == "mitigate" else rule_responder(bad=("420",))(messages)
+
+    result = run(ScriptedBackend(responder=respond), settings)
+    assert result.mitigation.status == "failed"
+    assert result.refined_text == RESPONSE
+    assert result.mitigation.error
+
+
+def test_judge_failure_is_unverified_with_no_score(settings):
+    def respond(messages):
+        if kind_of(messages) == "judge":
+            return json.dumps({"reasoning": "r", "score": 0})
+        return rule_responder()(messages)
+
+    result = run(ScriptedBackend(responder=respond), settings)
+    assert result.judge_refined is not None
+    assert result.judge_refined.status == "unverified" and result.judge_refined.score is None
+
+
+def test_result_records_templates_usage_and_timings(settings):
+    result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
+    assert {"nli_sentence.v1", "nli_entity.v1", "mitigate.v1", "judge_rubric.v1"} <= set(
+        result.templates)
+    assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())
+    assert {"split", "sentence_nli", "merge", "judge", "total"} <= set(result.timings)

@@ -1,0 +1,43 @@
+from conli.nlp import load_pipeline
+from conli.segment import is_claim, select_claims, split_response
+
+
+def segments(text: str):
+    return select_claims(split_response(text, load_pipeline()))
+
+
+def test_offsets_point_into_the_original_text():
+    text = "Alpha rose 5% in May.  Beta fell sharply!\n\nGamma held steady at 12 dollars."
+    found = segments(text)
+    assert [s.text for s in found] == [
+        "Alpha rose 5% in May.", "Beta fell sharply!", "Gamma held steady at 12 dollars."
+    ]
+    for s in found:
+        assert text[s.start:s.end] == s.text
+
+
+def test_headings_markers_and_lead_ins_stay_but_are_not_checked():
+    text = "## Summary\nHere are the key points:\n- The plant employs 300 people.\n2. It opened in 1998.\nWhy?"
+    found = segments(text)
+    by_text = {s.text: s.checked for s in found}
+    assert by_text == {
+        "## Summary": False,
+        "Here are the key points:": False,
+        "The plant employs 300 people.": True,
+        "It opened in 1998.": True,
+        "Why?": False,
+    }
+    marker_free = [s for s in found if s.text.startswith("The plant")][0]
+    assert text[marker_free.start - 2:marker_free.start] == "- "
+
+
+def test_a_short_answer_alone_is_still_checked():
+    found = segments("Arthur's Magazine")
+    assert [(s.text, s.checked) for s in found] == [("Arthur's Magazine", True)]
+
+
+def test_is_claim():
+    assert is_claim("The bridge is 40 metres long.")
+    assert is_claim("Revenue: 5 million")  # a number makes a short fragment a claim
+    assert not is_claim("Thanks!")
+    assert not is_claim("What happened next?")

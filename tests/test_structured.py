@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from conli.agents.structured import ask_structured, parse_json_model
+from conli.backends.fake import ScriptedBackend
+from conli.errors import AuthenticationError, TransientBackendError
+from conli.models import JudgeAnswer
+
+MESSAGES = [{"role": "user", "content": "grade"}]
+
+
+def ask(backend: ScriptedBackend, max_reasks: int = 1):
+    return ask_structured(backend, MESSAGES, JudgeAnswer, step="judge", template="t.v1",
+                          max_tokens=50, max_reasks=max_reasks)
+
+
+def test_parses_fenced_json_with_chatter_around_it():
+    text = 'Sure!\n```json\n{"reasoning": "all there", "score": 5}\n```'
+    assert parse_json_model(text, JudgeAnswer).score == 5
+
+
+def test_out_of_range_score_is_rejected_then_reasked_once_with_the_error():
+    backend = ScriptedBackend(['{"reasoning": "r", "score": 9}', '{"reasoning": "r", "score": 3}'])
+    asked = ask(backend)
+    assert asked.value is not None and asked.value.score == 3
+    assert len(backend.calls) == 2
+    reask = backend.calls[1]
+    assert reask[-2] == {"role": "assistant", "content": '{"reasoning": "r", "score": 9}'}
+    assert "score" in reask[-1]["content"] and "less than or equal to 5" in reask[-1]["content"]
+
+
+def test_still_invalid_after_the_reask_gives_an_error_not_a_value():
+    backend = ScriptedBackend(["not json", "still not json"])
+    asked = ask(backend)
+    assert asked.value is None
+    assert asked.error is not None and "invalid answer" in asked.error
+    assert len(asked.calls) == 2
+
+
+def test_transient_errors_are_retried_and_auth_errors_are_not():
+    good = json.dumps({"reasoning": "ok", "score": 4})
+    flaky = ScriptedBackend([TransientBackendError("503"), good])
+    assert ask(flaky).value is not None
+    assert len(flaky.calls) == 2
+
+    locked = ScriptedBackend([AuthenticationError("bad key"), good])
+    asked = ask(locked)
+    assert asked.value is None and "bad key" in (asked.error or "")
+    assert len(locked.calls) == 1
+
+
+@pytest.mark.parametrize("text", ['{"score": 4}', '{"reasoning": "x", "score": "four"}', "[]"])
+def test_missing_or_mistyped_fields_never_validate(text):
+    with pytest.raises(ValueError):
+        parse_json_model(text, JudgeAnswer)
