@@ -17,7 +17,40 @@ def _local(_arg: str, settings: Settings) -> Backend:
     return LocalBackend(settings)
 
 
-_REGISTRY: dict[str, Factory] = {"local": _local}
+# --- hosted backends (issue 3): each SDK is imported only inside its own module ---------
+def _openai(arg: str, settings: Settings) -> Backend:
+    from conli.backends.openai_backend import openai_backend
+
+    return openai_backend(arg, settings)
+
+
+def _azure(arg: str, settings: Settings) -> Backend:
+    from conli.backends.azure_backend import azure_backend
+
+    return azure_backend(arg, settings)
+
+
+def _anthropic(arg: str, settings: Settings) -> Backend:
+    from conli.backends.anthropic_backend import anthropic_backend
+
+    return anthropic_backend(arg, settings)
+
+
+def _vllm(arg: str, settings: Settings) -> Backend:
+    from conli.backends.openai_compat import compat_backend
+
+    return compat_backend(arg, settings)
+
+
+_REGISTRY: dict[str, Factory] = {
+    "local": _local,
+    "openai": _openai,
+    "azure": _azure,
+    "anthropic": _anthropic,
+    "vllm": _vllm,
+    "llamacpp": _vllm,  # llama.cpp's llama-server speaks the same API
+}
+# --- end hosted backends (issue 3) ------------------------------------------------------
 
 
 def register_backend(name: str, factory: Factory) -> None:
@@ -35,9 +68,7 @@ def get_backend(spec: str, settings: Settings) -> Backend:
     name, _, arg = spec.partition(":")
     factory = _REGISTRY.get(name.strip().lower())
     if factory is None:
-        raise ConfigError(
-            f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}"
-        )
+        raise ConfigError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
     return factory(arg, settings)
 
 

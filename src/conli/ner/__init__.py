@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conli.models import Entity
+
+if TYPE_CHECKING:
+    from conli.config import Settings
 
 
 class EntityRecognizer(Protocol):
@@ -17,4 +20,16 @@ class EntityRecognizer(Protocol):
         ...
 
 
-__all__ = ["EntityRecognizer"]
+# --- recognizer by name (issue 3) ---------------------------------------------------------
+def get_recognizer(settings: Settings, nlp: Any) -> EntityRecognizer:
+    """Build the recognizer ``settings.ner`` names: ``spacy`` (uses ``nlp``) or ``azure``."""
+    if settings.ner == "azure":
+        from conli.ner.azure_ner import AzureRecognizer
+
+        return AzureRecognizer(settings)
+    from conli.ner.spacy_ner import SpacyRecognizer
+
+    return SpacyRecognizer(nlp, settings.entity_categories)
+
+
+__all__ = ["EntityRecognizer", "get_recognizer"]

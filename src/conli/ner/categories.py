@@ -10,8 +10,20 @@ from conli.errors import ConfigError
 
 KNOWN_CATEGORIES: frozenset[str] = frozenset(
     {
-        "Person", "PersonType", "Location", "Organization", "Event", "Product", "Skill",
-        "DateTime", "Quantity", "Address", "PhoneNumber", "Email", "URL", "IP",
+        "Person",
+        "PersonType",
+        "Location",
+        "Organization",
+        "Event",
+        "Product",
+        "Skill",
+        "DateTime",
+        "Quantity",
+        "Address",
+        "PhoneNumber",
+        "Email",
+        "URL",
+        "IP",
     }
 )
 
@@ -44,3 +56,28 @@ def validate_categories(categories: list[str]) -> frozenset[str]:
             f"unknown entity categories {unknown}; valid: {', '.join(sorted(KNOWN_CATEGORIES))}"
         )
     return frozenset(categories)
+
+
+# --- Azure Text Analytics (issue 3) ------------------------------------------------------
+# The service's categories are our canonical names. Its subcategories (e.g. DateTime's
+# DateRange and Duration, Quantity's Number and Currency) roll up to their parent, in case a
+# service version reports a subcategory where the category belongs.
+AZURE_SUBCATEGORY_PARENT: dict[str, str] = {
+    **dict.fromkeys(("Date", "Time", "DateRange", "TimeRange", "Duration", "Set"), "DateTime"),
+    **dict.fromkeys(
+        ("Number", "Percentage", "Ordinal", "Age", "Currency", "Dimension", "Temperature"),
+        "Quantity",
+    ),
+    **dict.fromkeys(("GPE", "Structure", "Geographical"), "Location"),
+    **dict.fromkeys(("Medical", "Stock exchange", "Sports"), "Organization"),
+}
+
+
+def azure_category(category: str, subcategory: str | None = None) -> str | None:
+    """Our canonical category for a Text Analytics category/subcategory; None if unknown."""
+    if category in KNOWN_CATEGORIES:
+        return category
+    for name in (category, subcategory):
+        if name and name in AZURE_SUBCATEGORY_PARENT:
+            return AZURE_SUBCATEGORY_PARENT[name]
+    return None

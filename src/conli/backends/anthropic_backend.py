@@ -1,0 +1,209 @@
+"""Anthropic's Messages API through the official ``anthropic`` SDK, imported only here.
+
+Structured output is a forced tool whose ``input_schema`` is the answer schema. The
+static prompt and the source come first and carry ``cache_control``, so every call for
+one response reads them from Anthropic's prompt cache. SDK retries are off.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.http_errors import error_for_status
+from conli.config import Settings
+from conli.errors import (
+    AuthenticationError,
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    TransientBackendError,
+)
+from conli.limits import CallLimiter, estimate_tokens, shared_limiter
+
+TOOL_NAME = "answer"
+SOURCE_END = "</source>"  # our templates close the source block with this tag
+_EPHEMERAL = {"type": "ephemeral"}
+_STOP_REASONS = {"max_tokens": "length", "end_turn": "stop", "tool_use": "stop"}
+
+
+def _import_anthropic() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            "this backend needs the Anthropic SDK: pip install 'conli[anthropic]'"
+        ) from exc
+    return anthropic
+
+
+class AnthropicBackend:
+    """Claude models via ``/v1/messages``; key from ``ANTHROPIC_API_KEY``."""
+
+    name = "anthropic"
+
+    def __init__(self, model: str, settings: Settings) -> None:
+        if not model.strip():
+            raise ConfigError("the anthropic backend needs a model: anthropic:<model>")
+        anthropic = _import_anthropic()
+        self.model = model.strip()
+        self.hypotheses_per_call = settings.hosted_hypotheses_per_call
+        self.max_concurrency = settings.max_concurrency
+        self.context_window: int | None = None
+        self._timeout = settings.request_timeout
+        self._limiter: CallLimiter = shared_limiter(settings)
+        try:
+            self._client = anthropic.Anthropic(max_retries=0, timeout=settings.request_timeout)
+        except anthropic.AnthropicError as exc:
+            raise AuthenticationError(f"anthropic: {exc}; set ANTHROPIC_API_KEY") from exc
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
+        anthropic = _import_anthropic()
+        system, turns = to_anthropic_messages(messages)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            # no temperature: the current Messages API (SDK 2.x) no longer takes sampling
+            # parameters, so the argument is accepted for the contract and not sent.
+            "messages": turns,
+            "timeout": self._timeout,
+        }
+        if system:
+            request["system"] = system
+        if json_schema is not None:
+            request["tools"] = [
+                {
+                    "name": TOOL_NAME,
+                    "description": "Give the answer in exactly this structure.",
+                    "input_schema": inline_refs(json_schema),
+                }
+            ]
+            request["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+        estimate = estimate_tokens([m["content"] for m in messages], max_tokens)
+        with self._limiter.slot(estimate) as reservation:
+            started = time.perf_counter()
+            try:
+                reply = self._client.messages.create(**request)
+            except anthropic.AnthropicError as exc:
+                raise _map_error(exc, self._timeout) from exc
+            except ValueError as exc:  # a 200 whose body is not JSON
+                raise TransientBackendError(f"anthropic sent an unreadable reply: {exc}") from exc
+            completion = _to_completion(reply, time.perf_counter() - started, json_schema)
+            usage = completion.usage
+            reservation.settle(usage.prompt_tokens + usage.completion_tokens)
+        return completion
+
+    def close(self) -> None:
+        """Close the SDK's HTTP connection pool."""
+        self._client.close()
+
+
+def to_anthropic_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """System blocks and turns, with cache breakpoints after the system prompt and source.
+
+    The last user turn holding ``</source>`` is split there: the text up to and including
+    the source is one cached block, the per-call hypotheses another.
+    """
+    system: list[dict[str, Any]] = [
+        {"type": "text", "text": m["content"]} for m in messages if m["role"] == "system"
+    ]
+    if system:
+        system[-1]["cache_control"] = _EPHEMERAL
+    turns: list[dict[str, Any]] = [
+        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+    ]
+    for turn in reversed(turns):
+        text = turn["content"]
+        if turn["role"] == "user" and SOURCE_END in text:
+            cut = text.rindex(SOURCE_END) + len(SOURCE_END)
+            blocks: list[dict[str, Any]] = [
+                {"type": "text", "text": text[:cut], "cache_control": _EPHEMERAL}
+            ]
+            if text[cut:].strip():
+                blocks.append({"type": "text", "text": text[cut:].strip()})
+            turn["content"] = blocks
+            break
+    return system, turns
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` with each local ``$ref`` replaced by its ``$defs`` entry."""
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                merged = {**defs[ref.split("/")[-1]], **rest}
+                return resolve(merged)
+            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
+def _to_completion(reply: Any, seconds: float, json_schema: dict[str, Any] | None) -> Completion:
+    """Text (or the tool input as JSON) plus usage; cached tokens are cache reads."""
+    blocks = getattr(reply, "content", None)
+    if blocks is None:
+        raise TransientBackendError("anthropic returned a reply without content")
+    text = ""
+    tool_input = next(
+        (b.input for b in blocks if getattr(b, "type", None) == "tool_use" and b.name == TOOL_NAME),
+        None,
+    )
+    if json_schema is not None and tool_input is not None:
+        text = json.dumps(tool_input, ensure_ascii=False)
+    else:
+        text = "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", None) == "text")
+    usage = getattr(reply, "usage", None)
+    read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    stop = getattr(reply, "stop_reason", None)
+    return Completion(
+        text=text,
+        finish_reason=_STOP_REASONS.get(stop, stop) if stop else None,
+        usage=CallUsage(
+            # Anthropic's input_tokens excludes cache reads and writes; ours is the whole prompt.
+            prompt_tokens=int(getattr(usage, "input_tokens", 0) or 0) + read + written,
+            cached_tokens=read,
+            completion_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            seconds=seconds,
+        ),
+    )
+
+
+def _map_error(exc: Exception, timeout: float) -> BackendError:
+    """Translate an ``anthropic`` exception into conli's error tree (the one place)."""
+    anthropic = _import_anthropic()
+    if isinstance(exc, anthropic.APITimeoutError):
+        return TransientBackendError(f"anthropic did not answer within {timeout:g}s")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return TransientBackendError(f"could not reach anthropic: {exc}")
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return TransientBackendError(f"anthropic sent a malformed reply: {exc}")
+    if isinstance(exc, anthropic.APIStatusError):
+        message = getattr(exc, "api_message", None) or exc.message
+        return error_for_status(
+            "anthropic", exc.status_code, str(message), dict(exc.response.headers)
+        )
+    return BackendError(f"anthropic call failed: {exc}")
+
+
+def anthropic_backend(model: str, settings: Settings) -> AnthropicBackend:
+    """``anthropic:<model>``."""
+    return AnthropicBackend(model, settings)

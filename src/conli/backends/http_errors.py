@@ -1,0 +1,72 @@
+"""HTTP failures of any provider mapped once onto conli's error tree, SDK-free.
+
+Each provider module catches its own SDK's exceptions and hands the status code, headers
+and message here, so "429 means RateLimitError with Retry-After" is decided in one place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+
+from conli.errors import (
+    AuthenticationError,
+    BackendError,
+    BadRequestError,
+    RateLimitError,
+    TransientBackendError,
+)
+
+_TRANSIENT_4XX = frozenset({408, 409, 425})
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the provider asks us to wait: ``retry-after-ms``, else ``retry-after``.
+
+    ``retry-after`` may be seconds (possibly fractional) or an HTTP date.
+    """
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def error_for_status(
+    provider: str,
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    code: str | None = None,
+) -> BackendError:
+    """Return the conli error for an HTTP error status, saying what to fix."""
+    detail = f"{provider} returned HTTP {status}: {message}"
+    if status in (401, 403):
+        return AuthenticationError(
+            f"{detail}. Check the API key or token (and its permissions) for {provider}."
+        )
+    if status == 429:
+        if code == "insufficient_quota":  # OpenAI's "out of credit": waiting cannot help
+            return BadRequestError(f"{detail}. The account has no quota left.")
+        return RateLimitError(detail, retry_after=retry_after_seconds(headers))
+    if status >= 500 or status in _TRANSIENT_4XX:
+        return TransientBackendError(detail)
+    if status == 404:
+        return BadRequestError(f"{detail}. Check the model or deployment name and the endpoint.")
+    return BadRequestError(detail)

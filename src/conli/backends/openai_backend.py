@@ -1,0 +1,168 @@
+"""OpenAI Chat Completions through the official ``openai`` SDK, imported only here.
+
+The same class serves OpenAI, Azure OpenAI (``azure_backend``) and OpenAI-compatible
+servers such as vLLM and llama.cpp (``openai_compat``): only the client differs. The SDK's
+own retries are off (``max_retries=0``) so every retry happens in ``conli.retry``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.http_errors import error_for_status
+from conli.config import Settings
+from conli.errors import (
+    AuthenticationError,
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    TransientBackendError,
+)
+from conli.limits import CallLimiter, estimate_tokens, shared_limiter
+
+TokenParam = Literal["max_tokens", "max_completion_tokens"]
+
+
+def import_openai() -> Any:
+    """Return the ``openai`` module, or fail naming the extra to install."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            "this backend needs the OpenAI SDK: pip install 'conli[openai]'"
+        ) from exc
+    return openai
+
+
+class OpenAIChatBackend:
+    """Any endpoint speaking OpenAI's ``/chat/completions``, behind our one contract."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        name: str,
+        model: str,
+        settings: Settings,
+        token_param: TokenParam = "max_completion_tokens",
+        context_window: int | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.hypotheses_per_call = settings.hosted_hypotheses_per_call
+        self.max_concurrency = settings.max_concurrency
+        self.context_window = context_window
+        self._client = client
+        self._token_param: TokenParam = token_param
+        self._timeout = settings.request_timeout
+        self._limiter: CallLimiter = shared_limiter(settings)
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """One chat completion; JSON schema via ``response_format`` (non-strict).
+
+        Strict mode would reject our schemas (``maxLength``, optional keys), so the schema
+        guides the model and ``agents.structured`` validates the reply.
+        """
+        openai = import_openai()
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": temperature,
+            self._token_param: max_tokens,
+            "timeout": self._timeout,
+        }
+        if json_schema is not None:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": json_schema, "strict": False},
+            }
+        estimate = estimate_tokens([m["content"] for m in messages], max_tokens)
+        with self._limiter.slot(estimate) as reservation:
+            started = time.perf_counter()
+            try:
+                reply = self._client.chat.completions.create(**request)
+            except openai.OpenAIError as exc:
+                raise map_openai_error(exc, self.name, self._timeout) from exc
+            except ValueError as exc:  # a 200 whose body is not JSON
+                raise TransientBackendError(f"{self.name} sent an unreadable reply: {exc}") from exc
+            completion = to_completion(reply, time.perf_counter() - started, self.name)
+            usage = completion.usage
+            reservation.settle(usage.prompt_tokens + usage.completion_tokens)
+        return completion
+
+    def close(self) -> None:
+        """Close the SDK's HTTP connection pool."""
+        self._client.close()
+
+
+def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
+    """Our ``Completion`` from a ``ChatCompletion``; a reply without choices is transient."""
+    choices = getattr(reply, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise TransientBackendError(f"{provider} returned a reply without choices")
+    choice = choices[0]
+    usage = getattr(reply, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Completion(
+        text=choice.message.content or "",
+        finish_reason=choice.finish_reason,
+        usage=CallUsage(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            seconds=seconds,
+        ),
+    )
+
+
+def map_openai_error(exc: Exception, provider: str, timeout: float) -> BackendError:
+    """Translate an ``openai`` exception into conli's error tree (the one place)."""
+    openai = import_openai()
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientBackendError(f"could not reach {provider}: {exc}")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body)
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        return error_for_status(
+            provider,
+            exc.status_code,
+            str(message or exc.message),
+            dict(exc.response.headers),
+            code if isinstance(code, str) else None,
+        )
+    return BackendError(f"{provider} call failed: {exc}")
+
+
+def build_client(factory: Any, provider: str, **kwargs: Any) -> Any:
+    """Construct an SDK client with retries off; missing credentials say what to set."""
+    openai = import_openai()
+    try:
+        return factory(max_retries=0, **kwargs)
+    except openai.OpenAIError as exc:
+        raise AuthenticationError(f"{provider}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"{provider}: {exc}") from exc
+
+
+def openai_backend(model: str, settings: Settings) -> OpenAIChatBackend:
+    """``openai:<model>``: api.openai.com (or ``OPENAI_BASE_URL``), key from ``OPENAI_API_KEY``."""
+    if not model.strip():
+        raise ConfigError("the openai backend needs a model: openai:gpt-4o-mini")
+    openai = import_openai()
+    client = build_client(openai.OpenAI, "openai", timeout=settings.request_timeout)
+    return OpenAIChatBackend(client, name="openai", model=model.strip(), settings=settings)

@@ -1,0 +1,56 @@
+"""OpenAI-compatible servers (vLLM, llama.cpp's llama-server) through the ``openai`` SDK.
+
+Spec: ``vllm:http://host:8000/v1#<model>``. Without ``#<model>`` the server's first listed
+model is used. The key, if the server wants one, comes from ``VLLM_API_KEY`` (never from
+``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from conli.backends.openai_backend import (
+    OpenAIChatBackend,
+    build_client,
+    import_openai,
+    map_openai_error,
+)
+from conli.config import Settings
+from conli.errors import ConfigError
+
+
+def parse_compat_spec(arg: str) -> tuple[str, str | None]:
+    """Split ``http://host:8000/v1#model`` into the base URL and the model (or None)."""
+    url, _, model = arg.strip().partition("#")
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(
+            f"not a server URL: {url!r}; write the spec as vllm:http://host:8000/v1#<model>"
+        )
+    return url.rstrip("/"), model.strip() or None
+
+
+def compat_backend(arg: str, settings: Settings) -> OpenAIChatBackend:
+    """``vllm:URL#model``: any server speaking OpenAI's chat completions API."""
+    url, model = parse_compat_spec(arg)
+    openai = import_openai()
+    client = build_client(
+        openai.OpenAI,
+        "vllm",
+        base_url=url,
+        api_key=os.environ.get("VLLM_API_KEY") or "not-needed",
+        timeout=settings.request_timeout,
+    )
+    if model is None:
+        try:
+            listed = [m.id for m in client.models.list()]
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc, "vllm", settings.request_timeout) from exc
+        if not listed:
+            raise ConfigError(f"{url} lists no models; name one: vllm:{url}#<model>")
+        model = listed[0]
+    # vLLM and llama.cpp read max_tokens; not every server knows max_completion_tokens.
+    return OpenAIChatBackend(
+        client, name="vllm", model=model, settings=settings, token_param="max_tokens"
+    )

@@ -1,0 +1,89 @@
+"""The OpenAI-compatible path end to end: a REAL llama.cpp HTTP server on loopback.
+
+The fixture starts llama.cpp's server in-process (``xllamacpp``) on 127.0.0.1 with the
+embedded GGUF, and the backend reaches it through the official ``openai`` client exactly
+as it would reach vLLM. Two tiny generations only (the machine has two cores).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conli.backends import get_backend
+from conli.config import Settings
+from conli.errors import BadRequestError
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> Iterator[str]:
+    """Base URL of a llama.cpp server on loopback serving the embedded model."""
+    xllamacpp = pytest.importorskip("xllamacpp")
+    from conli.backends.model_store import ensure_model
+
+    settings = Settings()
+    model = settings.local_model or ensure_model(Path(settings.cache_dir) / "models")
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model)
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0  # let the server pick a free port
+    params.n_ctx = 1024
+    params.n_parallel = 1
+    params.cpuparams.n_threads = 2
+    params.cpuparams_batch.n_threads = 2
+    params.warmup = False
+    params.verbosity = -1
+    server = xllamacpp.Server(params)
+    url = server.listening_address.rstrip("/")
+    assert url.startswith("http://127.0.0.1:")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    break
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail("llama.cpp server did not become healthy")
+            time.sleep(0.5)
+    yield url
+    del server
+
+
+def test_vllm_spec_reaches_real_server_with_json_schema(llama_server):
+    # no #model: the backend asks the server's /v1/models which model it serves
+    backend = get_backend(f"vllm:{llama_server}/v1", Settings(request_timeout=120))
+    try:
+        schema = {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+        completion = backend.complete(
+            [{"role": "system", "content": "Answer in JSON."},
+             {"role": "user", "content": "Is Paris in France?"}],
+            max_tokens=16, json_schema=schema,
+        )
+        assert json.loads(completion.text)["answer"] in ("yes", "no")  # the grammar held
+        assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
+        assert completion.usage.seconds > 0
+        assert backend.model and backend.name == "vllm"
+    finally:
+        backend.close()
+
+
+def test_real_server_rejection_is_a_bad_request_not_retried(llama_server):
+    backend = get_backend(f"vllm:{llama_server}/v1#any", Settings(request_timeout=120))
+    try:
+        with pytest.raises(BadRequestError):  # 400: prompt exceeds the 1024-token context
+            backend.complete([{"role": "user", "content": "word " * 3000}], max_tokens=8)
+    finally:
+        backend.close()
