@@ -1,0 +1,135 @@
+"""A content-addressed disk cache in front of any backend, so a re-run costs nothing.
+
+The key is the SHA-256 of everything that decides the answer: backend name, model,
+messages, ``max_tokens``, ``json_schema`` and ``temperature``. The rendered messages carry
+the prompt template's text, so a changed template is a different key. Entries are written
+to a temp file and renamed into place (``os.replace``), so concurrent writers never leave a
+torn file. Errors are never cached: an exception from the inner backend propagates and
+nothing is written. A hit reports the original token counts, with every prompt token as
+``cached_tokens`` and zero seconds.
+
+With ``temperature > 0`` a hit replays the one stored sample: delete the directory (or
+use another) to draw new samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from conli.backends.base import Backend, CallUsage, Completion, Message
+
+CACHE_FORMAT = "1"
+
+
+def cache_key(
+    backend: str,
+    model: str,
+    messages: list[Message],
+    max_tokens: int,
+    json_schema: dict[str, Any] | None,
+    temperature: float,
+) -> str:
+    """SHA-256 hex digest of a canonical JSON encoding of the call."""
+    payload = {
+        "format": CACHE_FORMAT,
+        "backend": backend,
+        "model": model,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "max_tokens": max_tokens,
+        "json_schema": json_schema,
+        "temperature": temperature,
+    }
+    encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+class CachedBackend:
+    """Wrap ``inner``, answering repeated calls from ``cache_dir``; the ``Backend`` contract."""
+
+    def __init__(self, inner: Backend, cache_dir: Path) -> None:
+        self.inner = inner
+        self.cache_dir = Path(cache_dir)
+        self.name = inner.name
+        self.model = inner.model
+        self.hypotheses_per_call = inner.hypotheses_per_call
+        self.max_concurrency = inner.max_concurrency
+        self.context_window = inner.context_window
+        self.hits = 0
+        self.misses = 0
+
+    def path_for(self, key: str) -> Path:
+        """Where the entry for ``key`` lives (two-level fan-out)."""
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """Return the stored completion for this exact call, or ask ``inner`` and store it."""
+        key = cache_key(self.name, self.model, messages, max_tokens, json_schema, temperature)
+        path = self.path_for(key)
+        cached = _read_entry(path)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        completion = self.inner.complete(
+            messages, max_tokens=max_tokens, json_schema=json_schema, temperature=temperature
+        )
+        self.misses += 1
+        _write_entry(path, key, completion)
+        return completion
+
+    def close(self) -> None:
+        """Release the inner backend."""
+        self.inner.close()
+
+
+def _read_entry(path: Path) -> Completion | None:
+    """Return the stored completion, or None if absent or unreadable (then it is redone)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        usage = data["usage"]
+        return Completion(
+            text=str(data["text"]),
+            finish_reason=data.get("finish_reason"),
+            usage=CallUsage(
+                prompt_tokens=int(usage["prompt_tokens"]),
+                cached_tokens=int(usage["prompt_tokens"]),
+                completion_tokens=int(usage["completion_tokens"]),
+                seconds=0.0,
+            ),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_entry(path: Path, key: str, completion: Completion) -> None:
+    """Write atomically: a temp file in the same directory renamed over the final name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "key": key,
+        "text": completion.text,
+        "finish_reason": completion.finish_reason,
+        "usage": {
+            "prompt_tokens": completion.usage.prompt_tokens,
+            "completion_tokens": completion.usage.completion_tokens,
+            "seconds": completion.usage.seconds,
+        },
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(entry, handle, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,317 @@
+"""``conli eval``: measure detection, rewriting and the judge on labelled data.
+
+    conli eval detect  --dataset NAME ... [--ablation hierarchical] [--limit N --seed S]
+    conli eval rewrite --dataset NAME ... [--hallucinated-only]
+    conli eval judge   --dataset NAME ... [--sentences 5] [--modes reasoning score_only]
+
+Every model call goes through a disk cache (``--cache-dir``), so a re-run costs nothing.
+Each run writes ``results.json`` and ``results.md`` (and ``predictions.jsonl`` for detect)
+to ``--out``, with the command, commit, backend, model, templates and machine.
+Also runnable as ``python -m conli.eval_cli`` until ``conli.cli`` wires it in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from conli.backends import get_backend
+from conli.backends.base import Backend
+from conli.backends.cache import CachedBackend
+from conli.config import Settings
+from conli.errors import BackendError, ConfigError, ConliError
+from conli.evaluation import detection, judge_eval, report, rewrite
+from conli.evaluation.loaders import (
+    DATASETS,
+    FORMATS,
+    Example,
+    dataset_path,
+    load_dataset,
+    load_file,
+)
+
+DEFAULT_DATA_DIR = Path("../shared/data")
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``eval`` with its ``detect``/``rewrite``/``judge`` sub-commands; sets ``handler``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "eval", help="measure detection, rewriting and the judge on labelled data",
+        description=__doc__.splitlines()[0])
+    kinds = parser.add_subparsers(dest="eval_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    data = common.add_argument_group("data")
+    data.add_argument("--dataset", action="append", default=[],
+                      help="named set under --data-dir (repeatable, or 'all'): "
+                      + ", ".join(DATASETS))
+    data.add_argument("--file", type=Path, action="append", default=[],
+                      help="your own data file (repeatable); see --format")
+    data.add_argument("--format", choices=sorted(FORMATS), default="jsonl",
+                      help="format of --file (default jsonl: source, response, label, ...)")
+    data.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                      help=f"folder of the named sets (default {DEFAULT_DATA_DIR})")
+    data.add_argument("--limit", type=int, help="examples per dataset (stratified by label)")
+    data.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    data.add_argument("--no-stratify", action="store_true", help="sample without stratifying")
+    run = common.add_argument_group("run")
+    run.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    run.add_argument("--cache-dir", type=Path,
+                     help="model-call cache (default: <CONLI_CACHE_DIR>/eval-calls)")
+    run.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    run.add_argument("--out", type=Path, help="result folder (default eval/results/<kind>-<time>)")
+    run.add_argument("--progress", action="store_true", help="print progress to stderr")
+
+    detect = kinds.add_parser("detect", parents=[common], help="F1, BAcc, AUROC of detection")
+    detect.add_argument("--ablation", choices=sorted(detection.ABLATIONS), default="hierarchical")
+    detect.add_argument("--judge", action="store_true",
+                        help="also score each response with the judge (gives a judge AUROC)")
+    detect.set_defaults(handler=run_detect)
+
+    rewrite_parser = kinds.add_parser("rewrite", parents=[common],
+                                      help="ROUGE/BLEU, zero-flag share, judge before/after")
+    rewrite_parser.add_argument("--hallucinated-only", action="store_true",
+                                help="rewrite only the gold-hallucinated responses (as the paper)")
+    rewrite_parser.set_defaults(handler=run_rewrite)
+
+    judge = kinds.add_parser("judge", parents=[common],
+                             help="residuals and the 0-100%% hallucination progression")
+    judge.add_argument("--sentences", type=int, default=5,
+                       help="gold responses are cut to this many sentences (default 5)")
+    judge.add_argument("--modes", nargs="+", choices=["reasoning", "score_only"],
+                       default=["reasoning", "score_only"])
+    judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    judge.set_defaults(handler=run_judge)
+    parser.set_defaults(handler=lambda args: parser.error("choose detect, rewrite or judge"))
+    return parser
+
+
+# --- shared plumbing ---------------------------------------------------------------------
+
+
+def _command() -> str:
+    """Return the command as typed, spelled ``conli ...`` for both entry points."""
+    if Path(sys.argv[0]).name in ("conli", "eval_cli.py"):
+        return shlex.join(["conli", *sys.argv[1:]])
+    return shlex.join(sys.argv)
+
+
+def _datasets(
+    args: argparse.Namespace, *, sample: bool = True
+) -> tuple[dict[str, list[Example]], list[Path]]:
+    names = list(DATASETS) if "all" in args.dataset else args.dataset
+    if not names and not args.file:
+        raise ConfigError("give --dataset NAME (or all) or --file PATH")
+    loaded: dict[str, list[Example]] = {}
+    paths = []
+    for name in names:
+        loaded[name] = load_dataset(name, args.data_dir)
+        paths.append(dataset_path(name, args.data_dir))
+    for path in args.file:
+        examples = load_file(path, args.format)
+        loaded[examples[0].dataset if examples else path.stem] = examples
+        paths.append(path)
+    if not sample:
+        return loaded, paths
+    sampled = {name: detection.stratified_sample(examples, args.limit, args.seed,
+                                                 stratify=not args.no_stratify)
+               for name, examples in loaded.items()}
+    return sampled, paths
+
+
+def _backend(args: argparse.Namespace, settings: Settings) -> Backend:
+    inner = get_backend(settings.llm, settings)
+    if args.no_cache:
+        return inner
+    return CachedBackend(inner, args.cache_dir or settings.cache_dir / "eval-calls")
+
+
+def _base_settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
+    return Settings(**overrides)
+
+
+def _out_dir(args: argparse.Namespace, kind: str) -> Path:
+    if args.out:
+        return Path(args.out)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path("eval/results") / f"{kind}-{stamp}"
+
+
+def _meta(args: argparse.Namespace, backend: Backend, settings: Settings, templates: set[str],
+          paths: list[Path]) -> dict[str, Any]:
+    meta = report.provenance(argv=None, backend=backend.name, model=backend.model,
+                             settings=settings, templates=templates, data_files=paths,
+                             seed=args.seed, limit=args.limit)
+    meta["command"] = _command()
+    meta["args"] = {k: (str(v) if isinstance(v, Path) else
+                        [str(x) for x in v] if isinstance(v, list) else v)
+                    for k, v in vars(args).items() if k != "handler"}
+    if isinstance(backend, CachedBackend):
+        meta["cache"] = {"dir": str(backend.cache_dir), "hits": backend.hits,
+                         "misses": backend.misses}
+    return meta
+
+
+def _progress(enabled: bool, label: str) -> Callable[[int, int], None] | None:
+    if not enabled:
+        return None
+
+    def show(done: int, total: int) -> None:
+        print(f"\r{label} {done}/{total}", end="\n" if done == total else "", file=sys.stderr,
+              flush=True)
+
+    return show
+
+
+def _finish(out: Path, payload: dict[str, Any], markdown: str) -> int:
+    json_path, md_path = report.write_results(out, payload, markdown)
+    sys.stdout.write(markdown)
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+# --- the three evaluations ---------------------------------------------------------------
+
+
+def run_detect(args: argparse.Namespace) -> int:
+    """Score detection for one ablation over the chosen datasets."""
+    from conli.pipeline import Checker
+
+    try:
+        settings = detection.ablation_settings(args.ablation, _base_settings(args))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    settings = settings.model_copy(update={"mitigate": False, "judge": bool(args.judge)})
+    sets, paths = _datasets(args)
+    out = _out_dir(args, f"detect-{args.ablation}")
+    out.mkdir(parents=True, exist_ok=True)
+    backend = _backend(args, settings)
+    checker = Checker(settings, backend)
+    outcomes: list[detection.Outcome] = []
+    try:
+        with (out / "predictions.jsonl").open("w", encoding="utf-8") as log:
+            def record(outcome: detection.Outcome) -> None:
+                log.write(json.dumps(outcome.to_json(), ensure_ascii=False) + "\n")
+                log.flush()
+
+            for examples in sets.values():
+                outcomes += detection.run_detection(checker, examples, on_outcome=record,
+                                                    progress=args.progress)
+    finally:
+        checker.close()
+    templates = {t for o in outcomes if o.result for t in o.result.templates}
+    payload = {"kind": "detect", "ablation": args.ablation,
+               "provenance": _meta(args, backend, settings, templates, paths),
+               "scores": detection.score_outcomes(outcomes)}
+    return _finish(out, payload, report.detection_markdown(payload))
+
+
+def run_rewrite(args: argparse.Namespace) -> int:
+    """Run the full pipeline (detect, rewrite, judge), then re-detect each refined text."""
+    from conli.pipeline import Checker
+
+    settings = _base_settings(args).model_copy(update={"mitigate": True, "judge": True,
+                                                       "judge_raw": True})
+    sets, paths = _datasets(args)
+    backend = _backend(args, settings)
+    full = Checker(settings, backend)
+    again = Checker(settings.model_copy(update={"mitigate": False, "judge": False}), backend)
+    results: dict[str, Any] = {}
+    templates: set[str] = set()
+    try:
+        for name, examples in sets.items():
+            if args.hallucinated_only:
+                examples = [e for e in examples if e.label]
+            outcomes = detection.run_detection(full, examples, progress=args.progress)
+            redone = rewrite.redetect(again, outcomes, examples,
+                                      _progress(args.progress, f"{name} re-detect"))
+            results[name] = rewrite.rewrite_report(outcomes, examples, redone)
+            templates |= {t for o in outcomes if o.result for t in o.result.templates}
+    finally:
+        full.close()
+    payload = {"kind": "rewrite", "provenance": _meta(args, backend, settings, templates, paths),
+               "datasets": results}
+    return _finish(_out_dir(args, "rewrite"), payload, report.rewrite_markdown(payload))
+
+
+def run_judge(args: argparse.Namespace) -> int:
+    """Measure the rubric judge's residuals and progression on rule-based variants."""
+    from conli.nlp import load_pipeline
+    from conli.segment import split_response
+
+    nlp = load_pipeline()
+
+    def split(text: str) -> list[str]:
+        return [s.text for s in split_response(text, nlp)]
+
+    def entities(text: str) -> list[tuple[str, str]]:
+        return [(e.text, e.label_) for e in nlp(text).ents]
+
+    settings = _base_settings(args)
+    sets, paths = _datasets(args, sample=False)  # --limit counts gold items here
+    backend = _backend(args, settings)
+    out = _out_dir(args, "judge")
+    scored: list[judge_eval.Scored] = []
+    items: list[judge_eval.JudgeItem] = []
+    try:
+        for examples in sets.values():
+            grounded = [e for e in examples if not e.label]
+            found = judge_eval.build_items(grounded, split, entities, sentences=args.sentences,
+                                           limit=args.limit, seed=args.seed)
+            items += found
+            tasks = judge_eval.plan_tasks(found, args.seed)
+            for mode in args.modes:
+                scored += judge_eval.score_tasks(
+                    backend, found, tasks, judge_eval.mode_settings(mode, settings), mode,
+                    _progress(args.progress, f"judge {mode}"))
+    finally:
+        backend.close()
+    if not items:
+        raise ConfigError(f"no gold response has {args.sentences} sentences in these datasets")
+    progression = judge_eval.progression(scored)
+    plot = None
+    if not args.no_plot:
+        plot = str(judge_eval.plot_progression(progression, out / "progression.png"))
+    payload = {
+        "kind": "judge",
+        "provenance": _meta(args, backend, settings, {s.template for s in scored}, paths),
+        "items": [item.__dict__ for item in items],
+        "residuals": judge_eval.residual_table(scored),
+        "progression": progression,
+        "plot": plot,
+        "scores": [{"item": s.task.item, "task": s.task.task, "pct": s.task.pct, "mode": s.mode,
+                    "expected": s.task.expected, "score": s.score, "error": s.error}
+                   for s in scored],
+    }
+    return _finish(out, payload, report.judge_markdown(payload))
+
+
+def _load_datasets_only(args: argparse.Namespace) -> dict[str, list[Example]]:
+    """Return what ``--dataset/--file/--limit/--seed`` select (for tests)."""
+    return _datasets(args)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m conli.eval_cli``), with ``conli``'s exit codes."""
+    parser = argparse.ArgumentParser(prog="conli")
+    add_eval_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.handler(args)
+        return result
+    except BackendError as exc:
+        print(f"conli: backend error: {exc}", file=sys.stderr)
+        return 3
+    except ConliError as exc:
+        print(f"conli: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

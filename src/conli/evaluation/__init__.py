@@ -1,0 +1,1 @@
+"""The evaluation harness behind ``conli eval``: loaders, metrics, runs and reports."""

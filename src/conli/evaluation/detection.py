@@ -1,0 +1,223 @@
+"""Run the checker over examples and score its detections, per dataset and averaged.
+
+Response level: a response is hallucinated if any sentence is (``CheckResult.verdict``).
+Sentence level, where gold sentence labels exist: each gold sentence takes the verdicts of
+the checked segments that overlap it (hallucinated if any is, else unverified if any is,
+else supported; a gold sentence no checked segment covers counts as supported, and these
+are counted as ``uncovered``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from conli.config import Settings
+from conli.errors import InputError
+from conli.evaluation.loaders import Example
+from conli.evaluation.metrics import average_reports, detection_report
+from conli.models import CheckResult, SentenceResult, Verdict
+
+# Paper ablations (CoNLI table 4) plus chain-of-thought off. "entity" needs a setting the
+# graph does not have yet: it is applied only if Settings grows a ``sentence_level`` field.
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "hierarchical": {"entity_level": True, "chain_of_thought": True},
+    "sentence": {"entity_level": False, "chain_of_thought": True},
+    "entity": {"entity_level": True, "sentence_level": False, "chain_of_thought": True},
+    "hierarchical-no-cot": {"entity_level": True, "chain_of_thought": False},
+    "sentence-no-cot": {"entity_level": False, "chain_of_thought": False},
+}
+
+
+class CheckerLike(Protocol):
+    """What the runner needs from ``conli.Checker``."""
+
+    def check(self, source: str, response: str) -> CheckResult:
+        """Check one pair."""
+        ...
+
+
+def ablation_settings(name: str, base: Settings | None = None) -> Settings:
+    """Return ``base`` with the ablation's switches; refuse ones the pipeline cannot run."""
+    if name not in ABLATIONS:
+        raise ValueError(f"unknown ablation {name!r}; known: {', '.join(ABLATIONS)}")
+    overrides = dict(ABLATIONS[name])
+    missing = [key for key in overrides if key not in Settings.model_fields]
+    if missing:
+        raise ValueError(
+            f"ablation {name!r} needs the setting(s) {', '.join(missing)}, which this "
+            "version of conli does not have"
+        )
+    base = base or Settings(**{})
+    return base.model_copy(update=overrides)
+
+
+def stratified_sample(
+    examples: Sequence[Example], limit: int | None, seed: int, *, stratify: bool = True
+) -> list[Example]:
+    """``limit`` examples drawn with ``seed``; stratified keeps the label proportions.
+
+    Allocation is proportional with largest remainders, each present label keeping at least
+    one example when ``limit`` allows. The sample keeps the data's original order.
+    """
+    if limit is None or limit >= len(examples):
+        return list(examples)
+    rng = random.Random(seed)
+    if not stratify:
+        chosen = set(rng.sample(range(len(examples)), limit))
+        return [e for i, e in enumerate(examples) if i in chosen]
+    groups: dict[bool, list[int]] = {}
+    for i, example in enumerate(examples):
+        groups.setdefault(example.label, []).append(i)
+    quotas = {label: limit * len(idx) / len(examples) for label, idx in groups.items()}
+    counts = {label: int(q) for label, q in quotas.items()}
+    for label in sorted(groups, key=lambda lb: (quotas[lb] - counts[lb], lb), reverse=True):
+        if sum(counts.values()) >= limit:
+            break
+        counts[label] += 1
+    for label in groups:  # keep every class present
+        if counts[label] == 0 and limit >= len(groups):
+            donor = max(counts, key=lambda lb: counts[lb])
+            counts[donor] -= 1
+            counts[label] = 1
+    chosen = set()
+    for label, idx in sorted(groups.items()):
+        chosen.update(rng.sample(idx, counts[label]))
+    return [e for i, e in enumerate(examples) if i in chosen]
+
+
+@dataclass
+class Outcome:
+    """One example's prediction, with what is needed to score it."""
+
+    example_id: str
+    dataset: str
+    gold: bool
+    predicted: Verdict
+    flagged_share: float | None = None
+    judge_score: int | None = None
+    sentence_gold: list[bool] = field(default_factory=list)
+    sentence_predicted: list[Verdict] = field(default_factory=list)
+    uncovered_sentences: int = 0
+    error: str | None = None
+    result: CheckResult | None = None
+
+    def to_json(self, *, with_result: bool = True) -> dict[str, Any]:
+        """Return a JSON-ready record for ``predictions.jsonl``."""
+        record = {k: v for k, v in self.__dict__.items() if k != "result"}
+        if with_result and self.result is not None:
+            record["result"] = self.result.model_dump(mode="json")
+        return record
+
+
+def flagged_share(sentences: Iterable[SentenceResult]) -> float | None:
+    """Hallucinated / checked sentences: a continuous score for AUROC (None if none checked)."""
+    checked = [s for s in sentences if s.checked]
+    if not checked:
+        return None
+    return sum(1 for s in checked if s.verdict == "hallucinated") / len(checked)
+
+
+def align_sentences(
+    response: str, gold: Sequence[tuple[str, bool]], predicted: Sequence[SentenceResult]
+) -> tuple[list[Verdict], int]:
+    """Give each gold sentence the verdict of its overlapping checked segments; count uncovered."""
+    verdicts: list[Verdict] = []
+    uncovered = 0
+    cursor = 0
+    for text, _ in gold:
+        start = response.find(text.strip(), cursor)
+        if start < 0:
+            raise ValueError(f"gold sentence not found in the response: {text[:60]!r}")
+        end = start + len(text.strip())
+        cursor = end
+        overlapping = [s.verdict for s in predicted
+                       if s.checked and s.start < end and start < s.end]
+        if "hallucinated" in overlapping:
+            verdicts.append("hallucinated")
+        elif "unverified" in overlapping or None in overlapping:
+            verdicts.append("unverified")
+        else:
+            uncovered += not overlapping
+            verdicts.append("supported")
+    return verdicts, uncovered
+
+
+def predict(checker: CheckerLike, example: Example) -> Outcome:
+    """Check one example; an input the checker refuses becomes ``unverified`` with its error."""
+    try:
+        result = checker.check(example.source, example.response)
+    except InputError as exc:
+        return Outcome(example.id, example.dataset, example.label, "unverified", error=str(exc),
+                       sentence_gold=[h for _, h in example.sentence_labels or ()],
+                       sentence_predicted=["unverified"] * len(example.sentence_labels or ()))
+    outcome = Outcome(
+        example.id, example.dataset, example.label, result.verdict,
+        flagged_share=flagged_share(result.sentences),
+        judge_score=result.judge_raw.score if result.judge_raw is not None else None,
+        result=result,
+    )
+    if example.sentence_labels:
+        verdicts, uncovered = align_sentences(example.response, example.sentence_labels,
+                                              result.sentences)
+        outcome.sentence_gold = [h for _, h in example.sentence_labels]
+        outcome.sentence_predicted = verdicts
+        outcome.uncovered_sentences = uncovered
+    return outcome
+
+
+def run_detection(
+    checker: CheckerLike,
+    examples: Sequence[Example],
+    *,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    progress: bool = False,
+) -> list[Outcome]:
+    """Predict every example in order; ``on_outcome`` sees each as it completes."""
+    outcomes = []
+    for number, example in enumerate(examples, start=1):
+        outcome = predict(checker, example)
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+        if progress:
+            print(f"\r{number}/{len(examples)} {example.id}", end="", file=sys.stderr, flush=True)
+    if progress and examples:
+        print(file=sys.stderr)
+    return outcomes
+
+
+def score_outcomes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Per dataset: response-level (and sentence-level) reports; plus the average over sets."""
+    by_dataset: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_dataset.setdefault(outcome.dataset, []).append(outcome)
+    datasets: dict[str, Any] = {}
+    for name, items in by_dataset.items():
+        scores: dict[str, list[float | None]] = {
+            "flagged_share": [o.flagged_share for o in items],
+            "judge_inverted": [None if o.judge_score is None else 6.0 - o.judge_score
+                               for o in items],
+        }
+        if all(v is None for v in scores["judge_inverted"]):
+            del scores["judge_inverted"]
+        entry: dict[str, Any] = {
+            "response": detection_report([o.gold for o in items], [o.predicted for o in items],
+                                         scores),
+            "input_errors": sum(1 for o in items if o.error),
+        }
+        with_sentences = [o for o in items if o.sentence_gold]
+        if with_sentences:
+            entry["sentence"] = detection_report(
+                [g for o in with_sentences for g in o.sentence_gold],
+                [p for o in with_sentences for p in o.sentence_predicted],
+            )
+            entry["sentence"]["uncovered"] = sum(o.uncovered_sentences for o in with_sentences)
+        datasets[name] = entry
+    return {
+        "datasets": datasets,
+        "average": {"response": average_reports(d["response"] for d in datasets.values())},
+    }

@@ -1,0 +1,353 @@
+"""Judge evaluation (seed 003): residuals, and the score progression over 0-100% hallucination.
+
+Residuals compare gold and synthetic hallucinated text; the progression swaps in one more
+hallucinated sentence per 20% step.
+
+Synthetic variants here are rule-based: an *intrinsic* variant contradicts the source by
+swapping a number, a date, a named entity (for another of the same type from the source)
+or by negating an auxiliary; an *extrinsic* variant appends a clause the source does not
+support. LLM-written variants (the seed's table 7) are not implemented yet.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from conli.agents.judge import judge
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.evaluation.loaders import Example
+
+SCORE_ONLY_TEMPLATE = Path(__file__).parent / "templates" / "judge_rubric_score_only.v1.jinja"
+EXPECTED = {"gold_full": 5, "gold_sentence": 5, "intrinsic_sentence": 1, "extrinsic_sentence": 1}
+Entities = Callable[[str], list[tuple[str, str]]]  # text -> [(entity text, NER label)]
+
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\w,])|(?<![\w.,])\d+(?:\.\d+)?(?![\w,])")
+_YEAR = re.compile(r"\b(1[89]\d{2}|20\d{2})\b")
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December"]
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+_CALENDAR = re.compile(r"\b(" + "|".join(_MONTHS + _DAYS) + r")\b", re.IGNORECASE)
+_AUX = re.compile(r"\b(is|are|was|were|has|have|had|will|can|could|would|should|did|does|do"
+                  r"|must)\b(?!\s+not\b|n't)", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(is|are|was|were|has|have|had|will|can|could|would|should|did|does|do"
+                      r"|must)\s+not\b|\b(is|are|was|were|has|have|had|could|would|should|did"
+                      r"|does|do|must)n't\b", re.IGNORECASE)
+SWAPPABLE = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART")
+EXTRINSIC_CLAUSES = (
+    "a decision that had been expected by most analysts",
+    "which drew sharp criticism from several local residents",
+    "at a ceremony attended by more than 300 people",
+    "after months of private negotiations",
+    "in a move that cost an estimated 2 million dollars",
+    "which was first reported by a regional newspaper the following week",
+    "despite warnings from two independent experts",
+    "as part of a plan announced the previous spring",
+)
+
+
+# --- rule-based variants -----------------------------------------------------------------
+
+
+def _match_case(word: str, like: str) -> str:
+    if like.isupper():
+        return word.upper()
+    return word.lower() if like.islower() else word
+
+
+def swap_number(sentence: str, rng: random.Random) -> str | None:
+    """Change the first number that is not a year to a different value of the same form."""
+    for match in _NUMBER.finditer(sentence):
+        text = match.group()
+        if _YEAR.fullmatch(text):
+            continue
+        if "." in text:
+            whole, frac = text.split(".")
+            new = f"{whole}.{frac[:-1]}{(int(frac[-1]) + rng.randint(1, 8)) % 10}"
+        else:
+            value = int(text.replace(",", ""))
+            changed = value + rng.choice([1, 2, 3]) if value < 10 else int(value * rng.choice(
+                [0.5, 0.75, 1.5, 2]))
+            new = f"{changed:,}" if "," in text else str(changed)
+        if new != text:
+            return sentence[: match.start()] + new + sentence[match.end():]
+    return None
+
+
+def swap_date(sentence: str, rng: random.Random) -> str | None:
+    """Move a month or weekday name to another one, or a year by 1-5 years."""
+    calendar = _CALENDAR.search(sentence)
+    if calendar:
+        word = calendar.group()
+        names = _MONTHS if word.capitalize() in _MONTHS else _DAYS
+        others = [n for n in names if n.lower() != word.lower()]
+        new = _match_case(rng.choice(others), word)
+        return sentence[: calendar.start()] + new + sentence[calendar.end():]
+    year = _YEAR.search(sentence)
+    if year:
+        new = str(int(year.group()) + rng.choice([-5, -3, -2, -1, 1, 2, 3, 5]))
+        return sentence[: year.start()] + new + sentence[year.end():]
+    return None
+
+
+def swap_entity(
+    sentence: str, entities: Sequence[tuple[str, str]], pool: Sequence[tuple[str, str]],
+    rng: random.Random,
+) -> str | None:
+    """Replace a named entity with another of the same type taken from the source."""
+    for text, label in entities:
+        if label not in SWAPPABLE or text not in sentence:
+            continue
+        candidates = sorted({t for t, lb in pool if lb == label and t.lower() not in
+                             sentence.lower() and text.lower() not in t.lower()})
+        if candidates:
+            return sentence.replace(text, rng.choice(candidates), 1)
+    return None
+
+
+def negate(sentence: str, rng: random.Random) -> str | None:
+    """Remove an existing negation, or add ``not`` after the first auxiliary verb."""
+    negated = _NEGATED.search(sentence)
+    if negated:
+        verb = negated.group(1) or negated.group(2)
+        return sentence[: negated.start()] + verb + sentence[negated.end():]
+    aux = _AUX.search(sentence)
+    if aux:
+        return sentence[: aux.end()] + " not" + sentence[aux.end():]
+    return None
+
+
+def intrinsic_variant(
+    sentence: str, rng: random.Random, entities: Sequence[tuple[str, str]] = (),
+    pool: Sequence[tuple[str, str]] = (),
+) -> tuple[str, str] | None:
+    """Return (variant, rule) contradicting the sentence, or None; rules in a seeded order."""
+    rules: list[tuple[str, Callable[[], str | None]]] = [
+        ("number", lambda: swap_number(sentence, rng)),
+        ("date", lambda: swap_date(sentence, rng)),
+        ("entity", lambda: swap_entity(sentence, entities, pool, rng)),
+        ("negation", lambda: negate(sentence, rng)),
+    ]
+    rng.shuffle(rules)
+    for name, rule in rules:
+        variant = rule()
+        if variant is not None and variant != sentence:
+            return variant, name
+    return None
+
+
+def extrinsic_variant(sentence: str, rng: random.Random, source: str = "") -> str:
+    """Return the sentence with an unsupported clause before its final punctuation."""
+    clauses = [c for c in EXTRINSIC_CLAUSES if c not in source] or list(EXTRINSIC_CLAUSES)
+    clause = rng.choice(clauses)
+    body = sentence.rstrip()
+    end = len(body)
+    while end and body[end - 1] in ".!?\"'”’ ":
+        end -= 1
+    return f"{body[:end]}, {clause}{body[end:] or '.'}"
+
+
+# --- items, tasks and scores -------------------------------------------------------------
+
+
+@dataclass
+class JudgeItem:
+    """A gold response cut to ``k`` sentences, with one intrinsic and extrinsic variant each."""
+
+    id: str
+    source: str
+    gold: list[str]
+    intrinsic: list[str | None]
+    extrinsic: list[str]
+    rules: list[str | None] = field(default_factory=list)
+
+
+def build_items(
+    examples: Sequence[Example], split: Callable[[str], list[str]], entities: Entities | None,
+    *, sentences: int, limit: int | None, seed: int,
+) -> list[JudgeItem]:
+    """Gold (non-hallucinated) examples with at least ``sentences`` sentences, cut to that many."""
+    rng = random.Random(seed)
+    items = []
+    for example in examples:
+        if example.label:
+            continue
+        gold = split(example.response)[:sentences]
+        if len(gold) < sentences:
+            continue
+        pool = entities(example.source) if entities else []
+        intrinsic, rules = [], []
+        for sentence in gold:
+            found = intrinsic_variant(sentence, rng, entities(sentence) if entities else [], pool)
+            intrinsic.append(found[0] if found else None)
+            rules.append(found[1] if found else None)
+        extrinsic = [extrinsic_variant(s, rng, example.source) for s in gold]
+        items.append(JudgeItem(example.id, example.source, gold, intrinsic, extrinsic, rules))
+        if limit is not None and len(items) >= limit:
+            break
+    return items
+
+
+@dataclass(frozen=True)
+class Task:
+    """One text to score and what the score should be (``pct`` for progression tasks)."""
+
+    item: str
+    task: str
+    text: str
+    expected: int | None
+    pct: int | None = None
+
+
+def plan_tasks(items: Sequence[JudgeItem], seed: int) -> list[Task]:
+    """Residual tasks (one random sentence index per item) and the 0-100% progressions."""
+    rng = random.Random(seed)
+    tasks = []
+    for item in items:
+        k = len(item.gold)
+        i = rng.randrange(k)
+        tasks.append(Task(item.id, "gold_full", " ".join(item.gold), 5, 0))
+        tasks.append(Task(item.id, "gold_sentence", item.gold[i], 5))
+        intrinsic_i = item.intrinsic[i]
+        if intrinsic_i is not None:
+            tasks.append(Task(item.id, "intrinsic_sentence", intrinsic_i, 1))
+        tasks.append(Task(item.id, "extrinsic_sentence", item.extrinsic[i], 1))
+        order = rng.sample(range(k), k)  # nested: each step swaps one more sentence
+        variants_by_kind: dict[str, Sequence[str | None]] = {
+            "intrinsic": item.intrinsic, "extrinsic": item.extrinsic}
+        for kind, variants in variants_by_kind.items():
+            if any(v is None for v in variants):
+                continue
+            for swapped in range(1, k + 1):
+                chosen = set(order[:swapped])
+                text = " ".join(str(variants[j]) if j in chosen else item.gold[j] for j in range(k))
+                tasks.append(Task(item.id, f"progression_{kind}", text, None,
+                                  round(100 * swapped / k)))
+    return tasks
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A task with the judge's score (None when unverified) under one prompt mode."""
+
+    task: Task
+    mode: str
+    score: int | None
+    template: str
+    error: str | None = None
+
+
+def score_tasks(
+    backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
+    mode: str, progress: Callable[[int, int], None] | None = None,
+) -> list[Scored]:
+    """Ask the rubric judge for every task's score."""
+    sources = {item.id: item.source for item in items}
+    scored = []
+    for number, task in enumerate(tasks, start=1):
+        result, _ = judge(backend, sources[task.item], task.text, settings)
+        scored.append(Scored(task, mode, result.score, result.template, result.error))
+        if progress is not None:
+            progress(number, len(tasks))
+    return scored
+
+
+def mode_settings(mode: str, base: Settings) -> Settings:
+    """``reasoning`` is the default rubric; ``score_only`` the same rubric without reasoning."""
+    if mode == "reasoning":
+        return base
+    if mode == "score_only":
+        return base.model_copy(update={"judge_template": SCORE_ONLY_TEMPLATE})
+    raise ValueError(f"unknown judge mode {mode!r}")
+
+
+def residual_table(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per mode and task: mean |expected - predicted|; unverified counted, and as worst (4)."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode in sorted({s.mode for s in scored}):
+        table[mode] = {}
+        for task in (*EXPECTED, "all"):
+            rows = [s for s in scored if s.mode == mode and s.task.expected is not None
+                    and s.task.pct in (None, 0) and (task == "all" or s.task.task == task)]
+            if not rows:
+                continue
+            residuals = [abs(r.task.expected - r.score) for r in rows
+                         if r.task.expected is not None and r.score is not None]
+            table[mode][task] = {
+                "n": len(rows),
+                "unverified": len(rows) - len(residuals),
+                "residual": mean(residuals) if residuals else None,
+                "residual_unverified_as_4": mean(residuals + [4] * (len(rows) - len(residuals))),
+                "mean_score": mean(r.score for r in rows if r.score is not None)
+                if residuals else None,
+            }
+    return table
+
+
+def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per mode and kind: mean score at each percentage and the mean delta per step.
+
+    0% is the gold full text of the same items; only items with a full progression count.
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode in sorted({s.mode for s in scored}):
+        out[mode] = {}
+        gold = {s.task.item: s.score for s in scored
+                if s.mode == mode and s.task.task == "gold_full"}
+        for kind in ("intrinsic", "extrinsic"):
+            rows = [s for s in scored if s.mode == mode and s.task.task == f"progression_{kind}"]
+            if not rows:
+                continue
+            by_pct: dict[int, list[int | None]] = {0: [gold.get(i) for i in
+                                                        sorted({r.task.item for r in rows})]}
+            for r in rows:
+                by_pct.setdefault(r.task.pct or 0, []).append(r.score)
+            means = {pct: (mean(v for v in values if v is not None)
+                           if any(v is not None for v in values) else None)
+                     for pct, values in sorted(by_pct.items())}
+            unverified = {pct: sum(v is None for v in values) for pct, values in by_pct.items()}
+            first, last = means[min(means)], means[max(means)]
+            steps = len(means) - 1
+            delta = (last - first) / steps if first is not None and last is not None and steps \
+                else None
+            out[mode][kind] = {"mean_score": means, "unverified": unverified,
+                               "delta_per_step": delta, "items": len(by_pct[0])}
+    return out
+
+
+def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path) -> Path:
+    """Write a PNG: score against hallucination percentage, one panel per kind."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the eval extra
+        raise RuntimeError("the plot needs matplotlib: pip install 'conli[eval]'") from exc
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for axis, kind in zip(axes, ("intrinsic", "extrinsic"), strict=True):
+        for mode, kinds in progress.items():
+            if kind not in kinds:
+                continue
+            points = [(int(p), s) for p, s in kinds[kind]["mean_score"].items() if s is not None]
+            axis.plot([p for p, _ in points], [s for _, s in points], marker="o",
+                      label=f"{mode} (Δ/step {kinds[kind]['delta_per_step']:+.2f})"
+                      if kinds[kind]["delta_per_step"] is not None else mode)
+        axis.set_title(f"{kind} hallucination")
+        axis.set_xlabel("hallucinated sentences (%)")
+        axis.set_xticks([0, 20, 40, 60, 80, 100])
+        axis.set_ylim(0.8, 5.2)
+        axis.grid(alpha=0.3)
+        axis.legend()
+    axes[0].set_ylabel("mean judge score (1-5)")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

@@ -1,0 +1,197 @@
+"""Provenance recorded with every result, and the JSON + Markdown files written per run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from conli.config import Settings
+
+# Published numbers beside ours (from ../shared/data/README.md). They are on the AggreFact
+# FtSota *test* cuts; our rows are on the validation cuts, so compare with care.
+PUBLISHED: dict[str, dict[str, float]] = {
+    "aggrefact_cnndm": {"HHEM-2.1-Open": 62.8, "MiniCheck-Flan-T5-L": 69.9, "GPT-4o": 68.1,
+                        "Bespoke-MiniCheck-7B": 65.5},
+    "aggrefact_xsum": {"HHEM-2.1-Open": 67.8, "MiniCheck-Flan-T5-L": 74.3, "GPT-4o": 76.8,
+                       "Bespoke-MiniCheck-7B": 77.8},
+}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                              check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file, or of a folder's files in name order (pins the exact data used)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def provenance(
+    *, argv: Sequence[str] | None, backend: str, model: str, settings: Settings,
+    templates: Iterable[str], data_files: Iterable[Path] = (), seed: int | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Everything needed to reproduce a result: command, commit, backend, templates, machine."""
+    from conli import __version__
+
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "command": shlex.join(["conli", "eval", *(argv or [])]) if argv is not None
+        else shlex.join(sys.argv),
+        "git_commit": commit,
+        "git_dirty": bool(dirty) if dirty is not None else None,
+        "conli_version": __version__,
+        "backend": backend,
+        "model": model,
+        "templates": sorted(set(templates)),
+        "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"})),
+        "seed": seed,
+        "limit": limit,
+        "data": {str(p): file_digest(p) for p in data_files},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+        },
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a whole file or nothing: temp file in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_results(out_dir: Path, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """``results.json`` and ``results.md`` in ``out_dir``."""
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    write_atomically(json_path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(md_path, markdown)
+    return json_path, md_path
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{100 * float(value):.1f}"
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "–" if value is None else f"{float(value):.{digits}f}"
+
+
+def _header(meta: dict[str, Any]) -> list[str]:
+    return [
+        f"- command: `{meta['command']}`",
+        f"- commit: `{meta['git_commit']}`{' (dirty)' if meta.get('git_dirty') else ''}; "
+        f"backend: `{meta['backend']}`; model: `{meta['model']}`",
+        f"- templates: {', '.join(meta['templates']) or '–'}",
+        f"- machine: {meta['machine']['platform']}, {meta['machine']['cpu_count']} CPUs",
+        "",
+    ]
+
+
+def detection_markdown(payload: dict[str, Any]) -> str:
+    """One row per dataset plus the average; metrics in percent, unverified counted as wrong."""
+    meta, scores = payload["provenance"], payload["scores"]
+    lines = [f"# Detection: {payload['ablation']}", "", *_header(meta),
+             "| dataset | n | F1-macro | F1-halluc | F1-non-halluc | BAcc | AUROC (flag share) "
+             "| AUROC (judge) | unverified | published BAcc |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, entry in scores["datasets"].items():
+        r = entry["response"]
+        published = "; ".join(f"{k} {v}" for k, v in PUBLISHED.get(name, {}).items()) or "–"
+        auc = r["auroc"]
+        lines.append(
+            f"| {name} | {r['n']} | {_pct(r['f1_macro'])} | {_pct(r['f1_hallucinated'])} | "
+            f"{_pct(r['f1_supported'])} | {_pct(r['balanced_accuracy'])} | "
+            f"{_pct(auc.get('flagged_share', {}).get('value'))} | "
+            f"{_pct(auc.get('judge_inverted', {}).get('value'))} | "
+            f"{r['unverified']} ({_pct(r['unverified_rate'])}%) | {published} |"
+        )
+    avg = scores["average"]["response"]
+    if avg:
+        lines.append(f"| average | | {_pct(avg['f1_macro'])} | {_pct(avg['f1_hallucinated'])} | "
+                     f"{_pct(avg['f1_supported'])} | {_pct(avg['balanced_accuracy'])} | | | "
+                     f"{_pct(avg['unverified_rate'])}% | |")
+    sentence_rows = [(n, e["sentence"]) for n, e in scores["datasets"].items() if "sentence" in e]
+    if sentence_rows:
+        lines += ["", "Sentence level:", "",
+                  "| dataset | sentences | F1-macro | F1-halluc | F1-non-halluc | BAcc | "
+                  "unverified | uncovered |", "|---|---|---|---|---|---|---|---|"]
+        for name, s in sentence_rows:
+            lines.append(f"| {name} | {s['n']} | {_pct(s['f1_macro'])} | "
+                         f"{_pct(s['f1_hallucinated'])} | {_pct(s['f1_supported'])} | "
+                         f"{_pct(s['balanced_accuracy'])} | {s['unverified']} | {s['uncovered']} |")
+    lines += ["", "Metrics in percent; an `unverified` prediction is scored as wrong. Published "
+              "BAcc are on the AggreFact *test* cuts; these rows are validation cuts.", ""]
+    return "\n".join(lines)
+
+
+def rewrite_markdown(payload: dict[str, Any]) -> str:
+    """Before/after table per dataset."""
+    lines = ["# Rewrite", "", *_header(payload["provenance"]),
+             "| dataset | n | changed | R-1 raw→ref | R-1 refined→ref | R-L raw→ref | "
+             "R-L refined→ref | BLEU raw→ref | BLEU refined→ref | R-L refined vs raw | "
+             "zero flags raw | zero flags refined | judge raw | judge refined |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in payload["datasets"].items():
+        raw, refined = r["vs_reference"]["raw"], r["vs_reference"]["refined"]
+        lines.append(
+            f"| {name} | {r['n']} | {r['changed']} | {_pct(raw.get('rouge1'))} | "
+            f"{_pct(refined.get('rouge1'))} | {_pct(raw.get('rougeL'))} | "
+            f"{_pct(refined.get('rougeL'))} | {_num(raw.get('bleu'), 1)} | "
+            f"{_num(refined.get('bleu'), 1)} | {_pct(r['refined_vs_raw'].get('rougeL'))} | "
+            f"{_pct(r['zero_flags']['raw'])} | {_pct(r['zero_flags']['refined'])} | "
+            f"{_num(r['judge']['raw']['mean'])} | {_num(r['judge']['refined']['mean'])} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def judge_markdown(payload: dict[str, Any]) -> str:
+    """Residual table and progression table per prompt mode."""
+    lines = ["# Judge evaluation", "", *_header(payload["provenance"]),
+             "| mode | task | n | residual | residual (unverified as 4) | unverified |",
+             "|---|---|---|---|---|---|"]
+    for mode, tasks in payload["residuals"].items():
+        for task, row in tasks.items():
+            lines.append(f"| {mode} | {task} | {row['n']} | {_num(row['residual'])} | "
+                         f"{_num(row['residual_unverified_as_4'])} | {row['unverified']} |")
+    lines += ["", "| mode | kind | items | 0% | 20% | 40% | 60% | 80% | 100% | Δ per step |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for mode, kinds in payload["progression"].items():
+        for kind, row in kinds.items():
+            cells = " | ".join(_num(row["mean_score"].get(p)) for p in (0, 20, 40, 60, 80, 100))
+            lines.append(f"| {mode} | {kind} | {row['items']} | {cells} | "
+                         f"{_num(row['delta_per_step'])} |")
+    if payload.get("plot"):
+        lines += ["", f"![progression]({Path(payload['plot']).name})"]
+    return "\n".join([*lines, ""])

@@ -1,0 +1,51 @@
+"""Test helper for the eval tests: a responder that answers by string matching the source.
+
+A claim is entailed iff its text (entity tags removed, end punctuation dropped) occurs in
+the source; the editor replaces each flagged sentence by the source's first sentence; the
+judge scores round(5 - 4 * share of the text's sentences not found in the source).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from conli.backends.base import Message
+from conli.backends.fake import ScriptedBackend
+
+_SENT = re.compile(r"(?<=[.!?])\s+")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("[ ", "").replace(" ]", "")).strip().rstrip(".!?")
+
+
+def _between(text: str, tag: str) -> str:
+    return text.split(f"<{tag}>")[-1].split(f"</{tag}>")[0].strip()
+
+
+def respond(messages: list[Message]) -> str:
+    system = messages[0]["content"]
+    user = next(m["content"] for m in reversed(messages) if "<source>" in m["content"])
+    source = _between(user, "source")
+    if "You grade how faithful" in system:
+        sentences = [s for s in _SENT.split(_between(user, "text")) if s.strip()]
+        missing = sum(1 for s in sentences if _norm(s) not in source)
+        score = round(5 - 4 * missing / max(1, len(sentences)))
+        reasoning = "" if "must be\nthe empty string" in system else f"{missing} unsupported"
+        return json.dumps({"reasoning": reasoning, "score": score})
+    if "<sentence id=" in user:
+        first = _SENT.split(source)[0]
+        ids = re.findall(r'<sentence id="(\d+)">', user)
+        return json.dumps({"rewrites": [{"id": int(i), "fix": "x",
+                                         "action": "rewrite", "text": first}
+                                        for i in ids]})
+    claims = re.findall(r'<claim id="(\d+)">(.*?)</claim>', user, re.S)
+    return json.dumps({"judgements": [
+        {"id": int(i), "evidence": "", "reasoning": "string match",
+         "label": "entailment" if _norm(c) in source else "contradiction"}
+        for i, c in claims]})
+
+
+def backend() -> ScriptedBackend:
+    return ScriptedBackend(responder=respond, hypotheses_per_call=1)

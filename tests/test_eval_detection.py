@@ -1,0 +1,180 @@
+"""Sampling, sentence alignment, ablations, the run over a real Checker, and `conli eval`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conli.backends import register_backend
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.errors import EmptyInputError
+from conli.eval_cli import main
+from conli.evaluation import detection
+from conli.evaluation.loaders import Example, load_jsonl
+from conli.evaluation.rewrite import redetect, rewrite_report
+from conli.models import CheckResult, SentenceResult
+from conli.pipeline import Checker
+from tests.eval_fakes import backend as fake_backend
+
+FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
+CALLS: list[int] = []
+
+
+def _factory(_arg: str, _settings: Settings) -> Backend:
+    fake = fake_backend()
+    CALLS.append(1)
+    original = fake.complete
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        CALLS.append(2)
+        return original(*args, **kwargs)
+
+    fake.complete = counting  # type: ignore[method-assign]
+    return fake
+
+
+register_backend("evalfake", _factory)
+
+
+def _examples(n_pos: int, n_neg: int) -> list[Example]:
+    return [Example(f"e{i}", "s", "r", i < n_pos, "d") for i in range(n_pos + n_neg)]
+
+
+def test_stratified_sample_keeps_proportions_and_is_seeded() -> None:
+    data = _examples(20, 80)
+    sample = detection.stratified_sample(data, 10, seed=3)
+    assert len(sample) == 10 and sum(e.label for e in sample) == 2
+    assert sample == detection.stratified_sample(data, 10, seed=3)
+    assert sample != detection.stratified_sample(data, 10, seed=4)
+    assert [e.id for e in sample] == sorted((e.id for e in sample), key=lambda s: int(s[1:]))
+    rare = detection.stratified_sample(_examples(1, 99), 5, seed=0)
+    assert sum(e.label for e in rare) == 1  # a rare class is kept
+    assert detection.stratified_sample(data, None, seed=0) == data
+
+
+def _sentence(i: int, start: int, end: int, verdict: str | None, checked: bool = True
+              ) -> SentenceResult:
+    return SentenceResult(index=i, text="x", start=start, end=end, checked=checked,
+                          verdict=verdict)  # type: ignore[arg-type]
+
+
+def test_align_sentences_by_overlap() -> None:
+    response = "One two three. Four five six. Seven eight."
+    gold = (("One two three.", False), ("Four five six.", True), ("Seven eight.", False))
+    predicted = [_sentence(0, 0, 29, "hallucinated"), _sentence(1, 30, 42, "unverified")]
+    verdicts, uncovered = detection.align_sentences(response, gold, predicted)
+    assert verdicts == ["hallucinated", "hallucinated", "unverified"] and uncovered == 0
+    only_first = [_sentence(0, 0, 14, "supported")]
+    verdicts, uncovered = detection.align_sentences(response, gold, only_first)
+    assert verdicts == ["supported", "supported", "supported"] and uncovered == 2
+
+
+def test_ablation_settings() -> None:
+    base = Settings(llm="local")
+    assert detection.ablation_settings("sentence", base).entity_level is False
+    no_cot = detection.ablation_settings("hierarchical-no-cot", base)
+    assert no_cot.entity_level is True and no_cot.chain_of_thought is False
+    if "sentence_level" not in Settings.model_fields:
+        with pytest.raises(ValueError, match="sentence_level"):
+            detection.ablation_settings("entity", base)
+
+
+def test_run_over_a_real_checker_scores_by_hand() -> None:
+    examples = load_jsonl(FIXTURE)
+    checker = Checker(Settings(llm="local", mitigate=False, judge=True), fake_backend())
+    outcomes = detection.run_detection(checker, examples)
+    assert [o.predicted for o in outcomes] == ["supported", "hallucinated", "supported",
+                                               "hallucinated"]
+    assert [o.flagged_share for o in outcomes] == [0.0, 0.5, 0.0, 1.0]
+    assert outcomes[1].sentence_predicted == ["supported", "hallucinated"]
+    scores = detection.score_outcomes(outcomes)["datasets"]["eval_sample"]
+    assert scores["response"]["f1_macro"] == 1.0
+    assert scores["response"]["auroc"]["judge_inverted"]["value"] == 1.0
+    assert scores["sentence"]["confusion"] == {"tp": 1, "fn": 0, "fp": 0, "tn": 3,
+                                               "unverified_pos": 0, "unverified_neg": 0}
+
+
+class _Refusing:
+    def check(self, source: str, response: str) -> CheckResult:
+        raise EmptyInputError("the response is empty")
+
+
+def test_refused_input_is_unverified_not_dropped() -> None:
+    [outcome] = detection.run_detection(_Refusing(), [Example("a", "s", "r", True, "d")])
+    assert outcome.predicted == "unverified" and outcome.error == "the response is empty"
+    report = detection.score_outcomes([outcome])["datasets"]["d"]["response"]
+    assert report["unverified"] == 1 and report["f1_hallucinated"] == 0.0
+
+
+def test_rewrite_report_with_a_scripted_editor() -> None:
+    examples = load_jsonl(FIXTURE)
+    backend = fake_backend()
+    full = Checker(Settings(llm="local"), backend)
+    again = Checker(Settings(llm="local", mitigate=False, judge=False), backend)
+    outcomes = detection.run_detection(full, examples)
+    report = rewrite_report(outcomes, examples, redetect(again, outcomes, examples))
+    assert report["changed"] == 2 and report["mitigation_status"]["rewritten"] == 2
+    assert report["zero_flags"] == {"raw": 0.5, "refined": 1.0, "refined_unverified": 0,
+                                    "refined_empty": 0, "rewritten_clean": 1.0}
+    assert report["judge"]["raw"]["mean"] == pytest.approx((5 + 3 + 5 + 1) / 4)
+    assert report["judge"]["refined"]["mean"] == 5
+    # s2's rewrite puts the source's first sentence where "It holds 90,000 books." was
+    assert report["vs_reference"]["refined"]["n"] == 2
+
+
+def test_conli_eval_detect_writes_results_and_reruns_from_cache(tmp_path: Path) -> None:
+    argv = ["eval", "detect", "--file", str(FIXTURE), "--llm", "evalfake", "--cache-dir",
+            str(tmp_path / "cache"), "--out", str(tmp_path / "run1"), "--judge"]
+    CALLS.clear()
+    assert main(argv) == 0
+    first_calls = CALLS.count(2)
+    assert first_calls > 0
+    result = json.loads((tmp_path / "run1" / "results.json").read_text())
+    meta = result["provenance"]
+    assert meta["backend"] == "fake" and meta["model"] == "scripted"
+    assert "nli_sentence.v1" in meta["templates"] and meta["machine"]["cpu_count"]
+    assert meta["cache"]["misses"] == first_calls
+    assert result["scores"]["datasets"]["eval_sample"]["response"]["f1_macro"] == 1.0
+    assert "| eval_sample | 4 | 100.0 |" in (tmp_path / "run1" / "results.md").read_text()
+    assert len((tmp_path / "run1" / "predictions.jsonl").read_text().splitlines()) == 4
+    CALLS.clear()
+    assert main([*argv[:-3], "--out", str(tmp_path / "run2"), "--judge"]) == 0
+    assert CALLS.count(2) == 0  # a re-run costs nothing
+    rerun = json.loads((tmp_path / "run2" / "results.json").read_text())
+    # identical calls inside run 1 (s1 and s2 share a sentence) were already hits there
+    total = meta["cache"]["hits"] + meta["cache"]["misses"]
+    assert meta["cache"]["hits"] > 0
+    assert rerun["provenance"]["cache"] == {"dir": str(tmp_path / "cache"), "hits": total,
+                                            "misses": 0}
+    assert rerun["scores"] == result["scores"]
+
+
+def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
+    long_source = ("The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. "
+                   "The cafe is open in May. Tickets cost 5 euros.")
+    data = tmp_path / "gold.jsonl"
+    data.write_text(json.dumps({"source": long_source, "response": long_source, "label": 0})
+                    + "\n" + json.dumps({"source": long_source, "response":
+                                         "The pier opened in 1931.", "label": 1}) + "\n")
+    common = ["--file", str(data), "--llm", "evalfake", "--cache-dir", str(tmp_path / "c")]
+    assert main(["eval", "judge", *common, "--out", str(tmp_path / "j")]) == 0
+    judged = json.loads((tmp_path / "j" / "results.json").read_text())
+    assert judged["residuals"]["reasoning"]["gold_full"]["residual"] == 0
+    assert (tmp_path / "j" / "progression.png").exists()
+    assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
+    rewritten = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert rewritten["datasets"]["gold"]["zero_flags"]["refined"] == 1.0
+
+
+def test_conli_eval_reports_a_bad_file_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                               ) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"source": "s"}\n')
+    assert main(["eval", "detect", "--file", str(bad), "--llm", "evalfake", "--no-cache",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "bad.jsonl:1" in capsys.readouterr().err
+    assert main(["eval", "detect", "--file", str(bad), "--ablation", "entity", "--llm",
+                 "evalfake", "--out", str(tmp_path / "o")]) == 2

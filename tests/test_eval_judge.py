@@ -1,0 +1,121 @@
+"""Judge evaluation: rule-based variants, task plan, residuals, progression and the plot."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from conli.config import Settings
+from conli.evaluation import judge_eval as je
+from conli.evaluation.loaders import Example
+from tests.eval_fakes import backend as fake_backend
+
+
+def rng() -> random.Random:
+    return random.Random(0)
+
+
+def test_swap_number_keeps_form_and_skips_years() -> None:
+    out = je.swap_number("In 2019 the hotel had 1,200 rooms.", rng())
+    assert out is not None and out.startswith("In 2019 the hotel had ") and "1,200" not in out
+    assert "," in out.split("had ")[1]
+    assert je.swap_number("Opened in 2019.", rng()) is None
+
+
+def test_swap_date_moves_month_or_year() -> None:
+    out = je.swap_date("It opened on 3 May.", rng())
+    assert out is not None and "May" not in out and out.startswith("It opened on 3 ")
+    year = je.swap_date("It opened in 2019.", rng())
+    assert year is not None and "2019" not in year
+
+
+def test_negate_adds_or_removes_not() -> None:
+    negated = je.negate("The museum is open on Sundays.", rng())
+    assert negated == "The museum is not open on Sundays."
+    assert je.negate("He did not win the race.", rng()) == "He did win the race."
+    assert je.negate("He didn't win.", rng()) == "He did win."
+    assert je.negate("Rain fell.", rng()) is None
+
+
+def test_swap_entity_uses_a_same_type_entity_from_the_source() -> None:
+    out = je.swap_entity("Alice met the mayor.", [("Alice", "PERSON")],
+                         [("Alice", "PERSON"), ("Bob", "PERSON"), ("Paris", "GPE")], rng())
+    assert out == "Bob met the mayor."
+
+
+def test_extrinsic_appends_a_clause_before_the_full_stop() -> None:
+    out = je.extrinsic_variant("The bridge opened.", rng())
+    clause = out.removeprefix("The bridge opened, ").removesuffix(".")
+    assert clause in je.EXTRINSIC_CLAUSES and out.endswith(".")
+
+
+def _item() -> je.JudgeItem:
+    gold = [f"Fact {i} is true." for i in range(5)]
+    return je.JudgeItem("x", " ".join(gold), gold, [f"Fact {i} is false." for i in range(5)],
+                        [f"Fact {i} is true, and more." for i in range(5)])
+
+
+def test_plan_tasks_builds_residual_tasks_and_nested_progressions() -> None:
+    tasks = je.plan_tasks([_item()], seed=1)
+    kinds = [t.task for t in tasks]
+    assert kinds.count("gold_full") == 1 and kinds.count("intrinsic_sentence") == 1
+    intrinsic = [t for t in tasks if t.task == "progression_intrinsic"]
+    assert [t.pct for t in intrinsic] == [20, 40, 60, 80, 100]
+    assert [t.text.count("false") for t in intrinsic] == [1, 2, 3, 4, 5]
+    assert intrinsic[-1].text == " ".join(f"Fact {i} is false." for i in range(5))
+
+
+def _scored(task: str, score: int | None, pct: int | None = None, expected: int | None = None,
+            item: str = "x") -> je.Scored:
+    return je.Scored(je.Task(item, task, "t", expected, pct), "reasoning", score, "judge_rubric.v1")
+
+
+def test_residual_table_by_hand() -> None:
+    scored = [_scored("gold_full", 5, 0, 5), _scored("gold_sentence", 3, None, 5),
+              _scored("intrinsic_sentence", 2, None, 1),
+              _scored("extrinsic_sentence", None, None, 1)]
+    table = je.residual_table(scored)["reasoning"]
+    assert table["gold_sentence"]["residual"] == 2
+    assert table["intrinsic_sentence"]["residual"] == 1
+    assert table["extrinsic_sentence"] == {"n": 1, "unverified": 1, "residual": None,
+                                           "residual_unverified_as_4": 4, "mean_score": None}
+    assert table["all"]["residual"] == pytest.approx(1.0)  # (0 + 2 + 1) / 3
+    assert table["all"]["residual_unverified_as_4"] == pytest.approx(7 / 4)
+
+
+def test_progression_means_and_delta_per_step() -> None:
+    scored = [_scored("gold_full", 5, 0, 5, "a"), _scored("gold_full", 4, 0, 5, "b")]
+    for item, scores in (("a", [4, 3, 2, 1, 1]), ("b", [4, 3, 3, 2, None])):
+        scored += [_scored("progression_intrinsic", s, p, None, item)
+                   for s, p in zip(scores, (20, 40, 60, 80, 100), strict=True)]
+    row = je.progression(scored)["reasoning"]["intrinsic"]
+    assert row["mean_score"] == {0: 4.5, 20: 4, 40: 3, 60: 2.5, 80: 1.5, 100: 1}
+    assert row["delta_per_step"] == pytest.approx((1 - 4.5) / 5)  # -0.70, the seed's table 4 form
+    assert row["unverified"][100] == 1 and row["items"] == 2
+
+
+def test_end_to_end_with_a_scripted_judge(tmp_path: Path) -> None:
+    source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. " \
+             "The cafe is open in May. Tickets cost 5 euros."
+    example = Example("e", source, source, False, "d")
+    split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
+    items = je.build_items([example], split, None, sentences=5, limit=None, seed=0)
+    assert len(items) == 1 and all(v is not None for v in items[0].intrinsic)
+    tasks = je.plan_tasks(items, seed=0)
+    settings = Settings(llm="local")
+    scored = [s for mode in ("reasoning", "score_only") for s in je.score_tasks(
+        fake_backend(), items, tasks, je.mode_settings(mode, settings), mode)]
+    assert {s.template for s in scored} == {"judge_rubric.v1", "judge_rubric_score_only.v1"}
+    residuals = je.residual_table(scored)
+    assert residuals["reasoning"]["gold_full"]["residual"] == 0
+    assert residuals["reasoning"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
+    progress = je.progression(scored)
+    assert progress["score_only"]["extrinsic"]["mean_score"][0] == 5
+    assert progress["reasoning"]["extrinsic"]["mean_score"][100] == 1
+    assert progress["reasoning"]["intrinsic"]["delta_per_step"] == pytest.approx(-0.8)
+    pytest.importorskip("matplotlib")
+    png = je.plot_progression(progress, tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
