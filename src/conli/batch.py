@@ -1,0 +1,360 @@
+"""``conli batch IN.jsonl OUT.jsonl``: check many records, concurrently and resumably.
+
+IN holds one JSON object per line with ``id``, ``source`` and ``response``. Each result is
+appended to OUT as one JSON line, flushed and fsynced as soon as it is done, so a crash or
+Ctrl-C loses no finished record; re-running the same command skips ids already in OUT
+(dropping a torn last line first). A record that fails is written with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from conli.backends import get_backend
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.errors import InputError
+from conli.frontdoor import MODES, Mode, ThrottledBackend, judge_only, mode_settings
+from conli.pipeline import Checker
+
+Record = dict[str, Any]
+Worker = Callable[[Record], Record]
+
+
+@dataclass
+class Summary:
+    """What one run did; resumed records are counted in ``skipped``, not in the totals."""
+
+    processed: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def add(self, record: Record) -> None:
+        """Count one written record."""
+        self.processed += 1
+        if not record.get("ok"):
+            self.errors += 1
+            return
+        self.outcomes[outcome(record)] += 1
+        usage = record["result"].get("usage", {})
+        self.calls += usage.get("calls", 0)
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.cached_tokens += usage.get("cached_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def format(self) -> str:
+        """Format the end-of-run summary as a few human-readable lines."""
+        rate = self.processed / self.seconds if self.seconds else 0.0
+        state = "interrupted" if self.interrupted else "done"
+        lines = [
+            f"conli batch {state}: {self.processed} records in {self.seconds:.1f}s ({rate:.2f}/s); "
+            f"{self.skipped} already in OUT, {self.duplicates} duplicate ids ignored",
+            "  " + " · ".join(
+                [f"{name} {count}" for name, count in sorted(self.outcomes.items())]
+                + [f"errors {self.errors}"]
+            ),
+            f"  {self.calls} model calls, {self.prompt_tokens:,} prompt tokens "
+            f"({self.cached_tokens:,} cached), {self.completion_tokens:,} generated",
+        ]
+        if self.interrupted:
+            lines.append("  re-run the same command to resume")
+        return "\n".join(lines)
+
+
+def outcome(record: Record) -> str:
+    """Name the summary bucket of a successful record: its verdict, or its judge score."""
+    result = record["result"]
+    if "verdict" in result:
+        return str(result["verdict"])
+    judged = result.get("judge", {})
+    return f"score {judged['score']}" if judged.get("score") else "unverified"
+
+
+# --- OUT: resume --------------------------------------------------------------------------
+
+
+def done_ids(out: Path) -> set[str]:
+    """Ids already in OUT; a torn or garbled last line is cut off so appends stay clean."""
+    if not out.exists():
+        return set()
+    ids: set[str] = set()
+    good_end = 0
+    with out.open("rb+") as handle:
+        lines = handle.read().split(b"\n")
+        offset = 0
+        for number, line in enumerate(lines, 1):
+            last = number == len(lines)
+            end = offset + len(line) + (0 if last else 1)
+            if line.strip():
+                try:
+                    ids.add(str(json.loads(line)["id"]))
+                except (ValueError, KeyError, TypeError) as exc:
+                    if not last and any(rest.strip() for rest in lines[number:]):
+                        raise InputError(
+                            f"line {number} of {out} is not a result record; fix or remove it"
+                        ) from exc
+                    break
+                if last:  # parsed, but no newline: complete it rather than cut it
+                    handle.seek(end)
+                    handle.write(b"\n")
+                    end += 1
+            good_end = end
+            offset = end
+        handle.truncate(good_end)
+    return ids
+
+
+def _record_key(value: Any) -> str | None:
+    """Ids are strings or integers; anything else is refused."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return str(value)
+
+
+# --- IN: stream -------------------------------------------------------------------------
+
+
+def count_lines(path: Path) -> int:
+    """Non-empty lines, counted in 1 MiB chunks so any file size is fine."""
+    count, last = 0, b"\n"
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
+    """Yield ``(line number, record)``, or ``(line number, error message)`` for a bad line."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                yield number, f"line {number} is not valid JSON (UTF-8): {exc}"
+                continue
+            if not isinstance(record, dict):
+                yield number, f"line {number} is not a JSON object"
+            elif _record_key(record.get("id")) is None:
+                yield number, f"line {number} has no usable id (a string or an integer)"
+            else:
+                yield number, record
+
+
+# --- the work -----------------------------------------------------------------------------
+
+
+def make_worker(
+    settings: Settings, mode: Mode, backend: Backend, *, with_judge: bool = False
+) -> Worker:
+    """Build the function that turns one input record into its output record; it never raises."""
+    run_settings = mode_settings(settings, mode, with_judge=with_judge)
+    checker = None if mode == "judge" else Checker(run_settings, backend=backend)
+
+    def work(record: Record) -> Record:
+        source, response = record.get("source"), record.get("response")
+        out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response}
+        try:
+            if not isinstance(source, str) or not isinstance(response, str):
+                raise InputError("a record needs string fields source and response")
+            if checker is None:
+                result: Any = judge_only(backend, source, response, run_settings)
+            else:
+                result = checker.check(source, response)
+        except Exception as exc:
+            return {**out, "ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
+        return {**out, "ok": True, "result": result.model_dump(mode="json")}
+
+    return work
+
+
+class _Writer:
+    """Appends whole lines to OUT, each flushed and fsynced before the next."""
+
+    def __init__(self, path: Path) -> None:
+        created = not path.exists()
+        self._handle: BinaryIO = path.open("ab")
+        if created:  # make the new file's directory entry durable too
+            _fsync_dir(path.parent)
+
+    def write(self, record: Record) -> None:
+        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        self._handle.write(line)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory or Path("."), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _RateColumn(ProgressColumn):
+    """Records per second over rich's recent window."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed or 0.0:.2f} rec/s", style="progress.data.speed")
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]conli batch"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        console=Console(stderr=True), disable=not enabled,
+    )
+
+
+def run(
+    in_path: Path,
+    out_path: Path,
+    work: Worker,
+    *,
+    concurrency: int,
+    progress: bool = True,
+) -> Summary:
+    """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT."""
+    if not in_path.is_file():
+        raise InputError(f"cannot read input file {str(in_path)!r}")
+    started = time.perf_counter()
+    summary = Summary()
+    done = done_ids(out_path)
+    seen: set[str] = set()
+    total = max(count_lines(in_path) - len(done), 0)
+    writer = _Writer(out_path)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
+    pending: set[Future[Record]] = set()
+    bar = _progress(progress)
+    task = bar.add_task("records", total=total)
+
+    def drain(block_until: int) -> None:
+        nonlocal pending
+        while len(pending) > block_until:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record = future.result()
+                writer.write(record)
+                summary.add(record)
+                bar.advance(task)
+
+    try:
+        with bar:
+            for number, item in read_records(in_path):
+                key = f"<line {number}>" if isinstance(item, str) else str(item["id"])
+                if key in done:
+                    summary.skipped += 1
+                elif key in seen:
+                    summary.duplicates += 1
+                elif isinstance(item, str):  # unreadable line: recorded, never retried
+                    seen.add(key)
+                    bad = {"id": key, "ok": False, "error": {"type": "InputError", "message": item}}
+                    writer.write(bad)
+                    summary.add(bad)
+                    bar.advance(task)
+                else:
+                    seen.add(key)
+                    pending.add(pool.submit(work, item))
+                    drain(block_until=2 * concurrency - 1)  # bounded memory however big IN is
+            drain(block_until=0)
+            bar.update(task, total=bar.tasks[0].completed)  # duplicates made the estimate high
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        for future in [f for f in pending if f.done()]:  # finished: keep them
+            writer.write(future.result())
+            summary.add(future.result())
+    finally:
+        pool.shutdown(wait=not summary.interrupted, cancel_futures=True)
+        writer.close()
+        summary.seconds = time.perf_counter() - started
+    return summary
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``conli batch`` on the CLI's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "batch", help="check a JSONL file of {id, source, response} records, resumably",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("input", type=Path, help="JSONL input: one {id, source, response} per line")
+    parser.add_argument("output", type=Path, help="JSONL results; appended to, and resumed from")
+    parser.add_argument("--mode", choices=MODES, default="rewrite",
+                        help="check: detect only; rewrite: detect and rewrite; "
+                             "judge: 1-5 score only")
+    parser.add_argument("--judge", action="store_true",
+                        help="in check/rewrite mode, also score before/after with the rubric judge")
+    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    parser.add_argument("--concurrency", type=int, help="records at once (default: the backend's)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run_batch)
+    return parser
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    """Run the batch; exit 0 if every record succeeded, 1 if some failed, 130 if interrupted."""
+    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
+    settings = Settings(**overrides)
+    if args.concurrency is not None and args.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+    if args.input.resolve() == args.output.resolve():
+        raise InputError("input and output must be different files")
+    if not args.input.is_file():
+        raise InputError(f"cannot read input file {str(args.input)!r}")
+    inner = get_backend(settings.llm, settings)
+    limit = args.concurrency or settings.batch_concurrency or inner.max_concurrency
+    backend = ThrottledBackend(inner, limit)
+    try:
+        work = make_worker(settings, args.mode, backend, with_judge=args.judge)
+        summary = run(args.input, args.output, work, concurrency=limit,
+                      progress=not args.no_progress)
+    finally:
+        backend.close()
+    print(summary.format(), file=sys.stderr)
+    if summary.interrupted:
+        return 130
+    return 1 if summary.errors else 0

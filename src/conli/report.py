@@ -1,0 +1,269 @@
+"""``conli report RESULTS.jsonl -o report.html``: one self-contained HTML audit file.
+
+Each response is shown with its flagged sentences highlighted (from their offsets), the
+reason and quoted evidence on hover and below, the rewrite as a word diff, and the judge
+scores before/after; a summary table comes first. Every piece of input text is escaped,
+and a Content-Security-Policy forbids scripts and outside requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from html import escape
+from pathlib import Path
+from typing import Any, TextIO
+
+from conli.errors import InputError
+
+Record = dict[str, Any]
+
+_CSS = """
+body{font:15px/1.55 system-ui,sans-serif;margin:2rem auto;max-width:60rem;color:#1d1d1f;
+padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.1rem;margin:0 0 .5rem}
+table{border-collapse:collapse;margin:1rem 0}
+td,th{border:1px solid #ccc;padding:.3rem .7rem;text-align:left}
+section.rec{border:1px solid #ddd;border-radius:8px;padding:1rem 1.2rem;margin:1.2rem 0}
+.badge{display:inline-block;border-radius:4px;padding:0 .45rem;font-size:.85rem;color:#fff}
+.supported{background:#2e7d32}.hallucinated{background:#c62828}.unverified{background:#8d6e00}
+.error{background:#555}
+.text{white-space:pre-wrap;background:#fafafa;border-left:3px solid #ccc;padding:.6rem .8rem}
+mark.flag{border-radius:3px;padding:0 1px;cursor:help}
+mark.flag.hallucinated{background:#ffcdd2;color:inherit;border-bottom:2px solid #c62828}
+mark.flag.unverified{background:#fff3c4;color:inherit;border-bottom:2px dashed #8d6e00}
+ul.findings li{margin:.4rem 0}blockquote{margin:.2rem 0 .2rem 1rem;color:#444;font-style:italic}
+del{background:#ffd7d5;text-decoration:line-through}ins{background:#ccf5d0;text-decoration:none}
+.muted{color:#666;font-size:.9rem}details{margin:.5rem 0}
+"""
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def iter_results(path: Path) -> Iterator[Record]:
+    """Yield batch records; a bare ``CheckResult`` line is wrapped; a bad line is an error."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as exc:
+                yield {"id": f"<line {number}>", "ok": False,
+                       "error": {"type": "InvalidLine", "message": str(exc)}}
+                continue
+            if not isinstance(data, dict):
+                yield {"id": f"<line {number}>", "ok": False,
+                       "error": {"type": "InvalidLine", "message": "not a JSON object"}}
+            elif "result" not in data and "sentences" in data:  # conli check --json
+                yield {"id": f"line {number}", "ok": True, "result": data}
+            else:
+                yield data
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _response_of(record: Record) -> str:
+    """Return the original response; rebuilt from sentence offsets if the record lacks it."""
+    if isinstance(record.get("response"), str):
+        return str(record["response"])
+    sentences = record.get("result", {}).get("sentences") or []
+    chars: list[str] = []
+    for s in sorted(sentences, key=lambda s: s.get("start", 0)):
+        start = int(s.get("start", len(chars)))
+        chars.extend(" " * max(0, start - len(chars)))
+        chars[start:] = list(_text(s.get("text")))
+    return "".join(chars)
+
+
+def _verdict(record: Record) -> str:
+    if not record.get("ok", True):
+        return "error"
+    result = record.get("result", {})
+    if "verdict" in result:
+        return str(result["verdict"])
+    return "judged"
+
+
+def _score(judged: Any) -> int | None:
+    if isinstance(judged, dict) and isinstance(judged.get("score"), int):
+        return int(judged["score"])
+    return None
+
+
+def _scores(record: Record) -> tuple[int | None, int | None]:
+    """Judge scores (before, after); judge mode gives one score, shown as both."""
+    result = record.get("result", {})
+    if "judge" in result:
+        only = _score(result["judge"])
+        return only, only
+    return _score(result.get("judge_raw")), _score(result.get("judge_refined"))
+
+
+def _flagged(result: Record) -> list[Record]:
+    return [s for s in result.get("sentences") or []
+            if s.get("verdict") in ("hallucinated", "unverified")]
+
+
+def highlight(response: str, sentences: list[Record], anchor: str) -> str:
+    """Render the response as escaped HTML, each flagged sentence in a ``<mark>`` at its offsets."""
+    out: list[str] = []
+    cursor = 0
+    for s in sorted(sentences, key=lambda s: s.get("start", 0)):
+        start, end = s.get("start"), s.get("end")
+        if not (isinstance(start, int) and isinstance(end, int) and cursor <= start <= end
+                <= len(response)):
+            continue  # offsets that do not fit this response are not trusted
+        reasons = " | ".join(_text(r) for r in s.get("reasons") or [])
+        verdict = "hallucinated" if s.get("verdict") == "hallucinated" else "unverified"
+        out.append(escape(response[cursor:start]))
+        out.append(f'<mark class="flag {verdict}" id="{anchor}-s{int(s.get("index", 0))}" '
+                   f'title="{escape(reasons)}">{escape(response[start:end])}</mark>')
+        cursor = end
+    out.append(escape(response[cursor:]))
+    return "".join(out)
+
+
+def word_diff(before: str, after: str) -> str:
+    """Render an inline word diff as escaped HTML: removed in ``<del>``, added in ``<ins>``."""
+    a, b = re.split(r"(\s+)", before), re.split(r"(\s+)", after)
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.append(escape("".join(a[i1:i2])))
+            continue
+        if i2 > i1:
+            out.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
+        if j2 > j1:
+            out.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
+    return "".join(out)
+
+
+def _findings(sentences: list[Record]) -> str:
+    items = []
+    for s in sentences:
+        evidence = [_text(j.get("evidence")) for j in s.get("judgements") or []
+                    if _text(j.get("evidence")) and j.get("verdict") != "supported"]
+        quotes = "".join(f"<blockquote>“{escape(e)}”</blockquote>" for e in evidence)
+        reasons = "".join(f"<li>{escape(_text(r))}</li>" for r in s.get("reasons") or [])
+        items.append(f'<li><span class="badge {escape(str(s.get("verdict")))}">'
+                     f'{escape(str(s.get("verdict")))}</span> “{escape(_text(s.get("text")))}”'
+                     f"<ul>{reasons}</ul>{quotes}</li>")
+    return f'<h3>Findings</h3><ul class="findings">{"".join(items)}</ul>' if items else ""
+
+
+def render_record(record: Record, number: int) -> str:
+    """One ``<section>`` for one record."""
+    anchor = f"r{number}"
+    verdict = _verdict(record)
+    result = record.get("result") or {}
+    parts = [f'<section class="rec" id="{anchor}"><h2>{escape(str(record.get("id")))} '
+             f'<span class="badge {escape(verdict)}">{escape(verdict)}</span> '
+             f'<span class="muted">{escape(str(record.get("mode") or ""))}</span></h2>']
+    if verdict == "error":
+        error = record.get("error") or {}
+        parts.append(f'<p><b>{escape(_text(error.get("type")))}</b>: '
+                     f'{escape(_text(error.get("message")))}</p>')
+    response = _response_of(record)
+    flagged = _flagged(result)
+    if response:
+        parts.append(f'<div class="text response">{highlight(response, flagged, anchor)}</div>')
+    parts.append(_findings(flagged))
+    refined = result.get("refined_text")
+    if isinstance(refined, str) and refined != response:
+        status = escape(str((result.get("mitigation") or {}).get("status", "")))
+        parts.append(f'<h3>Rewrite <span class="muted">({status})</span></h3>'
+                     f'<div class="text diff">{word_diff(response, refined)}</div>')
+    before, after = _scores(record)
+    if before is not None or after is not None:
+        parts.append(f'<p class="scores">Judge score: before <b>{before or "–"}</b> → '
+                     f'after <b>{after or "–"}</b> (1-5)</p>')
+    for key in ("judge", "judge_raw", "judge_refined"):
+        judged = result.get(key)
+        if isinstance(judged, dict) and judged.get("reasoning"):
+            reasoning = escape(_text(judged["reasoning"]))
+            parts.append(f'<p class="muted">{escape(key)}: {reasoning}</p>')
+    source = record.get("source")
+    if isinstance(source, str):
+        parts.append(f'<details><summary>Source</summary><div class="text">{escape(source)}'
+                     "</div></details>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _summary(path: Path) -> str:
+    verdicts: Counter[str] = Counter()
+    flagged = rewritten = 0
+    scores: dict[str, list[int]] = {"before": [], "after": []}
+    for record in iter_results(path):
+        verdicts[_verdict(record)] += 1
+        result = record.get("result") or {}
+        flagged += sum(s.get("verdict") == "hallucinated" for s in result.get("sentences") or [])
+        rewritten += len((result.get("mitigation") or {}).get("changes") or [])
+        before, after = _scores(record)
+        scores["before"] += [before] if before else []
+        scores["after"] += [after] if after else []
+
+    def mean(values: list[int]) -> str:
+        return f"{sum(values) / len(values):.2f} (n={len(values)})" if values else "–"
+
+    rows: list[tuple[str, object]] = [("records", sum(verdicts.values()))]
+    rows += [(f"verdict: {name}", count) for name, count in sorted(verdicts.items())]
+    rows += [("hallucinated sentences", flagged), ("sentences rewritten or removed", rewritten),
+             ("mean judge score before", mean(scores["before"])),
+             ("mean judge score after", mean(scores["after"]))]
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f'<table class="summary">{body}</table>'
+
+
+def write_report(results: Path, out: TextIO, *, title: str = "conli audit report") -> int:
+    """Write the whole HTML document to ``out``; return how many records it shows."""
+    out.write(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+              f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+              f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
+              f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(str(results.name))}</p>")
+    out.write(_summary(results))
+    count = 0
+    for count, record in enumerate(iter_results(results), 1):
+        out.write(render_record(record, count))
+    out.write("</body></html>\n")
+    return count
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``conli report`` on the CLI's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "report", help="render batch results (JSONL) as one self-contained HTML file")
+    parser.add_argument("results", type=Path, help="JSONL from conli batch (or check --json)")
+    parser.add_argument("--output", "-o", type=Path, required=True, help="the HTML file to write")
+    parser.add_argument("--title", default="conli audit report", help="page title")
+    parser.set_defaults(handler=run_report)
+    return parser
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Render atomically: a temp file renamed over the output."""
+    if not args.results.is_file():
+        raise InputError(f"cannot read results file {str(args.results)!r}")
+    target: Path = args.output
+    fd, tmp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            count = write_report(args.results, handle, title=args.title)
+        os.chmod(tmp, 0o644)  # a report is meant to be shared (mkstemp makes it 0600)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"conli report: {count} records -> {target}")
+    return 0

@@ -1,0 +1,396 @@
+"""``conli serve``: check, rewrite and judge over HTTP (FastAPI + uvicorn, the [service] extra).
+
+The checker (and its compiled graph) is built once in ``create_app``; each request runs in
+a worker thread, with a per-request timeout and a concurrency limit that answers 429 with
+``Retry-After`` when full. Every error is an RFC 9457 problem (``application/problem+json``);
+a body the API cannot use is a 4xx, never a 500.
+"""
+
+import argparse
+import asyncio
+import hmac
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from conli import __version__
+from conli.backends import get_backend
+from conli.backends.base import Backend
+from conli.config import Settings
+from conli.errors import (
+    BackendError,
+    ConfigError,
+    ConliError,
+    ContextOverflowError,
+    InputError,
+    InputTooLargeError,
+    OutputParseError,
+)
+from conli.frontdoor import JudgeOnlyResult, Mode, ThrottledBackend, judge_only, mode_settings
+from conli.inputs import validate_text
+from conli.models import CheckResult
+from conli.pipeline import Checker
+from conli.segment import split_response
+
+_MISSING_EXTRA: str | None = None
+try:
+    import uvicorn
+    from fastapi import FastAPI, Request, Security
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from fastapi.security import APIKeyHeader
+    from starlette.exceptions import HTTPException
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+except ImportError as exc:  # pragma: no cover - the [service] extra is not installed
+    _MISSING_EXTRA = str(exc)
+
+log = logging.getLogger("conli.service")
+
+PROBLEM = "application/problem+json"
+API_KEY_HEADER = "X-API-Key"
+
+
+class CheckRequest(BaseModel):
+    """A source document and the LLM response to check against it."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "source": "The Riverside Public Library opened in 1962 and is run by the city council.",
+        "response": "The library opened in 1962. It is run by a private charity.",
+    }]})
+
+    source: str = Field(description="the document the response must be faithful to")
+    response: str = Field(description="the LLM answer to check, rewrite or judge")
+
+    @field_validator("source", "response")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
+        return value
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem detail."""
+
+    type: str = Field(description="a URI naming the kind of problem")
+    title: str
+    status: int
+    detail: str = ""
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = Field(None, description="field errors, for 422")
+
+
+class Health(BaseModel):
+    """Liveness: the service is up and which model answers."""
+
+    status: str = "ok"
+    backend: str
+    model: str
+    version: str = __version__
+
+
+class ProblemError(Exception):
+    """Raised inside the app to answer with a problem document."""
+
+    def __init__(self, status: int, slug: str, title: str, detail: str = "",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail or title)
+        self.status, self.slug, self.title, self.detail = status, slug, title, detail
+        self.headers = headers or {}
+
+
+def problem_response(status: int, slug: str, title: str, detail: str = "", *,
+                     instance: str | None = None, headers: dict[str, str] | None = None,
+                     errors: list[dict[str, Any]] | None = None) -> "JSONResponse":
+    """Build a ``JSONResponse`` carrying a problem document."""
+    body = Problem(type=f"urn:conli:problem:{slug}", title=title, status=status, detail=detail,
+                   instance=instance, errors=errors)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status,
+                        media_type=PROBLEM, headers=headers)
+
+
+def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem answers a route may give."""
+    described = {
+        400: "unreadable request", 401: "missing or wrong API key", 403: "open mode: loopback only",
+        413: "body, text or sentence count over the limit", 422: "invalid body or unusable text",
+        429: "too many requests in flight; retry after Retry-After seconds",
+        502: "the model backend failed", 504: "the request took longer than the time limit",
+    }
+    return {code: {"model": Problem, "description": described[code],
+                   "content": {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+            for code in codes}
+
+
+def _is_loopback(host: str | None) -> bool:
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class _Guard:
+    """ASGI middleware: API key (or loopback in open mode) on /v1, and the body-size limit.
+
+    It runs before any body parsing, so an unauthenticated client learns nothing and an
+    oversized body is refused without being held in memory.
+    """
+
+    def __init__(self, app: "ASGIApp", *, keys: list[str], open_access: bool,
+                 max_body: int) -> None:
+        self.app, self.keys, self.open_access, self.max_body = app, keys, open_access, max_body
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        body, refusal = await self._read_body(scope, receive)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> "Message":
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _refusal(self, scope: "Scope") -> "JSONResponse | None":
+        path = scope["path"]
+        if path.startswith("/v1/"):
+            if self.open_access and not _is_loopback((scope.get("client") or (None,))[0]):
+                return problem_response(403, "forbidden", "open mode serves loopback only",
+                                        instance=path)
+            if self.keys:
+                given = dict(scope["headers"]).get(API_KEY_HEADER.lower().encode(), b"")
+                if not any(hmac.compare_digest(given, key.encode()) for key in self.keys):
+                    return problem_response(401, "unauthorized", "missing or wrong API key",
+                                            f"send a valid key in the {API_KEY_HEADER} header",
+                                            instance=path)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                return problem_response(400, "bad-request", "invalid Content-Length", instance=path)
+            if int(length) > self.max_body:
+                return self._too_large(path)
+        return None
+
+    async def _read_body(
+        self, scope: "Scope", receive: "Receive"
+    ) -> tuple[bytes, "JSONResponse | None"]:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", self._too_large(scope["path"])
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks), None
+
+    def _too_large(self, path: str) -> "JSONResponse":
+        return problem_response(413, "too-large", "request body too large",
+                                f"the limit is {self.max_body:,} bytes", instance=path)
+
+
+class _Runner:
+    """Runs checks in worker threads: a slot limit (429 when full) and a time limit (504)."""
+
+    def __init__(self, settings: Settings, checker: Checker | None, backend: Backend,
+                 limit: int) -> None:
+        self.settings, self.checker, self.backend, self.limit = settings, checker, backend, limit
+        self.in_flight = 0
+        self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
+
+    def job(self, mode: Mode, body: CheckRequest) -> Callable[[], BaseModel]:
+        """Return the blocking work for one request."""
+        settings = mode_settings(self.settings, mode)
+        if mode == "judge":
+            return lambda: judge_only(self.backend, body.source, body.response, settings)
+        checker = self.checker
+        assert checker is not None
+
+        def run() -> BaseModel:
+            validate_text(body.source, name="source", max_chars=settings.max_source_chars)
+            validate_text(body.response, name="response", max_chars=settings.max_response_chars)
+            count = len(split_response(body.response, checker.deps.nlp))
+            if count > settings.service_max_sentences:
+                raise InputTooLargeError(
+                    f"response has {count} sentences, over the limit of "
+                    f"{settings.service_max_sentences}"
+                )
+            return checker.check(body.source, body.response, settings=settings)
+
+        return run
+
+    async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
+        """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
+        if self.in_flight >= self.limit:
+            retry = str(self.settings.service_retry_after_seconds)
+            raise ProblemError(429, "busy", "too many requests in flight",
+                               f"{self.limit} requests are running; retry in {retry}s",
+                               headers={"Retry-After": retry})
+        self.in_flight += 1
+        future = asyncio.get_running_loop().run_in_executor(self.pool, job)
+        future.add_done_callback(self._release)
+        try:
+            limit = self.settings.service_timeout_seconds
+            return await asyncio.wait_for(asyncio.shield(future), limit)
+        except TimeoutError:
+            raise ProblemError(504, "timeout", "the check took too long",
+                               f"the limit is {self.settings.service_timeout_seconds:g}s") from None
+
+    def _release(self, future: "asyncio.Future[BaseModel]") -> None:
+        self.in_flight -= 1
+        if not future.cancelled():
+            future.exception()  # retrieved: a late failure after a timeout is not re-logged
+
+
+def _error_handlers(app: "FastAPI") -> None:
+    Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
+
+    def handle(status: int, slug: str, title: str) -> Handler:
+        async def handler(request: Request, exc: Exception) -> JSONResponse:
+            return problem_response(status, slug, title, str(exc), instance=request.url.path)
+        return handler
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(exc.status, exc.slug, exc.title, exc.detail,
+                                instance=request.url.path, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+                   "type": str(e.get("type", ""))} for e in exc.errors()]
+        return problem_response(422, "invalid-body", "the request body is not valid",
+                                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                          for e in errors),
+                                instance=request.url.path, errors=errors)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        return problem_response(exc.status_code, f"http-{exc.status_code}", str(exc.detail),
+                                instance=request.url.path, headers=dict(exc.headers or {}))
+
+    app.add_exception_handler(InputTooLargeError, handle(413, "too-large", "input too large"))
+    app.add_exception_handler(ContextOverflowError, handle(413, "too-large", "input too large"))
+    app.add_exception_handler(InputError,
+                              handle(422, "unusable-input", "the input cannot be checked"))
+    app.add_exception_handler(BackendError, handle(502, "backend", "the model backend failed"))
+    app.add_exception_handler(OutputParseError,
+                              handle(502, "backend", "the model answer was unusable"))
+    app.add_exception_handler(ConliError, handle(500, "internal", "internal error"))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return problem_response(500, "internal", "internal error", instance=request.url.path)
+
+
+def create_app(settings: Settings | None = None, backend: Backend | None = None, *,
+               open_access: bool = False) -> "FastAPI":
+    """Build the app and its checker once; ``backend`` overrides ``settings.llm`` (tests).
+
+    Without ``settings.service_api_keys`` the app refuses to start unless ``open_access`` is set,
+    and then it serves /v1 to loopback clients only.
+    """
+    if _MISSING_EXTRA is not None:
+        raise ConfigError(f"the service needs the [service] extra: pip install 'conli[service]' "
+                          f"({_MISSING_EXTRA})")
+    settings = settings or Settings()
+    if not settings.service_api_keys and not open_access:
+        raise ConfigError("no API keys configured: set CONLI_SERVICE_API_KEYS='[\"...\"]', or run "
+                          "open on loopback with --open")
+    inner = backend or get_backend(settings.llm, settings)
+    limit = settings.service_max_concurrent or inner.max_concurrency
+    throttled = ThrottledBackend(inner)
+    runner = _Runner(settings, Checker(settings, backend=throttled), throttled, limit)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        runner.pool.shutdown(wait=False, cancel_futures=True)
+        throttled.close()
+
+    app = FastAPI(title="conli", version=__version__, lifespan=lifespan,
+                  description="Find, explain and rewrite the sentences of an LLM answer that its "
+                              "source does not support, and score faithfulness 1-5.")
+    app.add_middleware(_Guard, keys=list(settings.service_api_keys), open_access=open_access,
+                       max_body=settings.service_max_body_bytes)
+    _error_handlers(app)
+    key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False)
+    security = [Security(key_header)] if settings.service_api_keys else []
+    errors = _problems(400, 401, 403, 413, 422, 429, 502, 504)
+
+    @app.get("/healthz", response_model=Health, tags=["ops"])
+    async def healthz() -> Health:
+        """Liveness; no key needed."""
+        return Health(backend=inner.name, model=inner.model)
+
+    @app.post("/v1/check", response_model=CheckResult, responses=errors, dependencies=security,
+              tags=["conli"])
+    async def check(body: CheckRequest) -> BaseModel:
+        """Detect: the verdict of every sentence, with reasons and quoted evidence."""
+        return await runner.run(runner.job("check", body))
+
+    @app.post("/v1/rewrite", response_model=CheckResult, responses=errors, dependencies=security,
+              tags=["conli"])
+    async def rewrite(body: CheckRequest) -> BaseModel:
+        """Detect, then rewrite only the unsupported sentences (``refined_text``)."""
+        return await runner.run(runner.job("rewrite", body))
+
+    @app.post("/v1/judge", response_model=JudgeOnlyResult, responses=errors, dependencies=security,
+              tags=["conli"])
+    async def judge(body: CheckRequest) -> BaseModel:
+        """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
+        return await runner.run(runner.job("judge", body))
+
+    return app
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``conli serve`` on the CLI's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="serve /v1/check, /v1/rewrite, /v1/judge over HTTP")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    parser.add_argument("--open", action="store_true",
+                        help="serve without API keys; only allowed on a loopback host")
+    parser.set_defaults(handler=run_serve)
+    return parser
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Start uvicorn; refuse ``--open`` on a non-loopback address."""
+    if args.open and not _is_loopback(args.host):
+        raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
+                          f"not {args.host}")
+    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
+    app = create_app(Settings(**overrides), open_access=args.open)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0

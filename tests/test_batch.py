@@ -1,0 +1,174 @@
+"""conli batch: modes, failing records, bounded streaming, and resume after kill / Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conli.batch import done_ids, make_worker, run
+from conli.config import Settings
+from tests import scripted
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = "The Riverside library opened in 1962. The city council runs it."
+
+
+def _records(n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": f"r{i}", "source": SOURCE,
+             "response": f"The library opened in 1962. Record {i} is FALSE here.", **extra}
+            for i in range(n)]
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]], tail: str = "") -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail, encoding="utf-8")
+
+
+def _out(path: Path) -> list[dict[str, Any]]:
+    """Every OUT line, parsed: a torn line would fail here."""
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n"), "OUT must end on a whole line"
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("mode", ["check", "rewrite", "judge"])
+def test_modes_and_failing_records(tmp_path: Path, mode: str) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    bad = [{"id": "empty", "source": SOURCE, "response": "   "}, {"id": 7, "source": SOURCE}]
+    _write_jsonl(src, [*_records(4), *bad], tail="this line is not json\n")
+    backend = scripted.backend(concurrency=3)
+    work = make_worker(Settings(), mode, backend)  # type: ignore[arg-type]
+    summary = run(src, out, work, concurrency=3, progress=False)
+
+    rows = {str(r["id"]): r for r in _out(out)}
+    assert set(rows) == {"r0", "r1", "r2", "r3", "empty", "7", "<line 7>"}
+    assert rows["empty"]["error"]["type"] == "EmptyInputError"
+    assert rows["7"]["ok"] is False and "<line 7>" in rows
+    assert summary.errors == 3 and summary.processed == 7
+    result = rows["r0"]["result"]
+    if mode == "judge":
+        assert result["judge"]["score"] == 2 and summary.outcomes == Counter({"score 2": 4})
+    else:
+        assert result["verdict"] == "hallucinated" and summary.outcomes["hallucinated"] == 4
+        assert result["judge_refined"] is None  # the judge is not part of check/rewrite
+        rewritten = mode == "rewrite"
+        assert (result["mitigation"]["status"] == "rewritten") is rewritten
+        assert ("FALSE" in result["refined_text"]) is not rewritten
+    assert summary.calls > 0 and summary.prompt_tokens > 0
+    assert "errors 3" in summary.format()
+
+
+def test_input_is_streamed_with_bounded_work_in_flight(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, _records(40))
+    concurrency, lag = 2, []
+
+    def work(record: dict[str, Any]) -> dict[str, Any]:
+        number = int(record["id"][1:])
+        written = len(out.read_bytes().splitlines())
+        lag.append(number - written)  # records read ahead of those already written
+        time.sleep(0.005)
+        return {"id": record["id"], "ok": True, "result": {"verdict": "supported"}}
+
+    summary = run(src, out, work, concurrency=concurrency, progress=False)
+    assert summary.processed == 40
+    assert max(lag) <= 2 * concurrency  # never the whole file in memory
+
+
+def test_resume_skips_done_ids_and_drops_a_torn_last_line(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    records = _records(5)
+    _write_jsonl(src, [*records, records[1]])  # r1 twice in IN: processed once
+    done = [{"id": "r0", "ok": True, "result": {"verdict": "supported"}}]
+    _write_jsonl(out, done, tail='{"id": "r1", "ok": tr')  # killed mid-write
+    assert done_ids(out) == {"r0"} and out.read_bytes().endswith(b"}\n")
+
+    work = make_worker(Settings(), "check", scripted.backend())
+    summary = run(src, out, work, concurrency=1, progress=False)
+    ids = [r["id"] for r in _out(out)]
+    assert sorted(ids) == ["r0", "r1", "r2", "r3", "r4"]
+    assert summary.skipped == 1 and summary.duplicates == 1 and summary.processed == 4
+
+
+def test_a_garbled_line_in_the_middle_of_out_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": "a"}\ngarbage\n{"id": "b"}\n', encoding="utf-8")
+    with pytest.raises(Exception, match="line 2"):
+        done_ids(out)
+
+
+def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
+    env = {**os.environ, "CONLI_TEST_FAKE": "1", "CONLI_TEST_FAKE_SLEEP": str(sleep),
+           "CONLI_TEST_FAKE_CONCURRENCY": "2", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out),
+         "--llm", "fake", "--mode", "rewrite", "--no-progress"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_lines(out: Path, at_least: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not out.exists() or out.read_bytes().count(b"\n") < at_least:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the batch made no progress"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT])
+def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: int) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    records = _records(24)
+    _write_jsonl(src, records)
+
+    first = _start(src, out, sleep=0.08)
+    _wait_for_lines(out, 4, first)
+    first.send_signal(stop)
+    _, err = first.communicate(timeout=60)
+    if stop == signal.SIGINT:
+        assert first.returncode == 130 and "interrupted" in err
+    else:
+        assert first.returncode == -signal.SIGKILL
+    partial = _out(out)  # whole lines only, even right after the kill
+    assert 4 <= len(partial) < len(records)
+
+    second = _start(src, out, sleep=0.0)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert f"{len(partial)} already in OUT" in err
+    rows = _out(out)
+    assert Counter(r["id"] for r in rows) == Counter(r["id"] for r in records)
+    assert all(r["ok"] and r["result"]["mitigation"]["status"] == "rewritten" for r in rows)
+
+
+def test_cli_batch_reports_errors_with_exit_code(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, [{"id": "x", "source": SOURCE, "response": ""}])
+    env = {**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out), "--llm", "fake",
+         "--mode", "judge", "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "errors 1" in done.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "tests.batch_runner", "batch", str(tmp_path / "nope.jsonl"),
+         str(out), "--llm", "fake"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert missing.returncode == 2 and "cannot read input" in missing.stderr
+
+
+def test_fake_backend_is_not_registered_in_production() -> None:
+    code = "from conli.backends import backend_names; print(backend_names())"
+    env = {k: v for k, v in os.environ.items() if k != "CONLI_TEST_FAKE"}
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           check=True)
+    assert "fake" not in shown.stdout

@@ -1,0 +1,116 @@
+"""conli report: a self-contained, escaped HTML audit file, checked in headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conli.batch import make_worker, run
+from conli.cli import main
+from conli.config import Settings
+from conli.report import write_report
+from tests import scripted
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIL = "<script>document.body.appendChild(document.createElement('pwned-el'))</script>"
+IMG = '<img src=x onerror="document.body.appendChild(document.createElement(\'pwned-img\'))">'
+SOURCE = f"The Riverside library opened in 1962. The city council runs it. {EVIL}"
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """Batch results (rewrite mode with the judge) for benign and malicious records."""
+    records = [
+        {"id": "plain", "source": SOURCE, "response": "The library opened in 1962."},
+        {"id": "flagged", "source": SOURCE,
+         "response": "The library opened in 1962. A FALSE charity runs it. It has a cafe."},
+        {"id": f"evil {EVIL}", "source": SOURCE,
+         "response": f"The library opened in 1962. {EVIL} is FALSE. The \"tag\" {IMG} FALSE."},
+        {"id": "broken", "source": SOURCE, "response": ""},
+    ]
+    src, out = tmp_path / "in.jsonl", tmp_path / "results.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    work = make_worker(Settings(), "rewrite", scripted.backend(), with_judge=True)
+    run(src, out, work, concurrency=1, progress=False)
+    return out
+
+
+def _render(results: Path) -> str:
+    buffer = io.StringIO()
+    write_report(results, buffer)
+    return buffer.getvalue()
+
+
+def _flagged_sentences(results: Path) -> list[str]:
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    return [s["text"] for r in rows if r["ok"] for s in r["result"]["sentences"]
+            if s["verdict"] == "hallucinated"]
+
+
+def test_report_highlights_explains_diffs_and_scores(results: Path) -> None:
+    page = _render(results)
+    flagged = _flagged_sentences(results)
+    marks = re.findall(r'<mark class="flag hallucinated" id="[^"]+" title="([^"]*)">', page)
+    assert len(marks) == len(flagged) == 3
+    assert all("contradiction: contradicted by the source" in title for title in marks)
+    assert "<del>FALSE</del>" in page and "<ins>true</ins>" in page  # the rewrite as a diff
+    assert re.search(r"before <b>2</b> → after <b>5</b>", page)  # judge before/after
+    assert '<table class="summary">' in page and "<th>verdict: error</th><td>1</td>" in page
+    assert "EmptyInputError" in page
+    assert "<blockquote>“quoted source”</blockquote>" in page  # the evidence, below
+    assert all("Source: &quot;quoted source&quot;" in title for title in marks)  # and on hover
+
+
+def test_report_escapes_every_input_and_is_self_contained(results: Path) -> None:
+    page = _render(results)
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "&lt;script&gt;" in page and "&lt;img src=x onerror=" in page
+    assert 'title="' in page and '"tag"' not in page  # quotes escaped inside attributes too
+    assert not re.search(r'\b(src|href)\s*=\s*"', page)  # no external assets at all
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_cli_report_writes_the_file(results: Path, tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    assert main(["report", str(results), "-o", str(target)]) == 0
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert main(["report", str(tmp_path / "missing.jsonl"), "-o", str(target)]) == 2
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _run_chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
+    return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_report_renders_in_headless_chromium(results: Path, tmp_path: Path) -> None:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    html_file = tmp_path / "report.html"
+    html_file.write_text(_render(results), encoding="utf-8")
+    dom = _run_chromium(browser, tmp_path / "profile", "--dump-dom", html_file.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    marks = re.findall(r'<mark class="flag hallucinated"[^>]*>(.*?)</mark>', dom.stdout, re.S)
+    assert len(marks) == 3
+    assert any("A FALSE charity runs it." in m for m in marks)
+    assert "<pwned-el" not in dom.stdout and "<pwned-img" not in dom.stdout  # nothing ran
+    assert "<del>" in dom.stdout and "<ins>" in dom.stdout
+
+    shot = ROOT / "docs" / "report-screenshot.png"
+    shot.parent.mkdir(exist_ok=True)
+    taken = _run_chromium(browser, tmp_path / "profile", f"--screenshot={shot}",
+                          "--window-size=1280,1800", "--hide-scrollbars", html_file.as_uri())
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
