@@ -33,10 +33,14 @@ def kind_of(messages: list[Message]) -> str:
 
 
 def nli_answer(labels: list[str]) -> str:
-    return json.dumps({"judgements": [
-        {"id": i, "evidence": "", "reasoning": f"because {label}", "label": label}
-        for i, label in enumerate(labels)
-    ]})
+    return json.dumps(
+        {
+            "judgements": [
+                {"id": i, "evidence": "", "reasoning": f"because {label}", "label": label}
+                for i, label in enumerate(labels)
+            ]
+        }
+    )
 
 
 def rule_responder(
@@ -53,16 +57,23 @@ def rule_responder(
     def respond(messages: list[Message]) -> str:
         kind = kind_of(messages)
         if kind == "nli":
-            labels = ["neutral" if any(b in c for b in bad) else "entailment"
-                      for c in claims_of(messages)]
+            labels = [
+                "neutral" if any(b in c for b in bad) else "entailment" for c in claims_of(messages)
+            ]
             return nli_answer(labels)
         if kind == "mitigate":
             items = SENTENCE.findall(messages[-1]["content"])
             rewrites: list[dict[str, Any]] = []
             for sid, text in items:
                 new = rewrite(text) if rewrite else ""
-                rewrites.append({"id": int(sid), "action": "rewrite" if new else "remove",
-                                 "text": new})
+                rewrites.append(
+                    {
+                        "id": int(sid),
+                        "fix": "x",
+                        "action": "rewrite" if new else "remove",
+                        "text": new,
+                    }
+                )
             return json.dumps({"rewrites": rewrites})
         text = messages[-1]["content"].split("<text>")[1]
         score = judge_scores[0] if any(b in text for b in bad) else judge_scores[1]

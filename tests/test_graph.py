@@ -21,8 +21,11 @@ def run(backend, settings, response=RESPONSE):
 
 
 def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(settings):
-    backend = ScriptedBackend(responder=rule_responder(
-        bad=("420", "Danish"), rewrite=lambda t: t.replace("420", "240") if "420" in t else ""))
+    backend = ScriptedBackend(
+        responder=rule_responder(
+            bad=("420", "Danish"), rewrite=lambda t: t.replace("420", "240") if "420" in t else ""
+        )
+    )
     result = run(backend, settings)
     verdicts = {s.text: s.verdict for s in result.sentences}
     assert verdicts == {
@@ -36,7 +39,10 @@ def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(s
         "The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes.\n"
         "The city council paid for it with a grant."
     )
-    assert [(c.index, c.action) for c in result.mitigation.changes] == [(1, "rewrite"), (2, "remove")]
+    assert [(c.index, c.action) for c in result.mitigation.changes] == [
+        (1, "rewrite"),
+        (2, "remove"),
+    ]
     assert result.mitigation.status == "rewritten"
     assert result.judge_raw is not None and result.judge_refined is not None
     assert (result.judge_raw.score, result.judge_refined.score) == (2, 5)
@@ -48,17 +54,22 @@ def test_entity_level_catches_what_the_sentence_level_missed(settings):
     def respond(messages):
         if kind_of(messages) == "nli":
             # sentence level passes everything; only the tagged year 1998 fails
-            return nli_answer(["contradiction" if "[ 1998 ]" in c else "entailment"
-                               for c in claims_of(messages)])
+            return nli_answer(
+                ["contradiction" if "[ 1998 ]" in c else "entailment" for c in claims_of(messages)]
+            )
         return rule_responder()(messages)
 
     settings.mitigate = False
-    result = run(ScriptedBackend(responder=respond), settings,
-                 response="The Riverside bridge opened in 1998.")
+    result = run(
+        ScriptedBackend(responder=respond),
+        settings,
+        response="The Riverside bridge opened in 1998.",
+    )
     (sentence,) = result.sentences
     assert sentence.verdict == "hallucinated" and sentence.level == "entity"
     assert [e.text for e in sentence.entities] == ["Riverside", "1998"] or "1998" in [
-        e.text for e in sentence.entities]
+        e.text for e in sentence.entities
+    ]
     assert any("[1998]" in r for r in sentence.reasons)
     assert result.mitigation.status == "disabled"
     assert result.refined_text == "The Riverside bridge opened in 1998."
@@ -70,7 +81,7 @@ def test_entity_offsets_index_the_whole_response(settings):
     response_entities = [e for s in result.sentences for e in s.entities]
     assert response_entities
     for entity in response_entities:
-        assert RESPONSE[entity.start:entity.end] == entity.text
+        assert RESPONSE[entity.start : entity.end] == entity.text
 
 
 def test_unparseable_answers_make_sentences_unverified_never_supported(settings):
@@ -94,8 +105,11 @@ def test_one_failed_entity_check_makes_a_passed_sentence_unverified(settings):
             return nli_answer(["entailment"] * len(claims))
         return rule_responder()(messages)
 
-    result = run(ScriptedBackend(responder=respond), settings,
-                 response="The Riverside bridge opened in 1998.")
+    result = run(
+        ScriptedBackend(responder=respond),
+        settings,
+        response="The Riverside bridge opened in 1998.",
+    )
     assert result.sentences[0].verdict == "unverified"
     assert result.verdict == "unverified"
 
@@ -135,6 +149,31 @@ def test_judge_failure_is_unverified_with_no_score(settings):
 def test_result_records_templates_usage_and_timings(settings):
     result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
     assert {"nli_sentence.v1", "nli_entity.v1", "mitigate.v1", "judge_rubric.v1"} <= set(
-        result.templates)
+        result.templates
+    )
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())
     assert {"split", "sentence_nli", "merge", "judge", "total"} <= set(result.timings)
+
+
+def test_a_rewrite_that_is_still_unsupported_is_removed_instead(settings):
+    # the "fix" keeps the wrong number; re-checking the rewrite catches it
+    backend = ScriptedBackend(
+        responder=rule_responder(
+            bad=("420",), rewrite=lambda t: t.replace("metres", "metres in total")
+        )
+    )
+    result = run(backend, settings)
+    (change,) = result.mitigation.changes
+    assert change.action == "remove" and change.rewrite_verdict == "hallucinated"
+    assert "still unsupported" in (change.note or "")
+    assert "420" not in result.refined_text
+    assert result.usage_by_step["verify_rewrite"].calls == 1
+
+
+def test_a_verified_rewrite_is_kept_and_marked(settings):
+    backend = ScriptedBackend(
+        responder=rule_responder(bad=("420",), rewrite=lambda t: t.replace("420", "240"))
+    )
+    result = run(backend, settings)
+    (change,) = result.mitigation.changes
+    assert (change.action, change.rewrite_verdict) == ("rewrite", "supported")

@@ -12,8 +12,9 @@ def hyps(*texts: str) -> list[Hypothesis]:
 def test_entailment_passes_and_contradiction_and_neutral_are_hallucinations(settings):
     labels = {"A": "entailment", "B": "contradiction", "C": "neutral"}
     backend = ScriptedBackend(responder=lambda m: nli_answer([labels[c] for c in claims_of(m)]))
-    judged, calls = judge_hypotheses(backend, "src", hyps("A", "B", "C"), level="sentence",
-                                     settings=settings)
+    judged, calls = judge_hypotheses(
+        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    )
     assert [j.verdict for j in judged] == ["supported", "hallucinated", "hallucinated"]
     assert [j.label for j in judged] == ["entailment", "contradiction", "neutral"]
     assert len(calls) == 3  # the embedded default sends one hypothesis per call
@@ -23,14 +24,20 @@ def test_batches_follow_the_setting_and_a_skipped_hypothesis_is_asked_again(sett
     settings.hypotheses_per_call = 3
     replies = [
         # first batch answers only two of three claims
-        json.dumps({"judgements": [
-            {"id": 0, "evidence": "", "reasoning": "r", "label": "entailment"},
-            {"id": 2, "evidence": "", "reasoning": "r", "label": "neutral"}]}),
+        json.dumps(
+            {
+                "judgements": [
+                    {"id": 0, "evidence": "", "reasoning": "r", "label": "entailment"},
+                    {"id": 2, "evidence": "", "reasoning": "r", "label": "neutral"},
+                ]
+            }
+        ),
         nli_answer(["contradiction"]),  # follow-up for the skipped claim
     ]
     backend = ScriptedBackend(replies)
-    judged, _ = judge_hypotheses(backend, "src", hyps("A", "B", "C"), level="sentence",
-                                 settings=settings)
+    judged, _ = judge_hypotheses(
+        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    )
     assert [j.verdict for j in judged] == ["supported", "hallucinated", "hallucinated"]
     assert claims_of(backend.calls[1]) == ["B"]
 
@@ -39,13 +46,20 @@ def test_a_hypothesis_never_answered_is_unverified_not_supported(settings):
     settings.hypotheses_per_call = 2
 
     def never_judges_b(messages):
-        return json.dumps({"judgements": [
-            {"id": i, "evidence": "", "reasoning": "r", "label": "entailment"}
-            for i, claim in enumerate(claims_of(messages)) if claim != "B"]})
+        return json.dumps(
+            {
+                "judgements": [
+                    {"id": i, "evidence": "", "reasoning": "r", "label": "entailment"}
+                    for i, claim in enumerate(claims_of(messages))
+                    if claim != "B"
+                ]
+            }
+        )
 
     backend = ScriptedBackend(responder=never_judges_b)
-    judged, _ = judge_hypotheses(backend, "src", hyps("A", "B"), level="sentence",
-                                 settings=settings)
+    judged, _ = judge_hypotheses(
+        backend, "src", hyps("A", "B"), level="sentence", settings=settings
+    )
     assert judged[0].verdict == "supported"
     assert judged[1].verdict == "unverified"
     assert judged[1].error
@@ -53,8 +67,7 @@ def test_a_hypothesis_never_answered_is_unverified_not_supported(settings):
 
 def test_garbage_output_leaves_every_hypothesis_unverified(settings):
     backend = ScriptedBackend(responder=lambda m: "I think they are all fine.")
-    judged, calls = judge_hypotheses(backend, "src", hyps("A"), level="sentence",
-                                     settings=settings)
+    judged, calls = judge_hypotheses(backend, "src", hyps("A"), level="sentence", settings=settings)
     assert judged[0].verdict == "unverified"
     assert "invalid answer" in (judged[0].error or "")
     assert len(calls) == 2  # the answer and one bounded re-ask

@@ -10,14 +10,19 @@ def test_offsets_point_into_the_original_text():
     text = "Alpha rose 5% in May.  Beta fell sharply!\n\nGamma held steady at 12 dollars."
     found = segments(text)
     assert [s.text for s in found] == [
-        "Alpha rose 5% in May.", "Beta fell sharply!", "Gamma held steady at 12 dollars."
+        "Alpha rose 5% in May.",
+        "Beta fell sharply!",
+        "Gamma held steady at 12 dollars.",
     ]
     for s in found:
-        assert text[s.start:s.end] == s.text
+        assert text[s.start : s.end] == s.text
 
 
 def test_headings_markers_and_lead_ins_stay_but_are_not_checked():
-    text = "## Summary\nHere are the key points:\n- The plant employs 300 people.\n2. It opened in 1998.\nWhy?"
+    text = (
+        "## Summary\nHere are the key points:\n- The plant employs 300 people.\n"
+        "2. It opened in 1998.\nWhy?"
+    )
     found = segments(text)
     by_text = {s.text: s.checked for s in found}
     assert by_text == {
@@ -27,8 +32,8 @@ def test_headings_markers_and_lead_ins_stay_but_are_not_checked():
         "It opened in 1998.": True,
         "Why?": False,
     }
-    marker_free = [s for s in found if s.text.startswith("The plant")][0]
-    assert text[marker_free.start - 2:marker_free.start] == "- "
+    marker_free = next(s for s in found if s.text.startswith("The plant"))
+    assert text[marker_free.start - 2 : marker_free.start] == "- "
 
 
 def test_a_short_answer_alone_is_still_checked():

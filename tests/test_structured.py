@@ -11,8 +11,15 @@ MESSAGES = [{"role": "user", "content": "grade"}]
 
 
 def ask(backend: ScriptedBackend, max_reasks: int = 1):
-    return ask_structured(backend, MESSAGES, JudgeAnswer, step="judge", template="t.v1",
-                          max_tokens=50, max_reasks=max_reasks)
+    return ask_structured(
+        backend,
+        MESSAGES,
+        JudgeAnswer,
+        step="judge",
+        template="t.v1",
+        max_tokens=50,
+        max_reasks=max_reasks,
+    )
 
 
 def test_parses_fenced_json_with_chatter_around_it():

@@ -1,9 +1,12 @@
-"""conli: find the sentences of an LLM answer its source does not support, say why,
-rewrite only those, and score the result (Chain of NLI, with a 1-5 rubric judge)."""
+"""conli: find and rewrite the sentences of an LLM answer that its source does not support.
+
+Chain of NLI detection and mitigation, plus a 1-5 rubric judge of the result.
+"""
 
 from conli.config import Settings
+from conli.hook import acheck
 from conli.models import CheckResult
 from conli.pipeline import Checker, check
 
-__all__ = ["CheckResult", "Checker", "Settings", "check"]
+__all__ = ["CheckResult", "Checker", "Settings", "acheck", "check"]
 __version__ = "0.1.0"

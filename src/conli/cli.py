@@ -1,6 +1,9 @@
 """Command line: a thin layer over ``conli.Checker``.
 
     conli check --source FILE --response FILE [--json] [--output FILE] [--llm SPEC]
+    conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]   (conli.batch)
+    conli serve [--host H] [--port P] [--open]                      (conli.service)
+    conli report RESULTS.jsonl -o report.html                       (conli.report)
 
 Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 backend failure.
 """
@@ -13,11 +16,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from conli.batch import add_batch_parser
 from conli.config import Settings
 from conli.errors import BackendError, ConliError, InputError, ModelStoreError
-from conli.inputs import decode_text
+from conli.eval_cli import add_eval_parser
+from conli.inputs import decode_text, validate_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
+from conli.report import add_report_parser
+from conli.service import add_serve_parser
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -46,9 +53,12 @@ def format_text(result: CheckResult) -> str:
             score = judged.score if judged.status == "scored" else f"unverified ({judged.error})"
             lines += ["", f"judge score, {label}: {score}", f"  {judged.reasoning}"]
     usage = result.usage
-    lines += ["", f"{usage.calls} model calls, {usage.prompt_tokens} prompt tokens "
-              f"({usage.cached_tokens} cached), {usage.completion_tokens} generated, "
-              f"{result.timings['total']:.1f}s"]
+    lines += [
+        "",
+        f"{usage.calls} model calls, {usage.prompt_tokens} prompt tokens "
+        f"({usage.cached_tokens} cached), {usage.completion_tokens} generated, "
+        f"{result.timings['total']:.1f}s",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
+    add_batch_parser(commands)
+    add_serve_parser(commands)
+    add_report_parser(commands)
+    add_eval_parser(commands)
     return parser
 
 
@@ -96,9 +110,14 @@ def run_check(args: argparse.Namespace) -> int:
     """Validate both inputs before loading any model, then check and report."""
     if args.source == "-" and args.response == "-":
         raise InputError("only one of --source and --response can read stdin")
-    source = _read(args.source, "source")
-    response = _read(args.response, "response")
-    checker = Checker(_settings(args))
+    settings = _settings(args)
+    source = validate_text(
+        _read(args.source, "source"), name="source", max_chars=settings.max_source_chars
+    )
+    response = validate_text(
+        _read(args.response, "response"), name="response", max_chars=settings.max_response_chars
+    )
+    checker = Checker(settings)
     try:
         result = checker.check(source, response)
     finally:
@@ -115,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; errors print one clear line to stderr and a non-zero exit code."""
     args = _parser().parse_args(argv)
     try:
-        return run_check(args)
+        return int(getattr(args, "handler", run_check)(args))
     except (InputError, ModelStoreError) as exc:
         print(f"conli: error: {exc}", file=sys.stderr)
         return 2

@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     )
     cache_dir: Path = Field(default_factory=_default_cache_dir)
 
-    ner: Literal["spacy"] = "spacy"
+    ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
     hypotheses_per_call: int | None = Field(
@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
 
     mitigate: bool = True
+    verify_rewrites: bool = Field(
+        True, description="re-check each rewrite; remove the sentence if still unsupported"
+    )
     judge: bool = True
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
@@ -59,3 +62,34 @@ class Settings(BaseSettings):
     max_response_chars: int = Field(20_000, ge=1)
     max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    # service and batch (issue 5) ---------------------------------------------------------
+    service_api_keys: list[str] = Field(
+        default_factory=list,
+        description="keys accepted in the X-API-Key header; set as JSON, e.g. "
+        "CONLI_SERVICE_API_KEYS='[\"k1\"]'",
+    )
+    service_max_body_bytes: int = Field(1_000_000, ge=1, description="largest request body")
+    service_max_sentences: int = Field(200, ge=1, description="most sentences per response")
+    service_timeout_seconds: float = Field(120.0, gt=0, description="per-request time limit")
+    service_max_concurrent: int | None = Field(
+        None, ge=1, description="requests run at once (default: the backend's max_concurrency)"
+    )
+    service_retry_after_seconds: int = Field(5, ge=1, description="Retry-After when full")
+    batch_concurrency: int | None = Field(
+        None, ge=1, description="records run at once (default: the backend's max_concurrency)"
+    )
+
+    # --- hosted backends (issue 3) -----------------------------------------------------
+    # API keys are never settings: they come from each provider's usual environment
+    # variables (OPENAI_API_KEY, AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN,
+    # ANTHROPIC_API_KEY, VLLM_API_KEY, AZURE_LANGUAGE_KEY).
+    request_timeout: float = Field(60.0, gt=0, description="seconds one HTTP model call may take")
+    max_concurrency: int = Field(8, ge=1, description="model calls in flight per process")
+    requests_per_minute: int | None = Field(None, ge=1, description="optional RPM limit")
+    tokens_per_minute: int | None = Field(None, ge=1, description="optional TPM limit")
+    hosted_hypotheses_per_call: int = Field(8, ge=1, description="NLI batch size, hosted models")
+    azure_openai_endpoint: str | None = Field(None, description="else AZURE_OPENAI_ENDPOINT")
+    azure_openai_api_version: str = Field("2024-10-21", description="Azure OpenAI api-version")
+    azure_language_endpoint: str | None = Field(None, description="else AZURE_LANGUAGE_ENDPOINT")
+    azure_ner_timeout: float = Field(30.0, gt=0, description="seconds per Text Analytics call")

@@ -13,7 +13,7 @@ def decode_text(data: bytes, *, name: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise EncodingError(
-            f"{name} is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            f"{name} is not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
             "convert it, e.g. iconv -f latin1 -t utf-8"
         ) from exc
 

@@ -52,6 +52,7 @@ class RewriteItem(BaseModel):
     """The mitigation agent's replacement for one flagged sentence."""
 
     id: int = Field(ge=0)
+    fix: str = Field(max_length=300, description="what must change, decided before writing")
     action: Literal["rewrite", "remove"]
     text: str = Field(max_length=2000)
 
@@ -118,6 +119,10 @@ class SentenceChange(BaseModel):
     action: Literal["rewrite", "remove"]
     before: str
     after: str
+    rewrite_verdict: Verdict | None = Field(
+        None, description="sentence-level NLI on the proposed rewrite (None: not re-checked)"
+    )
+    note: str | None = None
 
 
 class Mitigation(BaseModel):
@@ -153,8 +158,10 @@ class CheckResult(BaseModel):
     """The documented result object of ``conli check --json``."""
 
     schema_version: str = RESULT_SCHEMA_VERSION
-    verdict: Verdict = Field(description="hallucinated if any sentence is; unverified if "
-                             "none is but some check could not complete")
+    verdict: Verdict = Field(
+        description="hallucinated if any sentence is; unverified if "
+        "none is but some check could not complete"
+    )
     backend: str
     model: str
     sentences: list[SentenceResult]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from conli.agents.structured import CallRecord
@@ -15,7 +16,7 @@ from conli.errors import ContextOverflowError
 from conli.graph import Deps, build_graph
 from conli.inputs import validate_text
 from conli.models import CheckResult, Mitigation, UsageTotals, Verdict
-from conli.ner.spacy_ner import SpacyRecognizer
+from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 
 # Characters per token is ~4 for English with Qwen/GPT tokenizers; 4.5 only refuses a
@@ -33,19 +34,34 @@ class Checker:
         nlp = load_pipeline()
         self._deps = Deps(
             backend=self.backend,
-            ner=SpacyRecognizer(nlp, self.settings.entity_categories),
+            ner=get_recognizer(self.settings, nlp),
             nlp=nlp,
             settings=self.settings,
         )
         self._graph = build_graph()
 
-    def check(self, source: str, response: str) -> CheckResult:
-        """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check."""
-        validate_text(source, name="source", max_chars=self.settings.max_source_chars)
-        validate_text(response, name="response", max_chars=self.settings.max_response_chars)
+    @property
+    def deps(self) -> Deps:
+        """The run context the compiled graph needs (for use as a LangGraph subgraph)."""
+        return self._deps
+
+    @property
+    def graph(self) -> Any:
+        """The compiled graph, built once; invoke it with ``context=self.deps``."""
+        return self._graph
+
+    def check(self, source: str, response: str, *, settings: Settings | None = None) -> CheckResult:
+        """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check.
+
+        ``settings`` overrides this checker's for one call (e.g. detect only), reusing the
+        same backend and compiled graph.
+        """
+        deps = self._deps if settings is None else replace(self._deps, settings=settings)
+        validate_text(source, name="source", max_chars=deps.settings.max_source_chars)
+        validate_text(response, name="response", max_chars=deps.settings.max_response_chars)
         self._refuse_if_certainly_too_long(source, response)
         started = time.perf_counter()
-        state = self._graph.invoke({"source": source, "response": response}, context=self._deps)
+        state = self._graph.invoke({"source": source, "response": response}, context=deps)
         return _to_result(state, self.backend, time.perf_counter() - started)
 
     def close(self) -> None:
@@ -56,7 +72,9 @@ class Checker:
         window = self.backend.context_window
         if window is None:
             return
-        lower_bound = (len(source) + len(response)) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS
+        lower_bound = (
+            len(source) + len(response)
+        ) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS
         if lower_bound > window:
             raise ContextOverflowError(
                 f"the source and response need at least ~{int(lower_bound):,} tokens with the "
@@ -92,7 +110,9 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
     for call in calls:
         by_step[call.step].append(call)
     sentences = state["sentences"]
-    templates = sorted({c.template for c in calls} | {j.template for s in sentences for j in s.judgements})
+    templates = sorted(
+        {c.template for c in calls} | {j.template for s in sentences for j in s.judgements}
+    )
     return CheckResult(
         verdict=response_verdict(s.verdict for s in sentences),
         backend=backend.name,

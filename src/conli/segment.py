@@ -36,7 +36,9 @@ def is_claim(text: str) -> bool:
     if stripped.endswith("?") or stripped.endswith(":"):
         return False
     words = _WORD.findall(stripped)
-    return len(words) >= MIN_CLAIM_WORDS or any(ch.isdigit() for ch in stripped) and len(words) >= 2
+    return len(words) >= MIN_CLAIM_WORDS or (
+        any(ch.isdigit() for ch in stripped) and len(words) >= 2
+    )
 
 
 def _sentence_spans(line: str, nlp: Any) -> list[tuple[int, int]]:

@@ -35,7 +35,9 @@ def judge(
     except ContextOverflowError as exc:
         return JudgeResult(status="unverified", error=str(exc), template=prompt.template), []
     if asked.value is None:
-        return JudgeResult(status="unverified", error=asked.error, template=prompt.template), asked.calls
+        return JudgeResult(
+            status="unverified", error=asked.error, template=prompt.template
+        ), asked.calls
     result = JudgeResult(
         status="scored",
         score=asked.value.score,

@@ -6,11 +6,14 @@ offsets, so every sentence it was not asked about stays byte-identical by constr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from conli.agents.nli import Hypothesis, judge_hypotheses
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ContextOverflowError
-from conli.models import Mitigation, RewriteAnswer, SentenceChange, SentenceResult
+from conli.models import Mitigation, RewriteAnswer, RewriteItem, SentenceChange, SentenceResult
 from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"
@@ -55,23 +58,79 @@ def mitigate(
     except ContextOverflowError as exc:
         return response, Mitigation(status="failed", error=str(exc), template=TEMPLATE), []
     if asked.value is None:
-        return response, Mitigation(status="failed", error=asked.error, template=TEMPLATE), asked.calls
-    changes = [
-        SentenceChange(
-            index=r.id,
-            action="remove" if r.action == "remove" or not r.text.strip() else "rewrite",
-            before=flagged[r.id].text,
-            after="" if r.action == "remove" else r.text.strip(),
+        return (
+            response,
+            Mitigation(status="failed", error=asked.error, template=TEMPLATE),
+            asked.calls,
         )
-        for r in asked.value.rewrites
-    ]
-    changes = [c for c in changes if c.after != c.before]  # a no-op "rewrite" fixed nothing
+    changes = [_change(r, flagged[r.id].text) for r in asked.value.rewrites]
+    calls = list(asked.calls)
+    if settings.verify_rewrites:
+        changes, verify_calls = verify_rewrites(backend, source, changes, settings)
+        calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     missing = sorted(set(flagged) - {c.index for c in changes})
     status = "partial" if missing else "rewritten"
-    error = f"sentences {missing} are still flagged: no usable rewrite came back" if missing else None
+    error = (
+        f"sentences {missing} are still flagged: no usable rewrite came back" if missing else None
+    )
     mitigation = Mitigation(status=status, changes=changes, error=error, template=TEMPLATE)
-    return refined, mitigation, asked.calls
+    return refined, mitigation, calls
+
+
+def _change(item: RewriteItem, before: str) -> SentenceChange:
+    """The agent's answer as a change; an empty or unchanged "rewrite" becomes a removal.
+
+    A flagged sentence handed back unchanged still carries its hallucination, and the
+    paper's rule for sentences the editor cannot fix is to remove them.
+    """
+    after = item.text.strip()
+    if item.action == "remove" or not after:
+        return SentenceChange(index=item.id, action="remove", before=before, after="")
+    if after == before.strip():
+        return SentenceChange(
+            index=item.id,
+            action="remove",
+            before=before,
+            after="",
+            note="the editor returned the sentence unchanged",
+        )
+    return SentenceChange(index=item.id, action="rewrite", before=before, after=after)
+
+
+def verify_rewrites(
+    backend: Backend, source: str, changes: list[SentenceChange], settings: Settings
+) -> tuple[list[SentenceChange], list[CallRecord]]:
+    """Judge each rewrite against the source; one still unsupported is removed instead.
+
+    A small model sometimes "corrects" a sentence by restating the error, or copies its
+    neighbours; without this check such a rewrite would pass as a fix.
+    """
+    rewrites = [c for c in changes if c.action == "rewrite"]
+    judged, calls = judge_hypotheses(
+        backend,
+        source,
+        [Hypothesis(c.index, c.after) for c in rewrites],
+        level="sentence",
+        settings=settings,
+    )
+    verdicts = {c.index: j.verdict for c, j in zip(rewrites, judged, strict=True)}
+    checked = []
+    for change in changes:
+        verdict = verdicts.get(change.index)
+        if verdict == "hallucinated":
+            change = change.model_copy(
+                update={
+                    "action": "remove",
+                    "after": "",
+                    "rewrite_verdict": verdict,
+                    "note": f"the proposed rewrite {change.after!r} was still unsupported",
+                }
+            )
+        elif verdict is not None:
+            change = change.model_copy(update={"rewrite_verdict": verdict})
+        checked.append(change)
+    return checked, [replace(c, step="verify_rewrite") for c in calls]
 
 
 def apply_changes(

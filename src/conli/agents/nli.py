@@ -104,8 +104,12 @@ def _judge_batch(
             break
     for i in pending:
         answered[i] = Judgement(
-            level=level, hypothesis=batch[i].text, verdict="unverified",
-            entity=batch[i].entity, error=error, template=template,
+            level=level,
+            hypothesis=batch[i].text,
+            verdict="unverified",
+            entity=batch[i].entity,
+            error=error,
+            template=template,
         )
     return [answered[i] for i in range(len(batch))], calls
 
@@ -117,7 +121,7 @@ def _ask(
     level: Level,
     settings: Settings,
     template: str,
-) -> Asked[NLIAnswer] | Asked[NLILabelOnlyAnswer]:
+) -> Asked[NLIAnswer | NLILabelOnlyAnswer]:
     prompt = render(
         template, source=source, hypotheses=[h.text for h in batch], cot=settings.chain_of_thought
     )

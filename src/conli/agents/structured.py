@@ -57,7 +57,9 @@ def parse_json_model(text: str, model: type[T]) -> T:
 
 
 def _short_validation_error(exc: ValidationError) -> str:
-    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()]
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
+    ]
     return "; ".join(problems[:5])
 
 
@@ -86,8 +88,8 @@ def ask_structured(
     for attempt in range(max_reasks + 1):
         try:
             completion = call_with_retries(
-                lambda: backend.complete(
-                    conversation, max_tokens=max_tokens, json_schema=schema, temperature=temperature
+                lambda sent=conversation: backend.complete(  # type: ignore[misc]
+                    sent, max_tokens=max_tokens, json_schema=schema, temperature=temperature
                 )
             )
         except BackendError as exc:
@@ -104,9 +106,12 @@ def ask_structured(
                 error += " (the answer was cut off at the token limit)"
         if attempt < max_reasks:
             reask = render("reask.v1", error=error).messages
-            conversation = [*conversation, {"role": "assistant", "content": completion.text}, *reask]
+            conversation = [
+                *conversation,
+                {"role": "assistant", "content": completion.text},
+                *reask,
+            ]
     return Asked(None, error, calls)
-
 
 
 def exact_items_schema(

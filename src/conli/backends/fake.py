@@ -60,8 +60,10 @@ class ScriptedBackend:
             raise AssertionError(f"unscripted call #{len(self.calls)}")
         if isinstance(reply, BaseException):
             raise reply
-        usage = CallUsage(prompt_tokens=sum(len(m["content"]) // 4 for m in messages),
-                          completion_tokens=len(reply) // 4)
+        usage = CallUsage(
+            prompt_tokens=sum(len(m["content"]) // 4 for m in messages),
+            completion_tokens=len(reply) // 4,
+        )
         return Completion(text=reply, usage=usage, finish_reason="stop")
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-    split -> select -> sentence_nli -> [entity_nli] -> merge -> [mitigate | keep] -> [judge]
+split -> select -> sentence_nli -> [entity_nli] -> merge -> [mitigate | keep] -> [judge]
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from conli.graph.deps import Deps
 from conli.graph.state import CheckInput, CheckOutput, CheckState
 
 
-def route_after_sentences(state: CheckState, runtime: Runtime[Deps]) -> Literal["entity_nli", "merge"]:
+def route_after_sentences(
+    state: CheckState, runtime: Runtime[Deps]
+) -> Literal["entity_nli", "merge"]:
     """Entity-level checks run only on sentences that passed the sentence level."""
     if not runtime.context.settings.entity_level:
         return "merge"
@@ -35,7 +37,7 @@ def route_after_merge(state: CheckState, runtime: Runtime[Deps]) -> Literal["mit
 
 def route_to_judge(state: CheckState, runtime: Runtime[Deps]) -> Literal["judge", "__end__"]:
     """The rubric judge runs unless turned off."""
-    return "judge" if runtime.context.settings.judge else END
+    return "judge" if runtime.context.settings.judge else "__end__"
 
 
 def _timed(name: str, node: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -52,9 +54,19 @@ def _timed(name: str, node: Callable[..., dict[str, Any]]) -> Callable[..., dict
 
 def build_graph() -> CompiledStateGraph[CheckState, Deps, CheckInput, CheckOutput]:
     """Compile the pipeline; run it with ``graph.invoke(input, context=Deps(...))``."""
-    graph = StateGraph(CheckState, context_schema=Deps, input_schema=CheckInput,
-                       output_schema=CheckOutput)
-    for name in ("split", "select", "sentence_nli", "entity_nli", "merge", "mitigate", "keep", "judge"):
+    graph = StateGraph(
+        CheckState, context_schema=Deps, input_schema=CheckInput, output_schema=CheckOutput
+    )
+    for name in (
+        "split",
+        "select",
+        "sentence_nli",
+        "entity_nli",
+        "merge",
+        "mitigate",
+        "keep",
+        "judge",
+    ):
         graph.add_node(name, _timed(name, getattr(nodes, name)))
     graph.add_edge(START, "split")
     graph.add_edge("split", "select")

@@ -41,7 +41,8 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Re-check sentences that passed, one tagged entity per hypothesis."""
     deps = runtime.context
     passed = [
-        s for s in state["segments"]
+        s
+        for s in state["segments"]
         if s.checked and state["sentence_judgements"][s.index].verdict == "supported"
     ]
     entities = {}
@@ -73,8 +74,12 @@ def merge(state: CheckState) -> dict[str, Any]:
     results = []
     for segment in state["segments"]:
         result = SentenceResult(
-            index=segment.index, text=segment.text, start=segment.start, end=segment.end,
-            checked=segment.checked, entities=entities.get(segment.index, []),
+            index=segment.index,
+            text=segment.text,
+            start=segment.start,
+            end=segment.end,
+            checked=segment.checked,
+            entities=entities.get(segment.index, []),
         )
         if segment.checked:
             checks = [sentence_judgements[segment.index], *entity_judgements.get(segment.index, [])]
@@ -121,9 +126,13 @@ def keep(state: CheckState) -> dict[str, Any]:
 def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Score the final text 1-5, and the raw response too when it changed."""
     deps = runtime.context
-    refined, calls = judge_agent.judge(deps.backend, state["source"], state["refined_text"], deps.settings)
+    refined, calls = judge_agent.judge(
+        deps.backend, state["source"], state["refined_text"], deps.settings
+    )
     raw = refined
     if state["refined_text"] != state["response"] and deps.settings.judge_raw:
-        raw, raw_calls = judge_agent.judge(deps.backend, state["source"], state["response"], deps.settings)
+        raw, raw_calls = judge_agent.judge(
+            deps.backend, state["source"], state["response"], deps.settings
+        )
         calls = calls + raw_calls
     return {"judge_refined": refined, "judge_raw": raw, "calls": calls}

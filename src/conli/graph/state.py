@@ -10,7 +10,7 @@ import operator
 from typing import Annotated, TypedDict
 
 from conli.agents.structured import CallRecord
-from conli.models import Entity, JudgeResult, Judgement, Mitigation, SentenceResult
+from conli.models import Entity, Judgement, JudgeResult, Mitigation, SentenceResult
 from conli.segment import Segment
 
 

@@ -28,7 +28,12 @@ class SpacyRecognizer:
                 continue
             seen.add(surface)
             found.append(
-                Entity(text=surface, label=ent.label_, category=category,
-                       start=ent.start_char, end=ent.start_char + len(surface))
+                Entity(
+                    text=surface,
+                    label=ent.label_,
+                    category=category,
+                    start=ent.start_char,
+                    end=ent.start_char + len(surface),
+                )
             )
         return found

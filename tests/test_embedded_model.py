@@ -1,0 +1,48 @@
+"""The real embedded model (llama.cpp + bundled Qwen2.5-Coder-1.5B) on a small example.
+
+Slow (about a minute on 2 cores); marked ``model`` so ``pytest -m "not model"`` skips it.
+"""
+
+import pytest
+
+from conli.config import Settings
+from conli.errors import ContextOverflowError
+
+pytest.importorskip("xllamacpp")
+
+SOURCE = (
+    "The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes of "
+    "traffic. The city council paid for it with a regional grant."
+)
+RESPONSE = "The Riverside bridge is 420 metres long. It opened in 1998."
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def checker():
+    from conli.pipeline import Checker
+
+    settings = Settings(judge=False, local_context=4096)  # type: ignore[call-arg]
+    checker = Checker(settings)
+    yield checker
+    checker.close()
+
+
+def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(checker):
+    result = checker.check(SOURCE, RESPONSE)
+    verdicts = [(s.text, s.verdict) for s in result.sentences]
+    assert verdicts == [
+        ("The Riverside bridge is 420 metres long.", "hallucinated"),
+        ("It opened in 1998.", "supported"),
+    ]
+    assert result.sentences[0].reasons
+    assert result.refined_text.endswith(" It opened in 1998.")  # untouched, byte for byte
+    assert "420" not in result.refined_text
+    assert result.usage.cached_tokens > 0  # follow-up calls reuse the cached prefix
+
+
+def test_real_backend_reports_context_overflow_as_an_input_error(checker):
+    messages = [{"role": "user", "content": "word " * 5000}]
+    with pytest.raises(ContextOverflowError, match="holds 4096"):
+        checker.backend.complete(messages, max_tokens=4)
