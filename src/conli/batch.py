@@ -37,7 +37,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import InputError
-from conli.frontdoor import MODES, Mode, ThrottledBackend, judge_only, mode_settings
+from conli.frontdoor import MODES, Mode, judge_only, mode_settings
 from conli.pipeline import Checker
 
 Record = dict[str, Any]
@@ -345,9 +345,10 @@ def run_batch(args: argparse.Namespace) -> int:
         raise InputError("input and output must be different files")
     if not args.input.is_file():
         raise InputError(f"cannot read input file {str(args.input)!r}")
-    inner = get_backend(settings.llm, settings)
-    limit = args.concurrency or settings.batch_concurrency or inner.max_concurrency
-    backend = ThrottledBackend(inner, limit)
+    # Records run ``limit`` at a time; each backend itself caps its calls in flight (the
+    # local model's lock, the hosted backends' shared limiter).
+    backend = get_backend(settings.llm, settings)
+    limit = args.concurrency or settings.batch_concurrency or backend.max_concurrency
     try:
         work = make_worker(settings, args.mode, backend, with_judge=args.judge)
         summary = run(args.input, args.output, work, concurrency=limit,

@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         None, ge=1, description="override the backend's NLI batch size"
     )
     chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
+    score_first: bool = Field(
+        False, description="score each hypothesis from its label token; reason only on failures"
+    )
+    entailment_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
+    )
 
     mitigate: bool = True
     verify_rewrites: bool = Field(

@@ -6,15 +6,14 @@ Each front door (batch, service, hook) offers the same three modes on the same g
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from conli.agents.judge import judge
 from conli.agents.structured import CallRecord
-from conli.backends.base import Backend, Completion, Message
+from conli.backends.base import Backend
 from conli.config import Settings
 from conli.inputs import validate_text
 from conli.models import JudgeResult, UsageTotals
@@ -59,37 +58,3 @@ def judge_only(backend: Backend, source: str, response: str, settings: Settings)
     result, calls = judge(backend, source, response, settings)
     return JudgeOnlyResult(judge=result, usage=usage_of(calls))
 
-
-class ThrottledBackend:
-    """A backend proxy that lets at most ``max_concurrency`` calls through at once.
-
-    Records (batch) or requests (service) run in parallel and each may fan out NLI calls;
-    this keeps the total in flight within what the backend allows.
-    """
-
-    def __init__(self, inner: Backend, limit: int | None = None) -> None:
-        self.inner = inner
-        self.name: str = inner.name
-        self.model: str = inner.model
-        self.hypotheses_per_call: int = inner.hypotheses_per_call
-        self.context_window: int | None = inner.context_window
-        self.max_concurrency = max(1, limit or inner.max_concurrency)
-        self._gate = threading.BoundedSemaphore(self.max_concurrency)
-
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-    ) -> Completion:
-        """Wait for a free slot, then call the wrapped backend."""
-        with self._gate:
-            return self.inner.complete(
-                messages, max_tokens=max_tokens, json_schema=json_schema, temperature=temperature
-            )
-
-    def close(self) -> None:
-        """Release the wrapped backend."""
-        self.inner.close()

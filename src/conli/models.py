@@ -94,6 +94,9 @@ class Judgement(BaseModel):
     reasoning: str = ""
     entity: Entity | None = None
     error: str | None = None
+    score: float | None = Field(
+        None, ge=0.0, le=1.0, description="P(entailment) read from the label token, if scored"
+    )
     template: str
 
 
@@ -108,6 +111,9 @@ class SentenceResult(BaseModel):
     verdict: Verdict | None = None
     level: Level | None = Field(None, description="the level that decided a hallucination")
     reasons: list[str] = Field(default_factory=list)
+    score: float | None = Field(
+        None, description="lowest P(entailment) over this sentence's scored checks"
+    )
     entities: list[Entity] = Field(default_factory=list)
     judgements: list[Judgement] = Field(default_factory=list)
 
@@ -161,6 +167,9 @@ class CheckResult(BaseModel):
     verdict: Verdict = Field(
         description="hallucinated if any sentence is; unverified if "
         "none is but some check could not complete"
+    )
+    support_score: float | None = Field(
+        None, description="lowest sentence score: a continuous P(grounded), for AUROC/thresholds"
     )
     backend: str
     model: str

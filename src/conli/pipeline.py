@@ -115,6 +115,9 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
     )
     return CheckResult(
         verdict=response_verdict(s.verdict for s in sentences),
+        support_score=min(scores)
+        if (scores := [s.score for s in sentences if s.score is not None])
+        else None,
         backend=backend.name,
         model=backend.model,
         sentences=sentences,

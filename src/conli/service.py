@@ -31,7 +31,7 @@ from conli.errors import (
     InputTooLargeError,
     OutputParseError,
 )
-from conli.frontdoor import JudgeOnlyResult, Mode, ThrottledBackend, judge_only, mode_settings
+from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings
 from conli.inputs import validate_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -324,14 +324,13 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                           "open on loopback with --open")
     inner = backend or get_backend(settings.llm, settings)
     limit = settings.service_max_concurrent or inner.max_concurrency
-    throttled = ThrottledBackend(inner)
-    runner = _Runner(settings, Checker(settings, backend=throttled), throttled, limit)
+    runner = _Runner(settings, Checker(settings, backend=inner), inner, limit)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         runner.pool.shutdown(wait=False, cancel_futures=True)
-        throttled.close()
+        inner.close()
 
     app = FastAPI(title="conli", version=__version__, lifespan=lifespan,
                   description="Find, explain and rewrite the sentences of an LLM answer that its "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from conli.agents.scoring import score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -56,16 +57,55 @@ def judge_hypotheses(
     level: Level,
     settings: Settings,
 ) -> tuple[list[Judgement], list[CallRecord]]:
-    """Judge every hypothesis; the result is in input order, one judgement each."""
+    """Judge every hypothesis; the result is in input order, one judgement each.
+
+    With ``score_first`` (and a backend that can), each hypothesis is first scored from
+    its label token; only those below the threshold get chain-of-thought reasoning, which
+    then decides their verdict and gives the mitigation agent its reasons.
+    """
+    workers = max(1, backend.max_concurrency)
+    scores: list[float | None] = [None] * len(hypotheses)
+    calls: list[CallRecord] = []
+    if settings.score_first and backend.scores_labels:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            scored = list(
+                pool.map(
+                    lambda h: score_hypothesis(backend, source, h.text, level, settings), hypotheses
+                )
+            )
+        scores = [score for score, _ in scored]
+        calls = [c for _, score_calls in scored for c in score_calls]
+    passed = {
+        i for i, s in enumerate(scores) if s is not None and s >= settings.entailment_threshold
+    }
+    to_reason = [h for i, h in enumerate(hypotheses) if i not in passed]
     size = settings.hypotheses_per_call or backend.hypotheses_per_call
-    batches = [hypotheses[i : i + size] for i in range(0, len(hypotheses), size)]
-    with ThreadPoolExecutor(max_workers=max(1, backend.max_concurrency)) as pool:
+    batches = [to_reason[i : i + size] for i in range(0, len(to_reason), size)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(
             pool.map(lambda b: _judge_batch(backend, source, b, level, settings), batches)
         )
-    judgements = [j for batch_judgements, _ in results for j in batch_judgements]
-    calls = [c for _, batch_calls in results for c in batch_calls]
-    return judgements, calls
+    reasoned = iter(j for batch_judgements, _ in results for j in batch_judgements)
+    calls += [c for _, batch_calls in results for c in batch_calls]
+    judgements = [
+        _passed_by_score(h, level, score) if i in passed else next(reasoned)
+        for i, (h, score) in enumerate(zip(hypotheses, scores, strict=True))
+    ]
+    return [
+        j.model_copy(update={"score": s}) for j, s in zip(judgements, scores, strict=True)
+    ], calls
+
+
+def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) -> Judgement:
+    return Judgement(
+        level=level,
+        hypothesis=hypothesis.text,
+        verdict="supported",
+        label="entailment",
+        reasoning=f"P(entailment) = {score:.2f} from the label token",
+        entity=hypothesis.entity,
+        template=f"nli_{level}.v1",
+    )
 
 
 def _judge_batch(

@@ -50,6 +50,7 @@ class AnthropicBackend:
         anthropic = _import_anthropic()
         self.model = model.strip()
         self.hypotheses_per_call = settings.hosted_hypotheses_per_call
+        self.scores_labels = False  # no continuation of a prefilled answer with logprobs
         self.max_concurrency = settings.max_concurrency
         self.context_window: int | None = None
         self._timeout = settings.request_timeout
@@ -66,6 +67,7 @@ class AnthropicBackend:
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
         anthropic = _import_anthropic()

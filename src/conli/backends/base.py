@@ -34,6 +34,7 @@ class Completion:
     text: str
     usage: CallUsage
     finish_reason: str | None = None
+    top_logprobs: tuple[dict[str, float], ...] = ()  # per generated token: token -> logprob
 
 
 @runtime_checkable
@@ -43,6 +44,8 @@ class Backend(Protocol):
     ``hypotheses_per_call`` is how many numbered hypotheses one NLI call may carry:
     small local models judge only the first item of a batch, hosted ones handle many.
     ``max_concurrency`` bounds how many calls the pipeline runs at once.
+    ``scores_labels`` says the backend continues a trailing assistant message and returns
+    top log-probabilities, which the one-token NLI scoring mode needs.
     """
 
     name: str
@@ -50,6 +53,7 @@ class Backend(Protocol):
     hypotheses_per_call: int
     max_concurrency: int
     context_window: int | None
+    scores_labels: bool
 
     def complete(
         self,
@@ -58,11 +62,13 @@ class Backend(Protocol):
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """Return one completion; raise a ``BackendError`` subclass on failure.
 
         With ``json_schema`` the backend constrains or requests JSON matching it where
-        the provider supports that; callers still validate the text.
+        the provider supports that; callers still validate the text. ``top_logprobs > 0``
+        asks for that many alternatives per generated token, where supported.
         """
         ...
 

@@ -33,6 +33,7 @@ def cache_key(
     max_tokens: int,
     json_schema: dict[str, Any] | None,
     temperature: float,
+    top_logprobs: int = 0,
 ) -> str:
     """SHA-256 hex digest of a canonical JSON encoding of the call."""
     payload = {
@@ -43,6 +44,7 @@ def cache_key(
         "max_tokens": max_tokens,
         "json_schema": json_schema,
         "temperature": temperature,
+        **({"top_logprobs": top_logprobs} if top_logprobs else {}),
     }
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
@@ -59,6 +61,7 @@ class CachedBackend:
         self.hypotheses_per_call = inner.hypotheses_per_call
         self.max_concurrency = inner.max_concurrency
         self.context_window = inner.context_window
+        self.scores_labels = inner.scores_labels
         self.hits = 0
         self.misses = 0
 
@@ -73,16 +76,23 @@ class CachedBackend:
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """Return the stored completion for this exact call, or ask ``inner`` and store it."""
-        key = cache_key(self.name, self.model, messages, max_tokens, json_schema, temperature)
+        key = cache_key(
+            self.name, self.model, messages, max_tokens, json_schema, temperature, top_logprobs
+        )
         path = self.path_for(key)
         cached = _read_entry(path)
         if cached is not None:
             self.hits += 1
             return cached
         completion = self.inner.complete(
-            messages, max_tokens=max_tokens, json_schema=json_schema, temperature=temperature
+            messages,
+            max_tokens=max_tokens,
+            json_schema=json_schema,
+            temperature=temperature,
+            top_logprobs=top_logprobs,
         )
         self.misses += 1
         _write_entry(path, key, completion)
@@ -107,6 +117,9 @@ def _read_entry(path: Path) -> Completion | None:
                 completion_tokens=int(usage["completion_tokens"]),
                 seconds=0.0,
             ),
+            top_logprobs=tuple(
+                {str(k): float(v) for k, v in t.items()} for t in data.get("top_logprobs", [])
+            ),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -124,6 +137,7 @@ def _write_entry(path: Path, key: str, completion: Completion) -> None:
             "completion_tokens": completion.usage.completion_tokens,
             "seconds": completion.usage.seconds,
         },
+        "top_logprobs": list(completion.top_logprobs),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
     try:

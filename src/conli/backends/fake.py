@@ -11,7 +11,7 @@ from typing import Any
 
 from conli.backends.base import CallUsage, Completion, Message
 
-Reply = str | BaseException
+Reply = str | Completion | BaseException
 Responder = Callable[[list[Message]], Reply]
 
 
@@ -33,11 +33,13 @@ class ScriptedBackend:
         responder: Responder | None = None,
         hypotheses_per_call: int = 1,
         context_window: int | None = None,
+        scores_labels: bool = False,
     ) -> None:
         self._replies = list(replies)
         self._responder = responder
         self.hypotheses_per_call = hypotheses_per_call
         self.context_window = context_window
+        self.scores_labels = scores_labels
         self.calls: list[list[Message]] = []
         self.schemas: list[dict[str, Any] | None] = []
 
@@ -48,6 +50,7 @@ class ScriptedBackend:
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """Return (or raise) the next scripted reply."""
         self.calls.append(list(messages))
@@ -60,6 +63,8 @@ class ScriptedBackend:
             raise AssertionError(f"unscripted call #{len(self.calls)}")
         if isinstance(reply, BaseException):
             raise reply
+        if isinstance(reply, Completion):
+            return reply
         usage = CallUsage(
             prompt_tokens=sum(len(m["content"]) // 4 for m in messages),
             completion_tokens=len(reply) // 4,

@@ -30,6 +30,7 @@ class LocalBackend:
     name = "local"
     hypotheses_per_call = 1  # small models judge only the first item of a batch
     max_concurrency = 1  # one slot: parallel calls would only fight for two cores
+    scores_labels = True  # llama.cpp continues a trailing assistant message
 
     def __init__(self, settings: Settings) -> None:
         try:
@@ -61,6 +62,7 @@ class LocalBackend:
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """Run one chat completion; map llama.cpp's error objects onto our error tree."""
         request: dict[str, Any] = {
@@ -70,6 +72,8 @@ class LocalBackend:
             "seed": 0,
             "cache_prompt": True,
         }
+        if top_logprobs:
+            request.update(logprobs=True, top_logprobs=top_logprobs)
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
@@ -107,9 +111,14 @@ def _map_error(error: dict[str, Any]) -> ConliError:
 def _to_completion(reply: dict[str, Any], seconds: float) -> Completion:
     choice = reply["choices"][0]
     usage = reply.get("usage", {})
+    tokens = (choice.get("logprobs") or {}).get("content") or []
     return Completion(
         text=choice["message"].get("content") or "",
         finish_reason=choice.get("finish_reason"),
+        top_logprobs=tuple(
+            {alt["token"]: float(alt["logprob"]) for alt in token.get("top_logprobs", [])}
+            for token in tokens
+        ),
         usage=CallUsage(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             cached_tokens=int(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)),

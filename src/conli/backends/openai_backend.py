@@ -52,6 +52,7 @@ class OpenAIChatBackend:
         self.name = name
         self.model = model
         self.hypotheses_per_call = settings.hosted_hypotheses_per_call
+        self.scores_labels = False  # no continuation of a prefilled answer with logprobs
         self.max_concurrency = settings.max_concurrency
         self.context_window = context_window
         self._client = client
@@ -66,6 +67,7 @@ class OpenAIChatBackend:
         max_tokens: int,
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
+        top_logprobs: int = 0,
     ) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
 

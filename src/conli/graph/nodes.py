@@ -94,8 +94,15 @@ def _merged(result: SentenceResult, checks: list[Judgement]) -> SentenceResult:
     verdict: Verdict = "hallucinated" if failed else "unverified" if unknown else "supported"
     reasons = [_reason(j) for j in (failed or unknown)]
     level = failed[0].level if failed else None
+    scores = [j.score for j in checks if j.score is not None]
     return result.model_copy(
-        update={"verdict": verdict, "level": level, "reasons": reasons, "judgements": checks}
+        update={
+            "verdict": verdict,
+            "level": level,
+            "reasons": reasons,
+            "judgements": checks,
+            "score": min(scores) if scores else None,
+        }
     )
 
 

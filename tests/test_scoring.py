@@ -1,0 +1,70 @@
+"""One-token scoring: P(entailment) from the label token, reasoning only for failures."""
+
+import math
+
+from conli.agents.nli import Hypothesis, judge_hypotheses
+from conli.agents.scoring import LABEL_PREFILL, entailment_probability
+from conli.backends.base import CallUsage, Completion
+from conli.backends.fake import ScriptedBackend
+from tests.conftest import claims_of, nli_answer
+
+
+def label_token(probabilities: dict[str, float]) -> Completion:
+    top = {token: math.log(p) for token, p in probabilities.items()}
+    return Completion(text=LABEL_PREFILL, usage=CallUsage(completion_tokens=1), top_logprobs=(top,))
+
+
+def test_entailment_probability_pools_the_label_prefixes():
+    top = {"ent": math.log(0.6), " entail": math.log(0.1), "contr": math.log(0.2),
+           "neutral": math.log(0.1)}
+    assert abs((entailment_probability(top) or 0) - 0.7) < 1e-9
+
+
+def test_no_label_mass_means_no_score():
+    assert entailment_probability({"true": 0.0}) is None
+    assert entailment_probability({"ent": math.log(0.2), "yes": math.log(0.7)}) is None
+
+
+def test_only_hypotheses_below_the_threshold_get_chain_of_thought(settings):
+    settings.score_first = True
+
+    def respond(messages):
+        if messages[-1]["role"] == "assistant":  # the scoring call, answer prefilled
+            claim = claims_of(messages[:-1])[0]
+            return label_token({"ent": 0.9, "contr": 0.1} if claim == "A" else
+                               {"ent": 0.2, "neutral": 0.8})
+        return nli_answer(["neutral"])
+
+    backend = ScriptedBackend(responder=respond, scores_labels=True)
+    judged, calls = judge_hypotheses(
+        backend, "src", [Hypothesis(0, "A"), Hypothesis(1, "B")], level="sentence",
+        settings=settings)
+    assert [j.verdict for j in judged] == ["supported", "hallucinated"]
+    assert abs((judged[0].score or 0) - 0.9) < 1e-9 and abs((judged[1].score or 0) - 0.2) < 1e-9
+    assert judged[1].reasoning == "because neutral"  # the mitigation agent gets real reasons
+    assert [c.step for c in calls] == ["score_sentence", "score_sentence", "nli_sentence"]
+    reasoning_calls = [m for m in backend.calls if m[-1]["role"] != "assistant"]
+    assert [claims_of(m) for m in reasoning_calls] == [["B"]]
+
+
+def test_an_unreadable_score_falls_back_to_reasoning_never_to_supported(settings):
+    settings.score_first = True
+
+    def respond(messages):
+        if messages[-1]["role"] == "assistant":
+            return label_token({"maybe": 0.9})
+        return "garbage"
+
+    backend = ScriptedBackend(responder=respond, scores_labels=True)
+    judged, _ = judge_hypotheses(backend, "src", [Hypothesis(0, "A")], level="sentence",
+                                 settings=settings)
+    assert judged[0].verdict == "unverified" and judged[0].score is None
+
+
+def test_backends_that_cannot_score_use_chain_of_thought(settings):
+    settings.score_first = True
+    backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"]))
+    judged, calls = judge_hypotheses(backend, "src", [Hypothesis(0, "A")], level="sentence",
+                                     settings=settings)
+    assert judged[0].verdict == "supported" and judged[0].score is None
+    assert [c.step for c in calls] == ["nli_sentence"]
