@@ -37,8 +37,16 @@ def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(check
         ("It opened in 1998.", "supported"),
     ]
     assert result.sentences[0].reasons
-    assert result.refined_text.endswith(" It opened in 1998.")  # untouched, byte for byte
+    # the faithful sentence is untouched, byte for byte; the wrong one is fixed or removed
+    assert result.refined_text.endswith("It opened in 1998.")
     assert "420" not in result.refined_text
+    (change,) = result.mitigation.changes
+    assert change.index == 0
+    if change.action == "rewrite":
+        assert change.rewrite_verdict == "supported"
+        assert result.refined_text == f"{change.after} It opened in 1998."
+    else:
+        assert result.refined_text == "It opened in 1998."
     assert result.usage.cached_tokens > 0  # follow-up calls reuse the cached prefix
 
 

@@ -20,6 +20,7 @@ from conli.batch import add_batch_parser
 from conli.config import Settings
 from conli.errors import BackendError, ConliError, InputError, ModelStoreError
 from conli.eval_cli import add_eval_parser
+from conli.evaluation.speed import add_bench_parser
 from conli.inputs import decode_text, validate_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -90,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_report_parser(commands)
     add_eval_parser(commands)
+    add_bench_parser(commands)
     return parser
 
 

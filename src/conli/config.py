@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     local_threads: int = Field(
         default_factory=lambda: os.cpu_count() or 2, ge=1, description="CPU threads for llama.cpp"
     )
+    local_prompt_cache: bool = Field(
+        True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
+    )
     cache_dir: Path = Field(default_factory=_default_cache_dir)
 
     ner: Literal["spacy", "azure"] = "spacy"

@@ -54,6 +54,7 @@ class LocalBackend:
         params.warmup = False
         self._server: Any = xllamacpp.Server(params)
         self._lock = threading.Lock()
+        self._prompt_cache = settings.local_prompt_cache
 
     def complete(
         self,
@@ -70,7 +71,7 @@ class LocalBackend:
             "max_tokens": max_tokens,
             "temperature": temperature,
             "seed": 0,
-            "cache_prompt": True,
+            "cache_prompt": self._prompt_cache,
         }
         if top_logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs)
