@@ -177,3 +177,13 @@ def test_a_verified_rewrite_is_kept_and_marked(settings):
     result = run(backend, settings)
     (change,) = result.mitigation.changes
     assert (change.action, change.rewrite_verdict) == ("rewrite", "supported")
+
+
+def test_entity_only_ablation_sends_every_claim_to_the_entity_level(settings):
+    settings.sentence_level = False
+    settings.mitigate = False
+    backend = ScriptedBackend(responder=rule_responder(bad=("[ 1998 ]",)))
+    result = run(backend, settings, response="The Riverside bridge opened in 1998.")
+    assert result.sentences[0].verdict == "hallucinated"
+    assert result.sentences[0].level == "entity"
+    assert "nli_sentence" not in result.usage_by_step

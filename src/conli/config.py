@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
+    sentence_level: bool = Field(
+        True, description="ablation only: off skips sentence NLI, so every claim goes to entities"
+    )
     hypotheses_per_call: int | None = Field(
         None, ge=1, description="override the backend's NLI batch size"
     )

@@ -21,14 +21,23 @@ from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import average_reports, detection_report
 from conli.models import CheckResult, SentenceResult, Verdict
 
-# Paper ablations (CoNLI table 4) plus chain-of-thought off. "entity" needs a setting the
-# graph does not have yet: it is applied only if Settings grows a ``sentence_level`` field.
+# Paper ablations (CoNLI table 4), chain-of-thought off, and the one-token score-first mode.
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "hierarchical": {"entity_level": True, "chain_of_thought": True},
-    "sentence": {"entity_level": False, "chain_of_thought": True},
-    "entity": {"entity_level": True, "sentence_level": False, "chain_of_thought": True},
-    "hierarchical-no-cot": {"entity_level": True, "chain_of_thought": False},
-    "sentence-no-cot": {"entity_level": False, "chain_of_thought": False},
+    "hierarchical": {"entity_level": True, "chain_of_thought": True, "score_first": False},
+    "hierarchical-score-first": {
+        "entity_level": True,
+        "chain_of_thought": True,
+        "score_first": True,
+    },
+    "sentence": {"entity_level": False, "chain_of_thought": True, "score_first": False},
+    "entity": {
+        "entity_level": True,
+        "sentence_level": False,
+        "chain_of_thought": True,
+        "score_first": False,
+    },
+    "hierarchical-no-cot": {"entity_level": True, "chain_of_thought": False, "score_first": False},
+    "sentence-no-cot": {"entity_level": False, "chain_of_thought": False, "score_first": False},
 }
 
 
@@ -134,8 +143,9 @@ def align_sentences(
             raise ValueError(f"gold sentence not found in the response: {text[:60]!r}")
         end = start + len(text.strip())
         cursor = end
-        overlapping = [s.verdict for s in predicted
-                       if s.checked and s.start < end and start < s.end]
+        overlapping = [
+            s.verdict for s in predicted if s.checked and s.start < end and start < s.end
+        ]
         if "hallucinated" in overlapping:
             verdicts.append("hallucinated")
         elif "unverified" in overlapping or None in overlapping:
@@ -151,18 +161,28 @@ def predict(checker: CheckerLike, example: Example) -> Outcome:
     try:
         result = checker.check(example.source, example.response)
     except InputError as exc:
-        return Outcome(example.id, example.dataset, example.label, "unverified", error=str(exc),
-                       sentence_gold=[h for _, h in example.sentence_labels or ()],
-                       sentence_predicted=["unverified"] * len(example.sentence_labels or ()))
+        return Outcome(
+            example.id,
+            example.dataset,
+            example.label,
+            "unverified",
+            error=str(exc),
+            sentence_gold=[h for _, h in example.sentence_labels or ()],
+            sentence_predicted=["unverified"] * len(example.sentence_labels or ()),
+        )
     outcome = Outcome(
-        example.id, example.dataset, example.label, result.verdict,
+        example.id,
+        example.dataset,
+        example.label,
+        result.verdict,
         flagged_share=flagged_share(result.sentences),
         judge_score=result.judge_raw.score if result.judge_raw is not None else None,
         result=result,
     )
     if example.sentence_labels:
-        verdicts, uncovered = align_sentences(example.response, example.sentence_labels,
-                                              result.sentences)
+        verdicts, uncovered = align_sentences(
+            example.response, example.sentence_labels, result.sentences
+        )
         outcome.sentence_gold = [h for _, h in example.sentence_labels]
         outcome.sentence_predicted = verdicts
         outcome.uncovered_sentences = uncovered
@@ -199,14 +219,16 @@ def score_outcomes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     for name, items in by_dataset.items():
         scores: dict[str, list[float | None]] = {
             "flagged_share": [o.flagged_share for o in items],
-            "judge_inverted": [None if o.judge_score is None else 6.0 - o.judge_score
-                               for o in items],
+            "judge_inverted": [
+                None if o.judge_score is None else 6.0 - o.judge_score for o in items
+            ],
         }
         if all(v is None for v in scores["judge_inverted"]):
             del scores["judge_inverted"]
         entry: dict[str, Any] = {
-            "response": detection_report([o.gold for o in items], [o.predicted for o in items],
-                                         scores),
+            "response": detection_report(
+                [o.gold for o in items], [o.predicted for o in items], scores
+            ),
             "input_errors": sum(1 for o in items if o.error),
         }
         with_sentences = [o for o in items if o.sentence_gold]

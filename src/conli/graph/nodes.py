@@ -30,6 +30,18 @@ def sentence_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     claims = [s for s in state["segments"] if s.checked]
     hypotheses = [Hypothesis(sentence=s.index, text=s.text) for s in claims]
     deps = runtime.context
+    if not deps.settings.sentence_level:  # entity-only ablation: pass every claim on
+        skipped = {
+            s.index: Judgement(
+                level="sentence",
+                hypothesis=s.text,
+                verdict="supported",
+                reasoning="sentence level skipped (entity-only ablation)",
+                template="none",
+            )
+            for s in claims
+        }
+        return {"sentence_judgements": skipped}
     judgements, calls = judge_hypotheses(
         deps.backend, state["source"], hypotheses, level="sentence", settings=deps.settings
     )
