@@ -48,7 +48,6 @@ def llama_cpp_runner(model: str) -> Any:
     llm = Llama(model_path=model, n_ctx=4096, n_threads=2, n_threads_batch=2, verbose=False)
 
     def run(messages: list[dict[str, str]], max_tokens: int) -> tuple[int, int, float]:
-        llm.reset()
         started = time.perf_counter()
         reply = llm.create_chat_completion(messages=messages, max_tokens=max_tokens,
                                            temperature=0)
