@@ -6,13 +6,12 @@ Each front door (batch, service, hook) offers the same three modes on the same g
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel
 
 from conli.agents.judge import judge
-from conli.agents.structured import CallRecord
+from conli.agents.structured import usage_of
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.inputs import validate_text
@@ -37,18 +36,6 @@ def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Se
     if mode == "judge":
         return base
     return base.model_copy(update={"mitigate": mode == "rewrite", "judge": with_judge})
-
-
-def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
-    """Sum the tokens, calls and seconds of some model calls."""
-    totals = UsageTotals()
-    for call in calls:
-        totals.calls += 1
-        totals.prompt_tokens += call.usage.prompt_tokens
-        totals.cached_tokens += call.usage.cached_tokens
-        totals.completion_tokens += call.usage.completion_tokens
-        totals.seconds += call.usage.seconds
-    return totals
 
 
 def judge_only(backend: Backend, source: str, response: str, settings: Settings) -> JudgeOnlyResult:

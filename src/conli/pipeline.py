@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from conli.agents.structured import CallRecord
+from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.graph import Deps, build_graph
 from conli.inputs import validate_text
-from conli.models import CheckResult, Mitigation, UsageTotals, Verdict
+from conli.models import CheckResult, Mitigation, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 
@@ -93,17 +93,6 @@ def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
     return "supported"
 
 
-def _usage(calls: Iterable[CallRecord]) -> UsageTotals:
-    totals = UsageTotals()
-    for call in calls:
-        totals.calls += 1
-        totals.prompt_tokens += call.usage.prompt_tokens
-        totals.cached_tokens += call.usage.cached_tokens
-        totals.completion_tokens += call.usage.completion_tokens
-        totals.seconds += call.usage.seconds
-    return totals
-
-
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
     calls: list[CallRecord] = state.get("calls", [])
     by_step: dict[str, list[CallRecord]] = defaultdict(list)
@@ -113,11 +102,10 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
     templates = sorted(
         {c.template for c in calls} | {j.template for s in sentences for j in s.judgements}
     )
+    scores = [s.score for s in sentences if s.score is not None]
     return CheckResult(
         verdict=response_verdict(s.verdict for s in sentences),
-        support_score=min(scores)
-        if (scores := [s.score for s in sentences if s.score is not None])
-        else None,
+        support_score=min(scores) if scores else None,
         backend=backend.name,
         model=backend.model,
         sentences=sentences,
@@ -125,8 +113,8 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         mitigation=state.get("mitigation") or Mitigation(status="disabled"),
         judge_raw=state.get("judge_raw"),
         judge_refined=state.get("judge_refined"),
-        usage=_usage(calls),
-        usage_by_step={step: _usage(records) for step, records in sorted(by_step.items())},
+        usage=usage_of(calls),
+        usage_by_step={step: usage_of(records) for step, records in sorted(by_step.items())},
         timings={**state.get("timings", {}), "total": seconds},
         templates=templates,
     )

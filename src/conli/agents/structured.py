@@ -8,7 +8,7 @@ that still fails validation come back as errors for the caller to mark ``unverif
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from conli.backends.base import Backend, CallUsage, Message
 from conli.errors import BackendError
+from conli.models import UsageTotals
 from conli.prompts import render
 from conli.retry import call_with_retries
 
@@ -30,6 +31,18 @@ class CallRecord:
     step: str
     template: str
     usage: CallUsage
+
+
+def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
+    """Sum the tokens, calls and seconds of some model calls."""
+    totals = UsageTotals()
+    for call in calls:
+        totals.calls += 1
+        totals.prompt_tokens += call.usage.prompt_tokens
+        totals.cached_tokens += call.usage.cached_tokens
+        totals.completion_tokens += call.usage.completion_tokens
+        totals.seconds += call.usage.seconds
+    return totals
 
 
 @dataclass
