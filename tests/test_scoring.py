@@ -3,7 +3,7 @@
 import math
 
 from conli.agents.nli import Hypothesis, judge_hypotheses
-from conli.agents.scoring import LABEL_PREFILL, entailment_probability
+from conli.agents.scoring import LABEL_PREFILL, entailment_probability, label_scores
 from conli.backends.base import CallUsage, Completion
 from conli.backends.fake import ScriptedBackend
 from tests.conftest import claims_of, nli_answer
@@ -12,6 +12,24 @@ from tests.conftest import claims_of, nli_answer
 def label_token(probabilities: dict[str, float]) -> Completion:
     top = {token: math.log(p) for token, p in probabilities.items()}
     return Completion(text=LABEL_PREFILL, usage=CallUsage(completion_tokens=1), top_logprobs=(top,))
+
+
+def reasoned(label_top: dict[str, float], label: str = "neutral") -> Completion:
+    """A chain-of-thought answer as tokens, with ``label_top`` at the label's first token."""
+    tokens = ['{"', "judgements", '":', ' [{"', "id", '":', " 0", ',', ' "', "evidence", '":',
+              ' ""', ',', ' "', "reasoning", '":',
+              ' "', "because", r' \"label\" is', " quoted", '",', ' "', "label", '":', ' "', label,
+              '"}', "]}"]
+    top = [{t: 0.0} for t in tokens]
+    top[tokens.index(label)] = {t: math.log(p) for t, p in label_top.items()}
+    return Completion(text="".join(tokens), usage=CallUsage(completion_tokens=len(tokens)),
+                      top_logprobs=tuple(top), tokens=tuple(tokens))
+
+
+def test_label_scores_reads_the_token_after_each_label_key():
+    completion = reasoned({"neutral": 0.7, "ent": 0.3})
+    assert [round(s or 0, 6) for s in label_scores(completion)] == [0.3]
+    assert label_scores(Completion(text="{}", usage=CallUsage())) == []
 
 
 def test_entailment_probability_pools_the_label_prefixes():
@@ -33,15 +51,16 @@ def test_only_hypotheses_below_the_threshold_get_chain_of_thought(settings):
             claim = claims_of(messages[:-1])[0]
             return label_token({"ent": 0.9, "contr": 0.1} if claim == "A" else
                                {"ent": 0.2, "neutral": 0.8})
-        return nli_answer(["neutral"])
+        return reasoned({"neutral": 0.95, "ent": 0.05})
 
     backend = ScriptedBackend(responder=respond, scores_labels=True)
     judged, calls = judge_hypotheses(
         backend, "src", [Hypothesis(0, "A"), Hypothesis(1, "B")], level="sentence",
         settings=settings)
     assert [j.verdict for j in judged] == ["supported", "hallucinated"]
-    assert abs((judged[0].score or 0) - 0.9) < 1e-9 and abs((judged[1].score or 0) - 0.2) < 1e-9
-    assert judged[1].reasoning == "because neutral"  # the mitigation agent gets real reasons
+    # the reasoned answer decides B, so its score is read at the reasoned label, not 0.2
+    assert abs((judged[0].score or 0) - 0.9) < 1e-9 and abs((judged[1].score or 0) - 0.05) < 1e-9
+    assert "because" in judged[1].reasoning  # the mitigation agent gets real reasons
     assert [c.step for c in calls] == ["score_sentence", "score_sentence", "nli_sentence"]
     reasoning_calls = [m for m in backend.calls if m[-1]["role"] != "assistant"]
     assert [claims_of(m) for m in reasoning_calls] == [["B"]]

@@ -7,12 +7,13 @@ a batch that errors or never validates leaves its hypotheses ``unverified``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from conli.agents.scoring import score_hypothesis
+from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -21,7 +22,9 @@ from conli.models import (
     Judgement,
     Level,
     NLIAnswer,
+    NLIItem,
     NLILabel,
+    NLILabelOnly,
     NLILabelOnlyAnswer,
     Verdict,
 )
@@ -61,7 +64,7 @@ def judge_hypotheses(
 
     With ``score_first`` (and a backend that can), each hypothesis is first scored from
     its label token; only those below the threshold get chain-of-thought reasoning, which
-    then decides their verdict and gives the mitigation agent its reasons.
+    then decides their verdict, its score and the mitigation agent's reasons.
     """
     workers = max(1, backend.max_concurrency)
     scores: list[float | None] = [None] * len(hypotheses)
@@ -91,9 +94,16 @@ def judge_hypotheses(
         _passed_by_score(h, level, score) if i in passed else next(reasoned)
         for i, (h, score) in enumerate(zip(hypotheses, scores, strict=True))
     ]
-    return [
-        j.model_copy(update={"score": s}) for j, s in zip(judgements, scores, strict=True)
-    ], calls
+    return judgements, calls
+
+
+def warm_up(backend: Backend, settings: Settings) -> float:
+    """Prefill the NLI prompts' static prefix once; return the seconds it took.
+
+    With a prompt cache, the first response of a process then prefills only its own text.
+    """
+    prompt = render("nli_sentence.v1", source="", hypotheses=[], cot=settings.chain_of_thought)
+    return backend.complete(prompt.messages, max_tokens=1).usage.seconds
 
 
 def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) -> Judgement:
@@ -104,6 +114,7 @@ def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) 
         label="entailment",
         reasoning=f"P(entailment) = {score:.2f} from the label token",
         entity=hypothesis.entity,
+        score=score,
         template=f"nli_{level}.v1",
     )
 
@@ -127,7 +138,10 @@ def _judge_batch(
         if asked.value is None:
             error = asked.error or error
             break
-        for item in asked.value.judgements:
+        items: Sequence[NLIItem | NLILabelOnly] = asked.value.judgements
+        read = label_scores(asked.completion) if asked.completion else []
+        item_scores = read if len(read) == len(items) else [None] * len(items)
+        for item, score in zip(items, item_scores, strict=True):
             original = pending[item.id]
             answered[original] = Judgement(
                 level=level,
@@ -137,6 +151,7 @@ def _judge_batch(
                 evidence=getattr(item, "evidence", ""),
                 reasoning=getattr(item, "reasoning", ""),
                 entity=batch[original].entity,
+                score=score,
                 template=template,
             )
         pending = [i for i in pending if i not in answered]
@@ -189,4 +204,5 @@ def _ask(
         temperature=settings.temperature,
         check=ids_in_range,
         schema=schema,
+        top_logprobs=TOP_ALTERNATIVES if backend.scores_labels else 0,
     )

@@ -1,8 +1,11 @@
-"""One-token NLI: read P(entailment) from the label token instead of generating reasons.
+"""P(entailment) read from the label token's log-probabilities.
 
-The prompt is the chain-of-thought prompt itself, with the answer prefilled up to the
-label, so it shares the cached prefix and a follow-up chain-of-thought call for a failing
-hypothesis costs no new prefill. Used only with backends that report ``scores_labels``.
+Two readings share ``entailment_probability``: ``label_scores`` reads it at each label a
+chain-of-thought answer generated (free: the call is made anyway), and the one-token mode
+``score_hypothesis`` prefills the answer up to the label and generates only that token.
+The one-token prompt is the chain-of-thought prompt itself, so it shares the cached prefix
+and a follow-up chain-of-thought call costs no new prefill. Both need a backend that
+reports ``scores_labels``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import math
 
 from conli.agents.structured import CallRecord
-from conli.backends.base import Backend, Message
+from conli.backends.base import Backend, Completion, Message
 from conli.config import Settings
 from conli.errors import BackendError
 from conli.models import Level
@@ -19,6 +22,7 @@ from conli.retry import call_with_retries
 
 LABEL_PREFILL = '{"judgements": [{"id": 0, "label": "'
 _LABELS = ("entailment", "contradiction", "neutral")
+_LABEL_KEY = '"label"'
 TOP_ALTERNATIVES = 10
 # Below this share of probability on the three labels the model meant something else,
 # so its first token says nothing reliable and the hypothesis gets full reasoning.
@@ -39,6 +43,23 @@ def entailment_probability(top: dict[str, float]) -> float | None:
     if total < MIN_LABEL_MASS:
         return None
     return mass["entailment"] / total
+
+
+def label_scores(completion: Completion) -> list[float | None]:
+    """P(entailment) at every ``"label"`` value the completion generated, in order."""
+    scores: list[float | None] = []
+    text, seen, armed = "", 0, False
+    for token, top in zip(completion.tokens, completion.top_logprobs, strict=False):
+        if armed and token.strip(' "\':'):
+            scores.append(entailment_probability(top))
+            armed = False
+        text += token
+        found = text.find(_LABEL_KEY, seen)
+        while found > 0 and text[found - 1] == "\\":  # an escaped quote inside a string
+            found = text.find(_LABEL_KEY, found + 1)
+        if found != -1:
+            seen, armed = found + len(_LABEL_KEY), True
+    return scores
 
 
 def score_hypothesis(

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from conli.backends.base import Backend, CallUsage, Message
+from conli.backends.base import Backend, CallUsage, Completion, Message
 from conli.errors import BackendError
 from conli.models import UsageTotals
 from conli.prompts import render
@@ -47,11 +47,15 @@ def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
 
 @dataclass
 class Asked(Generic[T]):
-    """A validated answer, or the reason there is none; plus every call it took."""
+    """A validated answer, or the reason there is none; plus every call it took.
+
+    ``completion`` is the reply the value came from, for callers that read its log-probs.
+    """
 
     value: T | None
     error: str | None
     calls: list[CallRecord] = field(default_factory=list)
+    completion: Completion | None = None
 
 
 def parse_json_model(text: str, model: type[T]) -> T:
@@ -88,6 +92,7 @@ def ask_structured(
     temperature: float = 0.0,
     check: Callable[[T], None] | None = None,
     schema: dict[str, Any] | None = None,
+    top_logprobs: int = 0,
 ) -> Asked[T]:
     """Call ``backend`` until its answer validates as ``model`` (and passes ``check``).
 
@@ -102,7 +107,11 @@ def ask_structured(
         try:
             completion = call_with_retries(
                 lambda sent=conversation: backend.complete(  # type: ignore[misc]
-                    sent, max_tokens=max_tokens, json_schema=schema, temperature=temperature
+                    sent,
+                    max_tokens=max_tokens,
+                    json_schema=schema,
+                    temperature=temperature,
+                    top_logprobs=top_logprobs,
                 )
             )
         except BackendError as exc:
@@ -112,7 +121,7 @@ def ask_structured(
             value = parse_json_model(completion.text, model)
             if check is not None:
                 check(value)
-            return Asked(value, None, calls)
+            return Asked(value, None, calls, completion)
         except ValueError as exc:
             error = f"invalid answer: {exc}"
             if completion.finish_reason == "length":

@@ -35,6 +35,7 @@ class Completion:
     usage: CallUsage
     finish_reason: str | None = None
     top_logprobs: tuple[dict[str, float], ...] = ()  # per generated token: token -> logprob
+    tokens: tuple[str, ...] = ()  # the generated tokens, aligned with ``top_logprobs``
 
 
 @runtime_checkable

@@ -120,6 +120,7 @@ def _read_entry(path: Path) -> Completion | None:
             top_logprobs=tuple(
                 {str(k): float(v) for k, v in t.items()} for t in data.get("top_logprobs", [])
             ),
+            tokens=tuple(str(t) for t in data.get("tokens", [])),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -138,6 +139,7 @@ def _write_entry(path: Path, key: str, completion: Completion) -> None:
             "seconds": completion.usage.seconds,
         },
         "top_logprobs": list(completion.top_logprobs),
+        "tokens": list(completion.tokens),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
     try:

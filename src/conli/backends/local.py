@@ -120,6 +120,7 @@ def _to_completion(reply: dict[str, Any], seconds: float) -> Completion:
             {alt["token"]: float(alt["logprob"]) for alt in token.get("top_logprobs", [])}
             for token in tokens
         ),
+        tokens=tuple(str(token.get("token", "")) for token in tokens),
         usage=CallUsage(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             cached_tokens=int(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)),
