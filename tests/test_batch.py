@@ -112,6 +112,8 @@ def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
         [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out),
          "--llm", "fake", "--mode", "rewrite", "--no-progress"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell starting us in the background ignores SIGINT, and children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
