@@ -1,6 +1,7 @@
 """The whole graph through the scripted backend: detection, merge, mitigation, judge."""
 
 import json
+from dataclasses import replace
 
 from conli.backends.fake import ScriptedBackend
 from conli.pipeline import Checker
@@ -187,3 +188,31 @@ def test_entity_only_ablation_sends_every_claim_to_the_entity_level(settings):
     assert result.sentences[0].verdict == "hallucinated"
     assert result.sentences[0].level == "entity"
     assert "nli_sentence" not in result.usage_by_step
+
+
+class FailingRecognizer:
+    name = "failing"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def entities(self, text):
+        raise self.error
+
+
+def test_ner_that_cannot_run_leaves_a_passed_sentence_unverified(settings):
+    import pytest
+
+    from conli.errors import AuthenticationError, TransientBackendError
+
+    checker = Checker(settings, backend=ScriptedBackend(responder=rule_responder()))
+    inputs = {"source": SOURCE, "response": "The Riverside bridge opened in 1998."}
+    deps = replace(checker.deps, ner=FailingRecognizer(TransientBackendError("503 from NER")))
+    state = checker.graph.invoke(inputs, context=deps)
+    sentence = state["sentences"][0]
+    assert sentence.verdict == "unverified"
+    assert "entity recognition failed: 503 from NER" in sentence.reasons[0]
+
+    deps = replace(checker.deps, ner=FailingRecognizer(AuthenticationError("bad key")))
+    with pytest.raises(AuthenticationError):  # a key to fix fails fast, not per sentence
+        checker.graph.invoke(inputs, context=deps)

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.nli import Hypothesis, judge_hypotheses, tag_entity
+from conli.errors import AuthenticationError, BackendError, BadRequestError
 from conli.graph.deps import Deps
 from conli.graph.state import CheckState
 from conli.models import Judgement, Mitigation, SentenceResult, Verdict
@@ -59,8 +60,15 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     ]
     entities = {}
     hypotheses = []
+    grouped: dict[int, list[Judgement]] = {}
     for sentence in passed:
-        found = deps.ner.entities(sentence.text)
+        try:
+            found = deps.ner.entities(sentence.text)
+        except (AuthenticationError, BadRequestError):
+            raise  # the user must fix a key or a setting: fail fast, never retry per sentence
+        except BackendError as exc:  # NER could not run: this sentence's re-check is unknown
+            grouped[sentence.index] = [_ner_failed(sentence.text, exc)]
+            continue
         entities[sentence.index] = [
             e.model_copy(update={"start": e.start + sentence.start, "end": e.end + sentence.start})
             for e in found
@@ -72,10 +80,19 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     judgements, calls = judge_hypotheses(
         deps.backend, state["source"], hypotheses, level="entity", settings=deps.settings
     )
-    grouped: dict[int, list[Judgement]] = {}
     for hypothesis, judgement in zip(hypotheses, judgements, strict=True):
         grouped.setdefault(hypothesis.sentence, []).append(judgement)
     return {"entities": entities, "entity_judgements": grouped, "calls": calls}
+
+
+def _ner_failed(sentence: str, error: BackendError) -> Judgement:
+    return Judgement(
+        level="entity",
+        hypothesis=sentence,
+        verdict="unverified",
+        error=f"entity recognition failed: {error}",
+        template="none",
+    )
 
 
 def merge(state: CheckState) -> dict[str, Any]:
