@@ -11,9 +11,7 @@ Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 backend
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from conli.batch import add_batch_parser
@@ -21,6 +19,7 @@ from conli.config import Settings
 from conli.errors import BackendError, ConliError, InputError, ModelStoreError
 from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
+from conli.files import write_atomically
 from conli.inputs import decode_text, validate_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -61,18 +60,6 @@ def format_text(result: CheckResult) -> str:
         f"{result.timings['total']:.1f}s",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write the whole result or nothing: a temp file renamed into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,7 +113,7 @@ def run_check(args: argparse.Namespace) -> int:
         checker.close()
     report = result.model_dump_json(indent=2) + "\n" if args.json else format_text(result)
     if args.output:
-        _write_atomically(args.output, report)
+        write_atomically(args.output, report)
     else:
         sys.stdout.write(report)
     return 0

@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from html import escape
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conli.errors import InputError
+from conli.files import atomic_writer
 
 Record = dict[str, Any]
 
@@ -256,14 +255,7 @@ def run_report(args: argparse.Namespace) -> int:
     if not args.results.is_file():
         raise InputError(f"cannot read results file {str(args.results)!r}")
     target: Path = args.output
-    fd, tmp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            count = write_report(args.results, handle, title=args.title)
-        os.chmod(tmp, 0o644)  # a report is meant to be shared (mkstemp makes it 0600)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target) as handle:
+        count = write_report(args.results, handle, title=args.title)
     print(f"conli report: {count} records -> {target}")
     return 0

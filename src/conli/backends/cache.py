@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.files import atomic_writer
 
 CACHE_FORMAT = "1"
 
@@ -127,8 +126,7 @@ def _read_entry(path: Path) -> Completion | None:
 
 
 def _write_entry(path: Path, key: str, completion: Completion) -> None:
-    """Write atomically: a temp file in the same directory renamed over the final name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically, so a concurrent reader sees the whole entry or none."""
     entry = {
         "key": key,
         "text": completion.text,
@@ -141,11 +139,5 @@ def _write_entry(path: Path, key: str, completion: Completion) -> None:
         "top_logprobs": list(completion.top_logprobs),
         "tokens": list(completion.tokens),
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle, ensure_ascii=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as handle:
+        json.dump(entry, handle, ensure_ascii=False)

@@ -9,13 +9,13 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from conli.config import Settings
+from conli.files import write_atomically
 
 # Published numbers beside ours (from ../shared/data/README.md). They are on the AggreFact
 # FtSota *test* cuts; our rows are on the validation cuts, so compare with care.
@@ -77,19 +77,6 @@ def provenance(
         },
         "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write a whole file or nothing: temp file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_results(out_dir: Path, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:

@@ -3,8 +3,8 @@
 Texts are cut into chunks of at most 5,120 characters and sent at most five per request
 (the synchronous API's limits); offsets come back in code points and are shifted to index
 the text given. Calls are retried like LLM calls; a call that still fails raises, and the
-entity step marks that sentence ``unverified`` instead of skipping its entity level. ``azure-ai-textanalytics`` is
-imported only here.
+entity step marks that sentence ``unverified`` instead of skipping its entity level.
+``azure-ai-textanalytics`` is imported only here.
 """
 
 from __future__ import annotations
