@@ -54,3 +54,30 @@ def test_real_backend_reports_context_overflow_as_an_input_error(checker):
     messages = [{"role": "user", "content": "word " * 5000}]
     with pytest.raises(ContextOverflowError, match="holds 4096"):
         checker.backend.complete(messages, max_tokens=4)
+
+
+def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
+    from conli.backends.local import LocalBackend
+    from conli.backends.model_store import ensure_model
+
+    defaults = Settings()  # type: ignore[call-arg]
+    model = defaults.local_model or ensure_model(defaults.cache_dir / "models")
+    settings = Settings(cache_dir=tmp_path, local_model=model, local_context=2048)  # type: ignore[call-arg]
+    system = {"role": "system", "content": "You check facts against a source. " * 30}
+    prefix = [system, {"role": "user", "content": "<source>"}]
+
+    first = LocalBackend(settings)
+    first.prime(prefix)
+    first.close()
+    saved = list((tmp_path / "prefix-states").glob("prefix-*.bin"))
+    assert len(saved) == 1 and not list((tmp_path / "prefix-states").glob(".*.tmp"))
+    written = saved[0].stat()
+
+    second = LocalBackend(settings)  # nothing cached in this server until the restore
+    second.prime(prefix)
+    reply = second.complete([system, {"role": "user", "content": "<source>x</source>"}],
+                            max_tokens=1)
+    second.close()
+    assert reply.usage.cached_tokens >= 200  # the system prompt is in the KV cache...
+    again = saved[0].stat()  # ...restored from disk: a re-prefill would have saved anew
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)

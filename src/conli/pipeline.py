@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from conli.agents.nli import warm_up
 from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
@@ -39,6 +40,8 @@ class Checker:
             settings=self.settings,
         )
         self._graph = build_graph()
+        # the static NLI prefix, restored from disk or prefilled once, before any check
+        self.warm_up_seconds = warm_up(self.backend, self.settings)
 
     @property
     def deps(self) -> Deps:

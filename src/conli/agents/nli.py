@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
-from conli.backends.base import Backend
+from conli.backends.base import Backend, PrimesPrefix
 from conli.config import Settings
 from conli.models import (
     Entity,
@@ -98,12 +98,15 @@ def judge_hypotheses(
 
 
 def warm_up(backend: Backend, settings: Settings) -> float:
-    """Prefill the NLI prompts' static prefix once; return the seconds it took.
+    """Ready the NLI prompts' static prefix on backends that keep it; return seconds taken.
 
-    With a prompt cache, the first response of a process then prefills only its own text.
+    The embedded backend restores it from disk (or prefills and saves it once), so the
+    first response of a process prefills only its own text. Others: nothing to do.
     """
+    if not isinstance(backend, PrimesPrefix):
+        return 0.0
     prompt = render("nli_sentence.v1", source="", hypotheses=[], cot=settings.chain_of_thought)
-    return backend.complete(prompt.messages, max_tokens=1).usage.seconds
+    return backend.prime(prompt.messages)
 
 
 def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) -> Judgement:

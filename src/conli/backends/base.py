@@ -76,3 +76,15 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release processes, sockets or model memory held by the backend."""
         ...
+
+
+@runtime_checkable
+class PrimesPrefix(Protocol):
+    """A backend that can keep a prompt prefix's model state across processes.
+
+    Optional beside ``Backend``: only backends with a local prompt cache implement it.
+    """
+
+    def prime(self, messages: list[Message]) -> float:
+        """Make ``messages``' state current (restore or prefill and save); return seconds."""
+        ...
