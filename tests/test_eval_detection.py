@@ -178,3 +178,15 @@ def test_conli_eval_reports_a_bad_file_cleanly(tmp_path: Path, capsys: pytest.Ca
     assert "bad.jsonl:1" in capsys.readouterr().err
     assert main(["eval", "detect", "--file", str(bad), "--ablation", "entity", "--llm",
                  "evalfake", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_support_scores_give_an_auroc_and_missing_ones_are_left_out() -> None:
+    def outcome(i: int, gold: bool, support: float | None) -> detection.Outcome:
+        return detection.Outcome(f"e{i}", "d", gold, "supported", support_score=support)
+
+    outcomes = [outcome(0, True, 0.1), outcome(1, True, 0.6), outcome(2, False, 0.4),
+                outcome(3, False, 0.9), outcome(4, False, None)]
+    auroc = detection.score_outcomes(outcomes)["datasets"]["d"]["response"]["auroc"]
+    # pairs (hallucinated, grounded) ranked right: (0.1<0.4), (0.1<0.9), (0.6<0.9); wrong: 0.6>0.4
+    assert auroc["not_entailed"] == {"value": 0.75, "n": 4}
+    assert "judge_inverted" not in auroc  # no judge scores at all: no column of Nones

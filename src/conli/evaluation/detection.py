@@ -107,6 +107,7 @@ class Outcome:
     gold: bool
     predicted: Verdict
     flagged_share: float | None = None
+    support_score: float | None = None
     judge_score: int | None = None
     sentence_gold: list[bool] = field(default_factory=list)
     sentence_predicted: list[Verdict] = field(default_factory=list)
@@ -176,6 +177,7 @@ def predict(checker: CheckerLike, example: Example) -> Outcome:
         example.label,
         result.verdict,
         flagged_share=flagged_share(result.sentences),
+        support_score=result.support_score,
         judge_score=result.judge_raw.score if result.judge_raw is not None else None,
         result=result,
     )
@@ -219,12 +221,15 @@ def score_outcomes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     for name, items in by_dataset.items():
         scores: dict[str, list[float | None]] = {
             "flagged_share": [o.flagged_share for o in items],
+            "not_entailed": [
+                None if o.support_score is None else 1.0 - o.support_score for o in items
+            ],
             "judge_inverted": [
                 None if o.judge_score is None else 6.0 - o.judge_score for o in items
             ],
         }
-        if all(v is None for v in scores["judge_inverted"]):
-            del scores["judge_inverted"]
+        scores = {name: values for name, values in scores.items() if any(
+            v is not None for v in values)}
         entry: dict[str, Any] = {
             "response": detection_report(
                 [o.gold for o in items], [o.predicted for o in items], scores

@@ -111,8 +111,8 @@ def detection_markdown(payload: dict[str, Any]) -> str:
     meta, scores = payload["provenance"], payload["scores"]
     lines = [f"# Detection: {payload['ablation']}", "", *_header(meta),
              "| dataset | n | F1-macro | F1-halluc | F1-non-halluc | BAcc | AUROC (flag share) "
-             "| AUROC (judge) | unverified | published BAcc |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| AUROC (1 - support score) | AUROC (judge) | unverified | published BAcc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in scores["datasets"].items():
         r = entry["response"]
         published = "; ".join(f"{k} {v}" for k, v in PUBLISHED.get(name, {}).items()) or "–"
@@ -121,13 +121,14 @@ def detection_markdown(payload: dict[str, Any]) -> str:
             f"| {name} | {r['n']} | {_pct(r['f1_macro'])} | {_pct(r['f1_hallucinated'])} | "
             f"{_pct(r['f1_supported'])} | {_pct(r['balanced_accuracy'])} | "
             f"{_pct(auc.get('flagged_share', {}).get('value'))} | "
+            f"{_pct(auc.get('not_entailed', {}).get('value'))} | "
             f"{_pct(auc.get('judge_inverted', {}).get('value'))} | "
             f"{r['unverified']} ({_pct(r['unverified_rate'])}%) | {published} |"
         )
     avg = scores["average"]["response"]
     if avg:
         lines.append(f"| average | | {_pct(avg['f1_macro'])} | {_pct(avg['f1_hallucinated'])} | "
-                     f"{_pct(avg['f1_supported'])} | {_pct(avg['balanced_accuracy'])} | | | "
+                     f"{_pct(avg['f1_supported'])} | {_pct(avg['balanced_accuracy'])} | | | | "
                      f"{_pct(avg['unverified_rate'])}% | |")
     sentence_rows = [(n, e["sentence"]) for n, e in scores["datasets"].items() if "sentence" in e]
     if sentence_rows:
