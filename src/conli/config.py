@@ -32,7 +32,8 @@ def _default_cache_dir() -> Path:
 class Settings(BaseSettings):
     """Run settings. Every field can be set as ``CONLI_<FIELD>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid")
+    # an empty CONLI_X (e.g. `CONLI_LOCAL_MODEL= conli check ...`) means unset, not "."
+    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True)
 
     llm: str = Field("local", description="backend spec, e.g. local, openai:gpt-4o-mini")
     local_model: Path | None = Field(None, description="GGUF to run instead of the bundled one")
