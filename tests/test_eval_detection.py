@@ -55,6 +55,16 @@ def test_stratified_sample_keeps_proportions_and_is_seeded() -> None:
     assert detection.stratified_sample(data, None, seed=0) == data
 
 
+def test_run_order_is_seeded_and_interleaves_sets() -> None:
+    a = [Example(f"a{i}", "s", "r", i % 2 == 0, "A") for i in range(6)]
+    b = [Example(f"b{i}", "s", "r", i % 2 == 0, "B") for i in range(2)]
+    order = detection.run_order([a, b], seed=0)
+    assert sorted(e.id for e in order) == sorted(e.id for e in a + b)
+    assert [e.dataset for e in order[:4]] == ["A", "B", "A", "B"]  # a cut run covers both
+    assert order == detection.run_order([a, b], seed=0)
+    assert detection.run_order([a], seed=0) != detection.run_order([a], seed=1)
+
+
 def _sentence(i: int, start: int, end: int, verdict: str | None, checked: bool = True
               ) -> SentenceResult:
     return SentenceResult(index=i, text="x", start=start, end=end, checked=checked,
@@ -150,6 +160,35 @@ def test_conli_eval_detect_writes_results_and_reruns_from_cache(tmp_path: Path) 
     assert rerun["provenance"]["cache"] == {"dir": str(tmp_path / "cache"), "hits": total,
                                             "misses": 0}
     assert rerun["scores"] == result["scores"]
+
+
+def test_conli_eval_detect_resumes_in_budgeted_slices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["eval", "detect", "--file", str(FIXTURE), "--llm", "evalfake", "--no-cache",
+            "--out", str(out)]
+    assert main([*argv, "--budget-minutes", "0"]) == 0  # nothing starts: a partial run
+    partial = json.loads((out / "results.json").read_text())
+    assert partial["progress"] == {"done": 0, "planned": 4}
+    assert "Partial run: 0 of 4" in (out / "results.md").read_text()
+    assert main(argv) == 0
+    log = out / "predictions.jsonl"
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4
+    # a crash tore the last line: that example alone runs again, the rest are read back
+    log.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40])
+    CALLS.clear()
+    assert main(argv) == 0
+    torn_id = json.loads(lines[3])["example_id"]
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["example_id"] for r in rows) == ["s1", "s2", "s3", "s4"]
+    assert rows[-1]["example_id"] == torn_id and 0 < CALLS.count(2) < 8
+    done = json.loads((out / "results.json").read_text())
+    assert done["progress"] == {"done": 4, "planned": 4}
+    assert done["scores"]["datasets"]["eval_sample"]["response"]["f1_macro"] == 1.0
+    assert main([*argv, "--ablation", "sentence"]) == 2  # another set-up: refused, not mixed
+    assert "other settings" in capsys.readouterr().err
 
 
 def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:

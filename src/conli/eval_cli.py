@@ -16,6 +16,7 @@ import argparse
 import json
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ from conli.evaluation.loaders import (
     load_dataset,
     load_file,
 )
+from conli.files import write_atomically
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 
@@ -71,6 +73,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     detect.add_argument("--ablation", choices=sorted(detection.ABLATIONS), default="hierarchical")
     detect.add_argument("--judge", action="store_true",
                         help="also score each response with the judge (gives a judge AUROC)")
+    detect.add_argument("--budget-minutes", type=float,
+                        help="start no new example after this long; re-run to continue")
     detect.set_defaults(handler=run_detect)
 
     rewrite_parser = kinds.add_parser("rewrite", parents=[common],
@@ -180,7 +184,12 @@ def _finish(out: Path, payload: dict[str, Any], markdown: str) -> int:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    """Score detection for one ablation over the chosen datasets."""
+    """Score detection for one ablation over the chosen datasets.
+
+    Examples run in a seeded random order and each prediction is appended to
+    ``predictions.jsonl`` as it is made; re-running the same command into the same
+    ``--out`` skips what is there, so ``--budget-minutes`` slices of a long run add up.
+    """
     from conli.pipeline import Checker
 
     try:
@@ -191,25 +200,58 @@ def run_detect(args: argparse.Namespace) -> int:
     sets, paths = _datasets(args)
     out = _out_dir(args, f"detect-{args.ablation}")
     out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "predictions.jsonl"
+    done = _resume(out, settings, args)
+    planned = detection.run_order(sets.values(), args.seed)
+    wanted = {(e.dataset, e.id) for e in planned}
+    outcomes = [o for o in done if (o.dataset, o.example_id) in wanted]
+    todo = [e for e in planned if (e.dataset, e.id) not in {(o.dataset, o.example_id)
+                                                             for o in outcomes}]
+    deadline = None if args.budget_minutes is None else time.monotonic() + 60 * args.budget_minutes
     backend = _backend(args, settings)
-    checker = Checker(settings, backend)
-    outcomes: list[detection.Outcome] = []
+    checker = Checker(settings, backend) if todo else None
     try:
-        with (out / "predictions.jsonl").open("w", encoding="utf-8") as log:
+        with log_path.open("a", encoding="utf-8") as log:
             def record(outcome: detection.Outcome) -> None:
                 log.write(json.dumps(outcome.to_json(), ensure_ascii=False) + "\n")
                 log.flush()
 
-            for examples in sets.values():
-                outcomes += detection.run_detection(checker, examples, on_outcome=record,
-                                                    progress=args.progress)
+            if checker is not None:
+                outcomes += detection.run_detection(checker, todo, on_outcome=record,
+                                                    progress=args.progress, deadline=deadline)
     finally:
-        checker.close()
+        if checker is not None:
+            checker.close()
     templates = {t for o in outcomes if o.result for t in o.result.templates}
     payload = {"kind": "detect", "ablation": args.ablation,
+               "progress": {"done": len(outcomes), "planned": len(planned)},
                "provenance": _meta(args, backend, settings, templates, paths),
                "scores": detection.score_outcomes(outcomes)}
     return _finish(out, payload, report.detection_markdown(payload))
+
+
+def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
+    """Predictions an earlier run of the same set-up left in ``out``; refuse a different one."""
+    manifest = {"ablation": args.ablation, "judge": bool(args.judge),
+                "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
+    path = out / "run.json"
+    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != manifest:
+        raise ConfigError(f"{out} holds a run with other settings ({path}); choose another --out")
+    write_atomically(path, json.dumps(manifest, indent=2) + "\n")
+    log_path = out / "predictions.jsonl"
+    if not log_path.is_file():
+        return []
+    text = log_path.read_text(encoding="utf-8")
+    if not text.endswith("\n"):  # drop a line torn by a crash before appending after it
+        text = text[: text.rfind("\n") + 1]
+        write_atomically(log_path, text)
+    outcomes = []
+    for line in text.splitlines():
+        try:
+            outcomes.append(detection.Outcome.from_json(json.loads(line)))
+        except (ValueError, TypeError):
+            continue  # a line torn by a crash: that example runs again
+    return outcomes
 
 
 def run_rewrite(args: argparse.Namespace) -> int:

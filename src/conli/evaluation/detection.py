@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any, Protocol
 
 from conli.config import Settings
@@ -122,6 +124,13 @@ class Outcome:
             record["result"] = self.result.model_dump(mode="json")
         return record
 
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Outcome:
+        """Read back a ``predictions.jsonl`` record (how an interrupted run resumes)."""
+        fields = {k: v for k, v in record.items() if k != "result"}
+        result = record.get("result")
+        return cls(**fields, result=CheckResult.model_validate(result) if result else None)
+
 
 def flagged_share(sentences: Iterable[SentenceResult]) -> float | None:
     """Hallucinated / checked sentences: a continuous score for AUROC (None if none checked)."""
@@ -191,22 +200,46 @@ def predict(checker: CheckerLike, example: Example) -> Outcome:
     return outcome
 
 
+def run_order(sets: Iterable[Sequence[Example]], seed: int) -> list[Example]:
+    """Each set in a seeded random order, interleaved round-robin across sets.
+
+    A run cut short (``--budget-minutes``, Ctrl-C) is then a random subsample of every set.
+    """
+    shuffled = []
+    for examples in sets:
+        order = list(examples)
+        random.Random(f"order-{seed}").shuffle(order)
+        shuffled.append(order)
+    return [e for row in zip_longest(*shuffled) for e in row if e is not None]
+
+
 def run_detection(
     checker: CheckerLike,
     examples: Sequence[Example],
     *,
     on_outcome: Callable[[Outcome], None] | None = None,
     progress: bool = False,
+    deadline: float | None = None,
 ) -> list[Outcome]:
-    """Predict every example in order; ``on_outcome`` sees each as it completes."""
-    outcomes = []
-    for number, example in enumerate(examples, start=1):
-        outcome = predict(checker, example)
-        outcomes.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
-        if progress:
-            print(f"\r{number}/{len(examples)} {example.id}", end="", file=sys.stderr, flush=True)
+    """Predict examples in order; ``on_outcome`` sees each as it completes.
+
+    Stops early, keeping what is done, once ``deadline`` (``time.monotonic()``) has passed
+    or on Ctrl-C, so a long evaluation can be run in slices and resumed.
+    """
+    outcomes: list[Outcome] = []
+    try:
+        for number, example in enumerate(examples, start=1):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            outcome = predict(checker, example)
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            if progress:
+                print(f"\r{number}/{len(examples)} {example.id}", end="", file=sys.stderr,
+                      flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted: scoring what is done", file=sys.stderr)
     if progress and examples:
         print(file=sys.stderr)
     return outcomes

@@ -109,7 +109,13 @@ def _header(meta: dict[str, Any]) -> list[str]:
 def detection_markdown(payload: dict[str, Any]) -> str:
     """One row per dataset plus the average; metrics in percent, unverified counted as wrong."""
     meta, scores = payload["provenance"], payload["scores"]
-    lines = [f"# Detection: {payload['ablation']}", "", *_header(meta),
+    progress = payload.get("progress") or {}
+    partial = (
+        [f"**Partial run: {progress['done']} of {progress['planned']} examples** (a seeded random "
+         "subsample); re-run the same command to continue.", ""]
+        if progress.get("done", 0) < progress.get("planned", 0) else []
+    )
+    lines = [f"# Detection: {payload['ablation']}", "", *_header(meta), *partial,
              "| dataset | n | F1-macro | F1-halluc | F1-non-halluc | BAcc | AUROC (flag share) "
              "| AUROC (1 - support score) | AUROC (judge) | unverified | published BAcc |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
