@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Reproduce docs/benchmarks.md with the embedded default model (slow on CPU; cached).
+# Reproduce docs/benchmarks.md with the embedded default model (slow on CPU).
+# Detection runs are resumable: each command continues where an earlier run into the same
+# --out stopped, so BUDGET (minutes, default: no limit) lets the table grow slice by slice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUDGET=${BUDGET:+--budget-minutes $BUDGET}
 COMMON=(--data-dir ../shared/data --limit 100 --seed 0 --progress)
-SETS=(conli_qags_cnndm conli_qags_xsum conli_summeval halueval_qa halueval_summarization
-      aggrefact_cnndm aggrefact_xsum factcc)
-for set in "${SETS[@]}"; do
-  conli eval detect --dataset "$set" "${COMMON[@]}" --judge --out "eval/results/detect-$set"
-done
+# shellcheck disable=SC2086
+conli eval detect --dataset all "${COMMON[@]}" $BUDGET --out eval/results/detect-hierarchical
 for ablation in sentence hierarchical-no-cot; do
-  for set in halueval_summarization halueval_qa factcc; do
-    conli eval detect --dataset "$set" "${COMMON[@]}" --ablation "$ablation" \
-      --out "eval/results/ablation-$ablation-$set"
-  done
+  # shellcheck disable=SC2086
+  conli eval detect --dataset halueval_summarization --dataset halueval_qa --dataset factcc \
+    "${COMMON[@]}" --ablation "$ablation" $BUDGET --out "eval/results/detect-$ablation"
 done
 for set in halueval_summarization halueval_qa; do
   conli eval rewrite --dataset "$set" "${COMMON[@]}" --hallucinated-only \
@@ -20,3 +19,5 @@ for set in halueval_summarization halueval_qa; do
 done
 conli eval judge --dataset conli_summeval --data-dir ../shared/data --limit 30 --seed 0 \
   --sentences 5 --progress --out eval/results/judge-summeval
+conli bench --dataset halueval_summarization --limit 20 --seed 0 \
+  --out eval/results/speed-halueval_summarization-20

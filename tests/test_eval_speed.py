@@ -1,0 +1,73 @@
+"""`conli bench` over a scripted backend: A, then B, one model at a time, rows and bound."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conli.backends import register_backend
+from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.backends.fake import ScriptedBackend
+from conli.cli import main
+from conli.config import Settings
+from tests.eval_fakes import respond
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+EVENTS: list[str] = []
+
+
+def _answer(messages: list[Message]) -> str:
+    """eval_fakes' answers for NLI prompts; a count for the rate probes."""
+    nli = any("<source>" in m["content"] for m in messages)
+    return respond(messages) if nli else ", ".join(str(i) for i in range(1, 60))
+
+
+class _Tracked(ScriptedBackend):
+    """Timed like a model: 500 prompt and 20 generated tokens a second, within max_tokens."""
+
+    def __init__(self, cache: bool) -> None:
+        super().__init__(responder=_answer)
+        self.label = "A" if not cache else "B"
+        EVENTS.append(f"open {self.label}")
+
+    def complete(self, messages: list[Message], *, max_tokens: int, **kwargs: Any
+                 ) -> Completion:
+        done = super().complete(messages, max_tokens=max_tokens, **kwargs)
+        generated = min(done.usage.completion_tokens, max_tokens)
+        usage = CallUsage(prompt_tokens=done.usage.prompt_tokens, completion_tokens=generated,
+                          seconds=done.usage.prompt_tokens / 500 + generated / 20)
+        return Completion(text=done.text, usage=usage, finish_reason="stop")
+
+    def close(self) -> None:
+        EVENTS.append(f"close {self.label}")
+
+
+def _factory(_arg: str, settings: Settings) -> Backend:
+    return _Tracked(settings.local_prompt_cache)
+
+
+register_backend("benchfake", _factory)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
+def test_bench_runs_a_then_b_and_writes_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    monkeypatch.setenv("CONLI_LLM", "benchfake")
+    EVENTS.clear()
+    out = tmp_path / "speed"
+    assert main(["bench", "--dataset", "halueval_qa", "--data-dir", str(DATA), "--limit", "2",
+                 "--out", str(out)]) == 0
+    assert EVENTS == ["open A", "close A", "open B", "close B"]  # never two models at once
+    report = json.loads((out / "speed.json").read_text())
+    rows, summary = report["rows"], report["summary"]
+    assert [r["label"] for r in rows].count(True) == 1 and len(rows) == 2
+    for row in rows:
+        assert row["A"]["calls"] == row["B"]["calls"] >= 1
+        assert row["lower_bound_s"] > 0 and row["speedup"] > 0
+    assert summary["prefill_tokens_per_s"] > 0 and summary["decode_tokens_per_s"] > 0
+    assert summary["rates_measured"]["context_tokens"] > 0
+    assert report["provenance"]["backend"] == "fake" and report["provenance"]["seed"] == 0
+    assert "| A calls |" in (out / "speed.md").read_text()
