@@ -205,8 +205,8 @@ def run_detect(args: argparse.Namespace) -> int:
     planned = detection.run_order(sets.values(), args.seed)
     wanted = {(e.dataset, e.id) for e in planned}
     outcomes = [o for o in done if (o.dataset, o.example_id) in wanted]
-    todo = [e for e in planned if (e.dataset, e.id) not in {(o.dataset, o.example_id)
-                                                             for o in outcomes}]
+    finished = {(o.dataset, o.example_id) for o in outcomes}
+    todo = [e for e in planned if (e.dataset, e.id) not in finished]
     deadline = None if args.budget_minutes is None else time.monotonic() + 60 * args.budget_minutes
     backend = _backend(args, settings)
     checker = Checker(settings, backend) if todo else None

@@ -26,6 +26,7 @@ from conli.errors import BackendError
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import Example, dataset_path, load_dataset
 from conli.evaluation.report import provenance
+from conli.files import write_atomically
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.prompts import render
@@ -137,11 +138,11 @@ def run_bench(args: argparse.Namespace) -> int:
                       settings=our_settings, templates=["nli_sentence.v1", "nli_entity.v1"],
                       data_files=[dataset_path(args.dataset, args.data_dir)], seed=args.seed,
                       limit=args.limit)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "speed.json").write_text(
-        json.dumps({"provenance": meta, "summary": summary, "rows": rows}, indent=2)
+    write_atomically(
+        args.out / "speed.json",
+        json.dumps({"provenance": meta, "summary": summary, "rows": rows}, indent=2) + "\n",
     )
-    (args.out / "speed.md").write_text(_markdown(summary, rows))
+    write_atomically(args.out / "speed.md", _markdown(summary, rows))
     print(_markdown(summary, rows))
     return 0
 
