@@ -1,0 +1,66 @@
+"""Compare two `conli eval detect` runs on the examples both have predicted.
+
+    python eval/compare_runs.py eval/results/detect-hierarchical \
+        eval/results/detect-hierarchical-score-first
+
+Prints response-level F1-macro, BAcc and unverified per run over the shared examples (all
+datasets pooled, and per dataset), plus model time per example: how accuracy moves when
+a mode is switched, measured on the same inputs. For each run it also prints the
+sentence-level-only reading of the same predictions (flags raised at the entity level
+dropped), which is exactly the `sentence` ablation: its calls are the same calls.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conli.evaluation.metrics import detection_report
+
+
+def load(run: Path) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
+    rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    return {(r["dataset"], r["example_id"]): r for r in rows}
+
+
+def sentence_only(row: dict) -> str:  # type: ignore[type-arg]
+    """The response verdict from the sentence-level judgements alone."""
+    if row.get("result") is None:
+        return str(row["predicted"])
+    verdicts = [j["verdict"] for s in row["result"]["sentences"] if s["checked"]
+                for j in s["judgements"] if j["level"] == "sentence"]
+    if "hallucinated" in verdicts:
+        return "hallucinated"
+    return "unverified" if "unverified" in verdicts or not verdicts else "supported"
+
+
+def line(name: str, rows: list[dict], *, sentences_only: bool = False) -> str:  # type: ignore[type-arg]
+    predicted = [sentence_only(r) if sentences_only else r["predicted"] for r in rows]
+    report = detection_report([r["gold"] for r in rows], predicted)  # type: ignore[arg-type]
+    seconds = [r["result"]["usage"]["seconds"] for r in rows if r.get("result")]
+    generated = [r["result"]["usage"]["completion_tokens"] for r in rows if r.get("result")]
+    text = (f"{name:55s} n={len(rows):3d} F1-macro {100 * report['f1_macro']:5.1f} "
+            f"BAcc {100 * report['balanced_accuracy']:5.1f} unverified {report['unverified']:2d}")
+    if sentences_only:  # the calls were the hierarchical run's: its time says nothing here
+        return text
+    return (f"{text} model s/example {sum(seconds) / max(1, len(seconds)):5.1f} "
+            f"generated/example {sum(generated) / max(1, len(generated)):5.1f}")
+
+
+def main() -> None:
+    runs = [Path(p) for p in sys.argv[1:]]
+    loaded = [load(run) for run in runs]
+    shared = sorted(set.intersection(*(set(d) for d in loaded)))
+    datasets = sorted({d for d, _ in shared})
+    for run, data in zip(runs, loaded, strict=True):
+        for only in (False, True):
+            label = f"{run.name}{' [sentence-level flags only]' if only else ''}"
+            print(line(f"{label} (all)", [data[k] for k in shared], sentences_only=only))
+            for name in datasets:
+                print(line(f"  {name}", [data[k] for k in shared if k[0] == name],
+                           sentences_only=only))
+
+
+if __name__ == "__main__":
+    main()
