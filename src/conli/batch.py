@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -37,6 +36,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import InputError
+from conli.files import LogAppender, read_log
 from conli.frontdoor import MODES, Mode, judge_only, mode_settings
 from conli.pipeline import Checker
 
@@ -106,33 +106,7 @@ def outcome(record: Record) -> str:
 
 def done_ids(out: Path) -> set[str]:
     """Ids already in OUT; a torn or garbled last line is cut off so appends stay clean."""
-    if not out.exists():
-        return set()
-    ids: set[str] = set()
-    good_end = 0
-    with out.open("rb+") as handle:
-        lines = handle.read().split(b"\n")
-        offset = 0
-        for number, line in enumerate(lines, 1):
-            last = number == len(lines)
-            end = offset + len(line) + (0 if last else 1)
-            if line.strip():
-                try:
-                    ids.add(str(json.loads(line)["id"]))
-                except (ValueError, KeyError, TypeError) as exc:
-                    if not last and any(rest.strip() for rest in lines[number:]):
-                        raise InputError(
-                            f"line {number} of {out} is not a result record; fix or remove it"
-                        ) from exc
-                    break
-                if last:  # parsed, but no newline: complete it rather than cut it
-                    handle.seek(end)
-                    handle.write(b"\n")
-                    end += 1
-            good_end = end
-            offset = end
-        handle.truncate(good_end)
-    return ids
+    return set(read_log(out, lambda record: str(record["id"])))
 
 
 def _record_key(value: Any) -> str | None:
@@ -201,38 +175,6 @@ def make_worker(
     return work
 
 
-class _Writer:
-    """Appends whole lines to OUT, each flushed and fsynced before the next."""
-
-    def __init__(self, path: Path) -> None:
-        created = not path.exists()
-        self._handle: BinaryIO = path.open("ab")
-        if created:  # make the new file's directory entry durable too
-            _fsync_dir(path.parent)
-
-    def write(self, record: Record) -> None:
-        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
-        self._handle.write(line)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def close(self) -> None:
-        self._handle.close()
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory or Path("."), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class _RateColumn(ProgressColumn):
     """Records per second over rich's recent window."""
 
@@ -264,7 +206,7 @@ def run(
     done = done_ids(out_path)
     seen: set[str] = set()
     total = max(count_lines(in_path) - len(done), 0)
-    writer = _Writer(out_path)
+    writer = LogAppender(out_path)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
     pending: set[Future[Record]] = set()
     bar = _progress(progress)

@@ -36,7 +36,7 @@ from conli.evaluation.loaders import (
     load_dataset,
     load_file,
 )
-from conli.files import write_atomically
+from conli.files import LogAppender, read_log, write_atomically
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 
@@ -200,7 +200,6 @@ def run_detect(args: argparse.Namespace) -> int:
     sets, paths = _datasets(args)
     out = _out_dir(args, f"detect-{args.ablation}")
     out.mkdir(parents=True, exist_ok=True)
-    log_path = out / "predictions.jsonl"
     done = _resume(out, settings, args)
     planned = detection.run_order(sets.values(), args.seed)
     wanted = {(e.dataset, e.id) for e in planned}
@@ -210,16 +209,20 @@ def run_detect(args: argparse.Namespace) -> int:
     deadline = None if args.budget_minutes is None else time.monotonic() + 60 * args.budget_minutes
     backend = _backend(args, settings)
     checker = Checker(settings, backend) if todo else None
-    try:
-        with log_path.open("a", encoding="utf-8") as log:
-            def record(outcome: detection.Outcome) -> None:
-                log.write(json.dumps(outcome.to_json(), ensure_ascii=False) + "\n")
-                log.flush()
+    log = LogAppender(out / "predictions.jsonl")
 
-            if checker is not None:
-                outcomes += detection.run_detection(checker, todo, on_outcome=record,
-                                                    progress=args.progress, deadline=deadline)
+    def record(outcome: detection.Outcome) -> None:
+        log.write(outcome.to_json())
+        outcomes.append(outcome)
+
+    try:
+        if checker is not None:
+            detection.run_detection(checker, todo, on_outcome=record, progress=args.progress,
+                                    deadline=deadline)
+    except KeyboardInterrupt:
+        print("\ninterrupted: scoring what is done", file=sys.stderr)
     finally:
+        log.close()
         if checker is not None:
             checker.close()
     templates = {t for o in outcomes if o.result for t in o.result.templates}
@@ -238,20 +241,7 @@ def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[det
     if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != manifest:
         raise ConfigError(f"{out} holds a run with other settings ({path}); choose another --out")
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")
-    log_path = out / "predictions.jsonl"
-    if not log_path.is_file():
-        return []
-    text = log_path.read_text(encoding="utf-8")
-    if not text.endswith("\n"):  # drop a line torn by a crash before appending after it
-        text = text[: text.rfind("\n") + 1]
-        write_atomically(log_path, text)
-    outcomes = []
-    for line in text.splitlines():
-        try:
-            outcomes.append(detection.Outcome.from_json(json.loads(line)))
-        except (ValueError, TypeError):
-            continue  # a line torn by a crash: that example runs again
-    return outcomes
+    return read_log(out / "predictions.jsonl", detection.Outcome.from_json)
 
 
 def run_rewrite(args: argparse.Namespace) -> int:

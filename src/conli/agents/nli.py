@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
-from conli.backends.base import Backend, PrimesPrefix
+from conli.backends.base import Backend, Message, PrimesPrefix
 from conli.config import Settings
 from conli.models import (
     Entity,
@@ -105,8 +105,12 @@ def warm_up(backend: Backend, settings: Settings) -> float:
     """
     if not isinstance(backend, PrimesPrefix):
         return 0.0
-    prompt = render("nli_sentence.v1", source="", hypotheses=[], cot=settings.chain_of_thought)
-    return backend.prime(prompt.messages)
+    return backend.prime(static_prefix(settings.chain_of_thought))
+
+
+def static_prefix(cot: bool) -> list[Message]:
+    """The NLI prompts' static part (rules, worked examples), shared by every call."""
+    return render("nli_sentence.v1", source="", hypotheses=[], cot=cot).messages
 
 
 def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) -> Judgement:

@@ -223,23 +223,19 @@ def run_detection(
 ) -> list[Outcome]:
     """Predict examples in order; ``on_outcome`` sees each as it completes.
 
-    Stops early, keeping what is done, once ``deadline`` (``time.monotonic()``) has passed
-    or on Ctrl-C, so a long evaluation can be run in slices and resumed.
+    Stops early, keeping what is done, once ``deadline`` (``time.monotonic()``) has passed,
+    so a long evaluation can be run in slices and resumed.
     """
     outcomes: list[Outcome] = []
-    try:
-        for number, example in enumerate(examples, start=1):
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            outcome = predict(checker, example)
-            outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
-            if progress:
-                print(f"\r{number}/{len(examples)} {example.id}", end="", file=sys.stderr,
-                      flush=True)
-    except KeyboardInterrupt:
-        print("\ninterrupted: scoring what is done", file=sys.stderr)
+    for number, example in enumerate(examples, start=1):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        outcome = predict(checker, example)
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+        if progress:
+            print(f"\r{number}/{len(examples)} {example.id}", end="", file=sys.stderr, flush=True)
     if progress and examples:
         print(file=sys.stderr)
     return outcomes

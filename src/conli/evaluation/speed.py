@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conli.agents.nli import static_prefix
 from conli.backends import get_backend
 from conli.backends.base import Backend, Message
 from conli.config import Settings
@@ -29,7 +30,6 @@ from conli.evaluation.report import provenance
 from conli.files import write_atomically
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.prompts import render
 
 _FILLER = "The committee met on Tuesday to review the annual budget and the new proposals. "
 
@@ -54,7 +54,10 @@ def measure_rates(backend: Backend, context_tokens: int = 0) -> dict[str, float]
     )
     decoding = seconds - prompt / prefill
     if generated < 1 or decoding <= 0:
-        raise BackendError("could not measure the decode rate: the probe generated nothing")
+        raise BackendError(
+            f"could not measure the decode rate: {generated} tokens in {seconds:.2f} s, of "
+            f"which prefill alone should take {prompt / prefill:.2f} s"
+        )
     return {"prefill_tokens_per_s": prefill, "decode_tokens_per_s": generated / decoding}
 
 
@@ -102,7 +105,7 @@ def run_bench(args: argparse.Namespace) -> int:
             text_tokens(reference.backend, f"{e.source}\n{e.response}", overhead)
             for e in examples
         ]
-        static = render("nli_sentence.v1", source="", hypotheses=[], cot=True).messages
+        static = static_prefix(ref_settings.chain_of_thought)
         prefix = reference.backend.complete(static, max_tokens=1).usage.prompt_tokens
         context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
         rates_a = measure_rates(reference.backend, context)
