@@ -50,6 +50,22 @@ def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(check
     assert result.usage.cached_tokens > 0  # follow-up calls reuse the cached prefix
 
 
+def test_the_forced_json_opening_is_prefilled_not_generated(checker):
+    from conli.agents.structured import exact_items_schema, parse_json_model
+    from conli.models import NLIAnswer
+    from conli.prompts import render
+
+    prompt = render("nli_sentence.v1", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)
+    schema = exact_items_schema(NLIAnswer, "judgements", "NLIItem", [0])
+    reply = checker.backend.complete(
+        prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1
+    )
+    assert reply.text.startswith('{"judgements": [{"id": 0, "evidence": "')
+    assert parse_json_model(reply.text, NLIAnswer).judgements[0].label == "entailment"
+    assert "judgements" not in "".join(reply.tokens)  # generation began inside the evidence
+    assert reply.usage.completion_tokens == len(reply.tokens)
+
+
 def test_real_backend_reports_context_overflow_as_an_input_error(checker):
     messages = [{"role": "user", "content": "word " * 5000}]
     with pytest.raises(ContextOverflowError, match="holds 4096"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.forced_prefix import forced_prefix
 from conli.backends.model_store import ensure_model
 from conli.config import Settings
 from conli.errors import (
@@ -80,9 +81,18 @@ class LocalBackend:
         temperature: float = 0.0,
         top_logprobs: int = 0,
     ) -> Completion:
-        """Run one chat completion; map llama.cpp's error objects onto our error tree."""
+        """Run one chat completion; map llama.cpp's error objects onto our error tree.
+
+        Under a schema, the answer's forced opening is sent as the start of the assistant
+        turn, so llama.cpp prefills it (its grammar continues from there) instead of
+        decoding it token by token; the returned text includes it.
+        """
+        prefill = ""
+        if json_schema is not None and messages and messages[-1]["role"] != "assistant":
+            prefill = forced_prefix(json_schema)
+        sent = [*messages, {"role": "assistant", "content": prefill}] if prefill else messages
         request: dict[str, Any] = {
-            "messages": list(messages),
+            "messages": list(sent),
             "max_tokens": max_tokens,
             "temperature": temperature,
             "seed": 0,
@@ -104,7 +114,7 @@ class LocalBackend:
         seconds = time.perf_counter() - started
         if "error" in reply:
             raise _map_error(reply["error"])
-        return _to_completion(reply, seconds)
+        return _to_completion(reply, seconds, prefill)
 
     def prime(self, messages: list[Message]) -> float:
         """Make ``messages``' KV state current; return the seconds it took.
@@ -156,12 +166,15 @@ def _map_error(error: dict[str, Any]) -> ConliError:
     return BackendError(f"llama.cpp failed: {message}")
 
 
-def _to_completion(reply: dict[str, Any], seconds: float) -> Completion:
+def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> Completion:
     choice = reply["choices"][0]
     usage = reply.get("usage", {})
     tokens = (choice.get("logprobs") or {}).get("content") or []
+    text = choice["message"].get("content") or ""
+    if not text.startswith(prefill):  # llama.cpp returns the continued turn whole
+        text = prefill + text
     return Completion(
-        text=choice["message"].get("content") or "",
+        text=text,
         finish_reason=choice.get("finish_reason"),
         top_logprobs=tuple(
             {alt["token"]: float(alt["logprob"]) for alt in token.get("top_logprobs", [])}
