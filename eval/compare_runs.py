@@ -5,7 +5,8 @@
 
 Prints response-level F1-macro, BAcc and unverified per run over the shared examples (all
 datasets pooled, and per dataset), plus model time per example: how accuracy moves when
-a mode is switched, measured on the same inputs. For each run it also prints the
+a mode is switched, measured on the same inputs, and for two runs the paired count of
+verdicts one got right and the other wrong. For each run it also prints the
 sentence-level-only reading of the same predictions (flags raised at the entity level
 dropped), which is exactly the `sentence` ablation: its calls are the same calls.
 """
@@ -48,6 +49,16 @@ def line(name: str, rows: list[dict], *, sentences_only: bool = False) -> str:  
             f"generated/example {sum(generated) / max(1, len(generated)):5.1f}")
 
 
+def paired(first: dict, second: dict, shared: list) -> str:  # type: ignore[type-arg]
+    """How many response verdicts each run got right where the other got wrong."""
+    def right(row: dict) -> bool:  # type: ignore[type-arg]
+        return (row["predicted"] == "hallucinated") == bool(row["gold"])
+
+    gains = sum(right(second[k]) and not right(first[k]) for k in shared)
+    losses = sum(right(first[k]) and not right(second[k]) for k in shared)
+    return f"paired: second run right where the first was wrong {gains}, the reverse {losses}"
+
+
 def main() -> None:
     runs = [Path(p) for p in sys.argv[1:]]
     loaded = [load(run) for run in runs]
@@ -60,6 +71,8 @@ def main() -> None:
             for name in datasets:
                 print(line(f"  {name}", [data[k] for k in shared if k[0] == name],
                            sentences_only=only))
+    if len(loaded) == 2:
+        print(paired(loaded[0], loaded[1], shared))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 import json
 
-from conli.agents.nli import Hypothesis, judge_hypotheses, tag_entity
+from conli.agents.nli import Hypothesis, judge_hypotheses, static_prefix, tag_entity
 from conli.backends.fake import ScriptedBackend
 from tests.conftest import claims_of, nli_answer
 
@@ -88,3 +88,23 @@ def test_schema_sent_to_the_backend_demands_exactly_one_item_per_hypothesis(sett
 
 def test_tag_entity():
     assert tag_entity("It cost 5 dollars.", 8, 17) == "It cost [ 5 dollars ]."
+
+
+def test_v2_prompt_asks_for_reasoning_then_label_and_records_its_version(settings):
+    settings.nli_prompt = "v2"
+    item = {"id": 0, "reasoning": "it says so", "label": "entailment"}
+    answer = json.dumps({"judgements": [item]})
+    backend = ScriptedBackend(responder=lambda m: answer)
+    (judged,), _ = judge_hypotheses(backend, "src", hyps("A"), level="entity", settings=settings)
+    assert (judged.verdict, judged.reasoning, judged.evidence) == ("supported", "it says so", "")
+    assert judged.template == "nli_entity.v2"
+    schema = backend.schemas[0]["$defs"]["NLIReasonedItem"]
+    assert list(schema["properties"]) == ["id", "reasoning", "label"]
+    prompt = "".join(m["content"] for m in backend.calls[0])
+    assert '"evidence"' not in prompt  # the worked examples match the answer asked for
+
+
+def test_static_prefix_follows_the_prompt_version(settings):
+    v1 = static_prefix(settings)
+    settings.nli_prompt = "v2"
+    assert static_prefix(settings) != v1

@@ -35,6 +35,20 @@ class NLIAnswer(BaseModel):
     judgements: list[NLIItem]
 
 
+class NLIReasonedItem(BaseModel):
+    """One hypothesis judged with reasoning before the label, no evidence quote (v2)."""
+
+    id: int = Field(ge=0)
+    reasoning: str = Field(max_length=600)
+    label: NLILabel
+
+
+class NLIReasonedAnswer(BaseModel):
+    """The v2 NLI answer for one batch."""
+
+    judgements: list[NLIReasonedItem]
+
+
 class NLILabelOnly(BaseModel):
     """One hypothesis judged without chain of thought (ablation)."""
 

@@ -26,11 +26,14 @@ from conli.models import (
     NLILabel,
     NLILabelOnly,
     NLILabelOnlyAnswer,
+    NLIReasonedAnswer,
+    NLIReasonedItem,
     Verdict,
 )
 from conli.prompts import render
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}
+NLIAnswers = NLIAnswer | NLIReasonedAnswer | NLILabelOnlyAnswer
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def judge_hypotheses(
     reasoned = iter(j for batch_judgements, _ in results for j in batch_judgements)
     calls += [c for _, batch_calls in results for c in batch_calls]
     judgements = [
-        _passed_by_score(h, level, score) if i in passed else next(reasoned)
+        _passed_by_score(h, level, score, settings) if i in passed else next(reasoned)
         for i, (h, score) in enumerate(zip(hypotheses, scores, strict=True))
     ]
     return judgements, calls
@@ -105,15 +108,32 @@ def warm_up(backend: Backend, settings: Settings) -> float:
     """
     if not isinstance(backend, PrimesPrefix):
         return 0.0
-    return backend.prime(static_prefix(settings.chain_of_thought))
+    return backend.prime(static_prefix(settings))
 
 
-def static_prefix(cot: bool) -> list[Message]:
+def static_prefix(settings: Settings) -> list[Message]:
     """The NLI prompts' static part (rules, worked examples), shared by every call."""
-    return render("nli_sentence.v1", source="", hypotheses=[], cot=cot).messages
+    template = nli_template("sentence", settings)
+    return render(template, source="", hypotheses=[], cot=settings.chain_of_thought).messages
 
 
-def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) -> Judgement:
+def nli_template(level: Level, settings: Settings) -> str:
+    """The versioned NLI template for ``level`` that ``settings`` choose."""
+    return f"nli_{level}.{settings.nli_prompt}"
+
+
+def _answer_model(settings: Settings) -> tuple[type[NLIAnswers], str]:
+    """The answer model (and its item's schema name) the chosen prompt asks for."""
+    if not settings.chain_of_thought:
+        return NLILabelOnlyAnswer, "NLILabelOnly"
+    if settings.nli_prompt == "v2":
+        return NLIReasonedAnswer, "NLIReasonedItem"
+    return NLIAnswer, "NLIItem"
+
+
+def _passed_by_score(
+    hypothesis: Hypothesis, level: Level, score: float | None, settings: Settings
+) -> Judgement:
     return Judgement(
         level=level,
         hypothesis=hypothesis.text,
@@ -122,7 +142,7 @@ def _passed_by_score(hypothesis: Hypothesis, level: Level, score: float | None) 
         reasoning=f"P(entailment) = {score:.2f} from the label token",
         entity=hypothesis.entity,
         score=score,
-        template=f"nli_{level}.v1",
+        template=nli_template(level, settings),
     )
 
 
@@ -134,7 +154,7 @@ def _judge_batch(
     settings: Settings,
 ) -> tuple[list[Judgement], list[CallRecord]]:
     """One call for the batch, plus one follow-up call for hypotheses the model skipped."""
-    template = f"nli_{level}.v1"
+    template = nli_template(level, settings)
     answered: dict[int, Judgement] = {}
     calls: list[CallRecord] = []
     pending = list(range(len(batch)))
@@ -145,7 +165,7 @@ def _judge_batch(
         if asked.value is None:
             error = asked.error or error
             break
-        items: Sequence[NLIItem | NLILabelOnly] = asked.value.judgements
+        items: Sequence[NLIItem | NLIReasonedItem | NLILabelOnly] = asked.value.judgements
         read = label_scores(asked.completion) if asked.completion else []
         item_scores = read if len(read) == len(items) else [None] * len(items)
         for item, score in zip(items, item_scores, strict=True):
@@ -183,14 +203,11 @@ def _ask(
     level: Level,
     settings: Settings,
     template: str,
-) -> Asked[NLIAnswer | NLILabelOnlyAnswer]:
+) -> Asked[NLIAnswers]:
     prompt = render(
         template, source=source, hypotheses=[h.text for h in batch], cot=settings.chain_of_thought
     )
-    answer_model: type[NLIAnswer] | type[NLILabelOnlyAnswer] = (
-        NLIAnswer if settings.chain_of_thought else NLILabelOnlyAnswer
-    )
-    item = "NLIItem" if settings.chain_of_thought else "NLILabelOnly"
+    answer_model, item = _answer_model(settings)
     schema = exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
 
     def ids_in_range(answer: BaseModel) -> None:

@@ -66,7 +66,7 @@ def score_hypothesis(
     backend: Backend, source: str, hypothesis: str, level: Level, settings: Settings
 ) -> tuple[float | None, list[CallRecord]]:
     """P(entailment) for one hypothesis, or None when it could not be read."""
-    template = f"nli_{level}.v1"
+    template = f"nli_{level}.{settings.nli_prompt}"
     prompt = render(template, source=source, hypotheses=[hypothesis], cot=settings.chain_of_thought)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": LABEL_PREFILL}]
     try:

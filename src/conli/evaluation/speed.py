@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conli.agents.nli import static_prefix
+from conli.agents.nli import nli_template, static_prefix
 from conli.backends import get_backend
 from conli.backends.base import Backend, Message
 from conli.config import Settings
@@ -105,7 +105,7 @@ def run_bench(args: argparse.Namespace) -> int:
             text_tokens(reference.backend, f"{e.source}\n{e.response}", overhead)
             for e in examples
         ]
-        static = static_prefix(ref_settings.chain_of_thought)
+        static = static_prefix(ref_settings)
         prefix = reference.backend.complete(static, max_tokens=1).usage.prompt_tokens
         context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
         rates_a = measure_rates(reference.backend, context)
@@ -137,8 +137,9 @@ def run_bench(args: argparse.Namespace) -> int:
     summary = _summary(rows, rates)
     summary["rates_measured"] = {"context_tokens": context, "before_A": rates_a,
                                  "after_A": rates_after}
+    templates = [nli_template("sentence", our_settings), nli_template("entity", our_settings)]
     meta = provenance(argv=None, backend=ours.backend.name, model=ours.backend.model,
-                      settings=our_settings, templates=["nli_sentence.v1", "nli_entity.v1"],
+                      settings=our_settings, templates=templates,
                       data_files=[dataset_path(args.dataset, args.data_dir)], seed=args.seed,
                       limit=args.limit)
     write_atomically(
