@@ -72,7 +72,7 @@ def test_stdin_can_carry_the_response(files, monkeypatch, capsys, tmp_path):
         (SOURCE, "  \n\t", "response is empty"),
         (b"caf\xe9 au lait", RESPONSE, "not valid UTF-8"),
         (b"\x89PNG\r\n\x1a\n\x00\x00", RESPONSE, "looks binary"),
-        ("word " * 3000, RESPONSE, "nothing was truncated"),
+        (SOURCE, "Word. " * 3000, "nothing was truncated"),  # a long source is windowed
     ],
 )
 def test_bad_input_is_a_clear_error_with_nothing_written(
@@ -108,3 +108,13 @@ def test_output_file_gets_the_whole_report(files, tmp_path):
     out = tmp_path / "report.json"
     assert cli.main(["check", *files(), "--json", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["verdict"] == "hallucinated"
+
+
+def test_a_source_longer_than_the_context_is_read_in_windows(files, capsys):
+    long_source = SOURCE + " The reading room is quiet." * 600  # ~16k chars, context 2,000
+    assert cli.main(["check", *files(long_source, RESPONSE), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verdict"] == "hallucinated"
+    windows = {j["source_window"] for s in result["sentences"] for j in s["judgements"]}
+    assert None not in windows and len(windows) >= 1
+    assert [s["verdict"] for s in result["sentences"]] == ["supported", "hallucinated"]

@@ -52,18 +52,29 @@ def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(check
 
 def test_the_forced_json_opening_is_prefilled_not_generated(checker):
     from conli.agents.structured import exact_items_schema, parse_json_model
-    from conli.models import NLIAnswer
+    from conli.models import NLIReasonedAnswer
     from conli.prompts import render
 
-    prompt = render("nli_sentence.v1", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)
-    schema = exact_items_schema(NLIAnswer, "judgements", "NLIItem", [0])
+    prompt = render("nli_sentence.v2", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)
+    schema = exact_items_schema(NLIReasonedAnswer, "judgements", "NLIReasonedItem", [0])
     reply = checker.backend.complete(
         prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1
     )
-    assert reply.text.startswith('{"judgements": [{"id": 0, "evidence": "')
-    assert parse_json_model(reply.text, NLIAnswer).judgements[0].label == "entailment"
-    assert "judgements" not in "".join(reply.tokens)  # generation began inside the evidence
+    assert reply.text.startswith('{"judgements": [{"id": 0, "reasoning": "')
+    assert parse_json_model(reply.text, NLIReasonedAnswer).judgements[0].label == "entailment"
+    assert "judgements" not in "".join(reply.tokens)  # generation began inside the reasoning
     assert reply.usage.completion_tokens == len(reply.tokens)
+
+
+def test_real_backend_counts_tokens_to_size_source_windows(checker):
+    from conli.windows import windows_for
+
+    short, long = checker.backend.count_tokens("Hello"), checker.backend.count_tokens(SOURCE)
+    assert 1 <= short < long < len(SOURCE) / 2
+    source = SOURCE * 120  # ~19k characters: more than the 4,096-token test context holds
+    windows = windows_for(checker.backend, source, reserved_tokens=1600)
+    assert len(windows) > 1
+    assert all(checker.backend.count_tokens(w) <= 4096 - 1600 for w in windows)
 
 
 def test_real_backend_reports_context_overflow_as_an_input_error(checker):

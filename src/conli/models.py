@@ -111,6 +111,9 @@ class Judgement(BaseModel):
     score: float | None = Field(
         None, ge=0.0, le=1.0, description="P(entailment) read from the label token, if scored"
     )
+    source_window: int | None = Field(
+        None, ge=0, description="which window of a source too long for the context decided it"
+    )
     template: str
 
 

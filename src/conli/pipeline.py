@@ -19,9 +19,10 @@ from conli.inputs import validate_text
 from conli.models import CheckResult, Mitigation, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
+from conli.windows import MIN_WINDOW_TOKENS
 
 # Characters per token is ~4 for English with Qwen/GPT tokenizers; 4.5 only refuses a
-# source that certainly cannot fit. The backend's own count is the final word.
+# response that certainly cannot fit. The backend's own count is the final word.
 _CHARS_PER_TOKEN_CEILING = 4.5
 _PROMPT_OVERHEAD_TOKENS = 1200
 
@@ -62,7 +63,7 @@ class Checker:
         deps = self._deps if settings is None else replace(self._deps, settings=settings)
         validate_text(source, name="source", max_chars=deps.settings.max_source_chars)
         validate_text(response, name="response", max_chars=deps.settings.max_response_chars)
-        self._refuse_if_certainly_too_long(source, response)
+        self._refuse_if_response_cannot_fit(response)
         started = time.perf_counter()
         state = self._graph.invoke({"source": source, "response": response}, context=deps)
         return _to_result(state, self.backend, time.perf_counter() - started)
@@ -71,18 +72,19 @@ class Checker:
         """Release the backend."""
         self.backend.close()
 
-    def _refuse_if_certainly_too_long(self, source: str, response: str) -> None:
+    def _refuse_if_response_cannot_fit(self, response: str) -> None:
+        """A long source is read in windows; the response is never cut, so it must fit."""
         window = self.backend.context_window
         if window is None:
             return
         lower_bound = (
-            len(source) + len(response)
-        ) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS
+            len(response) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS + MIN_WINDOW_TOKENS
+        )
         if lower_bound > window:
             raise ContextOverflowError(
-                f"the source and response need at least ~{int(lower_bound):,} tokens with the "
-                f"prompt, but {self.backend.name} holds {window:,}; nothing was checked and "
-                "nothing was truncated. Shorten the source or use a larger context."
+                f"the response needs at least ~{int(lower_bound):,} tokens with the prompt and "
+                f"a source window, but {self.backend.name} holds {window:,}; nothing was "
+                "checked and nothing was truncated. Shorten the response or use a larger context."
             )
 
 

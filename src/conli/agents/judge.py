@@ -11,15 +11,46 @@ from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeAnswer, JudgeResult
 from conli.prompts import render
+from conli.windows import estimate_tokens, windows_for
 
 DEFAULT_TEMPLATE = "judge_rubric.v1"
+JUDGE_PROMPT_TOKENS = 700  # the rubric and framing around source and text
+ANSWER_TOKENS = 400
 
 
 def judge(
     backend: Backend, source: str, text: str, settings: Settings
 ) -> tuple[JudgeResult, list[CallRecord]]:
-    """Score ``text`` against ``source``; ``unverified`` when no valid score came back."""
+    """Score ``text`` against ``source``; ``unverified`` when no valid score came back.
+
+    A source too long for the context is judged window by window and the best-supported
+    window's score is kept (seed 003); if any window could not be scored, the result is
+    ``unverified``, since that window might have scored higher.
+    """
     name = str(settings.judge_template) if settings.judge_template else DEFAULT_TEMPLATE
+    reserved = JUDGE_PROMPT_TOKENS + ANSWER_TOKENS + estimate_tokens(backend, text)
+    try:
+        windows = windows_for(backend, source, reserved)
+    except ContextOverflowError as exc:
+        template = render(name, source="", text="").template
+        return JudgeResult(status="unverified", error=str(exc), template=template), []
+    if len(windows) == 1:
+        return _judge_once(backend, source, text, settings, name)
+    judged = [_judge_once(backend, window, text, settings, name) for window in windows]
+    calls = [call for _, window_calls in judged for call in window_calls]
+    failed = [(i, r) for i, (r, _) in enumerate(judged) if r.status != "scored"]
+    if failed:
+        i, result = failed[0]
+        error = f"source window {i + 1} of {len(windows)} was not scored: {result.error}"
+        return result.model_copy(update={"error": error}), calls
+    number, best = max(enumerate(r for r, _ in judged), key=lambda item: item[1].score or 0)
+    note = f"[best of {len(windows)} source windows: window {number + 1}] "
+    return best.model_copy(update={"reasoning": note + (best.reasoning or "")}), calls
+
+
+def _judge_once(
+    backend: Backend, source: str, text: str, settings: Settings, name: str
+) -> tuple[JudgeResult, list[CallRecord]]:
     prompt = render(name, source=source, text=text)
     try:
         asked = ask_structured(
@@ -28,7 +59,7 @@ def judge(
             JudgeAnswer,
             step="judge",
             template=prompt.template,
-            max_tokens=400,
+            max_tokens=ANSWER_TOKENS,
             max_reasks=settings.max_reasks,
             temperature=settings.temperature,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conli.agents.nli import Hypothesis, judge_hypotheses
+from conli.agents.nli import Hypothesis, judge_hypotheses, nli_windows
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -32,7 +32,7 @@ def mitigate(
         return response, Mitigation(status="nothing_flagged"), []
     prompt = render(
         TEMPLATE,
-        source=source,
+        source=relevant_source(backend, source, list(flagged.values()), settings),
         response=response,
         flagged=[{"id": i, "text": s.text, "reasons": s.reasons} for i, s in flagged.items()],
     )
@@ -76,6 +76,24 @@ def mitigate(
     )
     mitigation = Mitigation(status=status, changes=changes, error=error, template=TEMPLATE)
     return refined, mitigation, calls
+
+
+def relevant_source(
+    backend: Backend, source: str, flagged: list[SentenceResult], settings: Settings
+) -> str:
+    """The source, or for one too long for the context, the windows that judged the flags.
+
+    Windowed judgements record the window that decided them; the editor sees those
+    windows, in source order, joined by an elision mark.
+    """
+    windows = nli_windows(backend, source, settings)
+    if len(windows) == 1:
+        return source
+    used = sorted({
+        j.source_window for s in flagged for j in s.judgements
+        if j.verdict != "supported" and j.source_window is not None
+    })
+    return "\n[...]\n".join(windows[i] for i in used or range(len(windows)))
 
 
 def _change(item: RewriteItem, before: str) -> SentenceChange:

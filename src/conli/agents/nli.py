@@ -31,8 +31,11 @@ from conli.models import (
     Verdict,
 )
 from conli.prompts import render
+from conli.windows import windows_for
 
-TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}
+TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
+HYPOTHESIS_TOKENS = 120  # room for one claim (a long sentence, tagged) in the prompt
+NLI_PROMPT_TOKENS = 1100  # rules, worked examples and framing around source and claims
 NLIAnswers = NLIAnswer | NLIReasonedAnswer | NLILabelOnlyAnswer
 
 
@@ -64,6 +67,58 @@ def judge_hypotheses(
     settings: Settings,
 ) -> tuple[list[Judgement], list[CallRecord]]:
     """Judge every hypothesis; the result is in input order, one judgement each.
+
+    A source too long for the context is judged window by window (every hypothesis against
+    one window before the next, so each window's prefix is prefilled once); a hypothesis
+    keeps its best-supported window's judgement (``best_supported``).
+    """
+    windows = nli_windows(backend, source, settings) if hypotheses else [source]
+    if len(windows) == 1:
+        return _judge_in(backend, source, hypotheses, level=level, settings=settings)
+    per_window: list[list[Judgement]] = []
+    calls: list[CallRecord] = []
+    for number, window in enumerate(windows):
+        judged, window_calls = _judge_in(backend, window, hypotheses, level=level,
+                                         settings=settings)
+        per_window.append([j.model_copy(update={"source_window": number}) for j in judged])
+        calls += window_calls
+    return [best_supported(list(js)) for js in zip(*per_window, strict=True)], calls
+
+
+def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
+    """The source windows NLI calls use (one: the whole source, when it fits)."""
+    batch = settings.hypotheses_per_call or backend.hypotheses_per_call
+    per_hypothesis = TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] + HYPOTHESIS_TOKENS
+    return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis)
+
+
+def best_supported(judgements: list[Judgement]) -> Judgement:
+    """One hypothesis's judgement over all windows (never fails open).
+
+    Supported if any window entails it (the most confident such window); else unverified
+    if any window could not be checked; else a window's contradiction; else neutral.
+    """
+
+    def score(j: Judgement) -> float:
+        return j.score if j.score is not None else 0.0
+
+    for verdict in ("supported", "unverified"):
+        matching = [j for j in judgements if j.verdict == verdict]
+        if matching:
+            return max(matching, key=score)
+    contradicted = [j for j in judgements if j.label == "contradiction"]
+    return min(contradicted or judgements, key=score)
+
+
+def _judge_in(
+    backend: Backend,
+    source: str,
+    hypotheses: list[Hypothesis],
+    *,
+    level: Level,
+    settings: Settings,
+) -> tuple[list[Judgement], list[CallRecord]]:
+    """Judge every hypothesis against one source (or window), in input order.
 
     With ``score_first`` (and a backend that can), each hypothesis is first scored from
     its label token; only those below the threshold get chain-of-thought reasoning, which

@@ -88,3 +88,12 @@ class PrimesPrefix(Protocol):
     def prime(self, messages: list[Message]) -> float:
         """Make ``messages``' state current (restore or prefill and save); return seconds."""
         ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A backend that can count tokens exactly (to size source windows); optional."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this backend's model."""
+        ...

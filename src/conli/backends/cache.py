@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.backends.base import Backend, CallUsage, Completion, CountsTokens, Message
+from conli.errors import BackendError
 from conli.files import atomic_writer
 
 CACHE_FORMAT = "1"
@@ -63,6 +64,12 @@ class CachedBackend:
         self.scores_labels = inner.scores_labels
         self.hits = 0
         self.misses = 0
+
+    def count_tokens(self, text: str) -> int:
+        """The inner backend's count, so windows are sized as they are without the cache."""
+        if not isinstance(self.inner, CountsTokens):
+            raise BackendError(f"{self.inner.name} cannot count tokens")
+        return self.inner.count_tokens(text)
 
     def path_for(self, key: str) -> Path:
         """Where the entry for ``key`` lives (two-level fan-out)."""

@@ -135,18 +135,32 @@ class LocalBackend:
             os.replace(self._state_dir / partial, self._state_dir / name)
         return time.perf_counter() - started
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in this model, from llama.cpp's ``/tokenize``."""
+        reply = self._post("/tokenize", {"content": text})
+        if reply is None or not isinstance(reply.get("tokens"), list):
+            raise BackendError("llama.cpp could not tokenize the text")
+        return len(reply["tokens"])
+
     def _slot_action(self, action: str, filename: str) -> bool:
         """POST llama.cpp's ``/slots/0?action=...``; True when it reports success."""
+        return self._post(f"/slots/0?action={action}", {"filename": filename}) is not None
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST JSON to the in-process server's loopback port; its JSON reply, or None."""
         request = urllib.request.Request(
-            f"{self._server.listening_address}/slots/0?action={action}",
-            data=json.dumps({"filename": filename}).encode(),
+            f"{self._server.listening_address}{path}",
+            data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
         try:
             with self._lock, urllib.request.urlopen(request, timeout=60) as reply:
-                return bool(reply.status == 200)
+                if reply.status != 200:
+                    return None
+                answer = json.loads(reply.read() or b"{}")
+                return answer if isinstance(answer, dict) else {}
         except (OSError, urllib.error.URLError, ValueError):
-            return False
+            return None
 
     def close(self) -> None:
         """Stop the in-process server and free the model."""
