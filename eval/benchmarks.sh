@@ -8,6 +8,10 @@ BUDGET=${BUDGET:+--budget-minutes $BUDGET}
 COMMON=(--data-dir ../shared/data --limit 100 --seed 0 --progress)
 # shellcheck disable=SC2086
 conli eval detect --dataset all "${COMMON[@]}" $BUDGET --out eval/results/detect-hierarchical
+# the same with the v2 NLI prompt (no evidence quote), paired with the default's run
+# shellcheck disable=SC2086
+CONLI_NLI_PROMPT=v2 conli eval detect --dataset all "${COMMON[@]}" $BUDGET \
+  --out eval/results/detect-hierarchical-v2
 for ablation in sentence hierarchical-no-cot; do
   # shellcheck disable=SC2086
   conli eval detect --dataset halueval_summarization --dataset halueval_qa --dataset factcc \
@@ -21,3 +25,5 @@ conli eval judge --dataset conli_summeval --data-dir ../shared/data --limit 30 -
   --sentences 5 --progress --out eval/results/judge-summeval
 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20
+CONLI_NLI_PROMPT=v2 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
+  --out eval/results/speed-halueval_summarization-20-v2

@@ -75,6 +75,7 @@ def test_garbage_output_leaves_every_hypothesis_unverified(settings):
 
 def test_schema_sent_to_the_backend_demands_exactly_one_item_per_hypothesis(settings):
     settings.hypotheses_per_call = 2
+    settings.nli_prompt = "v1"
     backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"] * len(claims_of(m))))
     judge_hypotheses(backend, "src", hyps("A", "B"), level="sentence", settings=settings)
     schema = backend.schemas[0]
@@ -105,6 +106,7 @@ def test_v2_prompt_asks_for_reasoning_then_label_and_records_its_version(setting
 
 
 def test_static_prefix_follows_the_prompt_version(settings):
+    settings.nli_prompt = "v1"
     v1 = static_prefix(settings)
     settings.nli_prompt = "v2"
     assert static_prefix(settings) != v1

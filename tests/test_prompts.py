@@ -15,10 +15,11 @@ def test_sentence_prompt_puts_static_part_then_source_then_hypotheses():
     assert "SRC-TEXT" not in "".join(m["content"] for m in prompt.messages[:-1])
 
 
-def test_sentence_and_entity_prompts_share_the_prefix_up_to_the_source():
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_sentence_and_entity_prompts_share_the_prefix_up_to_the_source(version):
     kwargs = {"source": "The same source.", "hypotheses": ["x"], "cot": True}
-    sentence = render("nli_sentence.v1", **kwargs).messages
-    entity = render("nli_entity.v1", **kwargs).messages
+    sentence = render(f"nli_sentence.{version}", **kwargs).messages
+    entity = render(f"nli_entity.{version}", **kwargs).messages
     assert sentence[:-1] == entity[:-1]
     head = sentence[-1]["content"].split("</source>")[0]
     assert entity[-1]["content"].startswith(head)

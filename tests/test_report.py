@@ -37,7 +37,8 @@ def results(tmp_path: Path) -> Path:
     ]
     src, out = tmp_path / "in.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    work = make_worker(Settings(), "rewrite", scripted.backend(), with_judge=True)
+    settings = Settings(nli_prompt="v1")  # v1 answers quote the evidence shown below
+    work = make_worker(settings, "rewrite", scripted.backend(), with_judge=True)
     run(src, out, work, concurrency=1, progress=False)
     return out
 
