@@ -51,29 +51,46 @@ def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(s
     assert all(s.reasons and s.level == "sentence" for s in flagged)
 
 
-def test_entity_level_catches_what_the_sentence_level_missed(settings):
+def _entity_fails(tag: str):
     def respond(messages):
-        if kind_of(messages) == "nli":
-            # sentence level passes everything; only the tagged year 1998 fails
+        if kind_of(messages) == "nli":  # sentence level passes everything
             return nli_answer(
-                ["contradiction" if "[ 1998 ]" in c else "entailment" for c in claims_of(messages)]
+                ["contradiction" if tag in c else "entailment" for c in claims_of(messages)]
             )
         return rule_responder()(messages)
 
+    return respond
+
+
+def test_entity_level_catches_what_the_sentence_level_missed(settings):
     settings.mitigate = False
     result = run(
-        ScriptedBackend(responder=respond),
+        ScriptedBackend(responder=_entity_fails("[ 1989 ]")),
         settings,
-        response="The Riverside bridge opened in 1998.",
+        response="The Riverside bridge opened in 1989.",
     )
     (sentence,) = result.sentences
     assert sentence.verdict == "hallucinated" and sentence.level == "entity"
-    assert [e.text for e in sentence.entities] == ["Riverside", "1998"] or "1998" in [
-        e.text for e in sentence.entities
-    ]
-    assert any("[1998]" in r for r in sentence.reasons)
+    assert {e.text: e.in_source for e in sentence.entities}["1989"] is False
+    assert any("[1989]" in r for r in sentence.reasons)
     assert result.mitigation.status == "disabled"
-    assert result.refined_text == "The Riverside bridge opened in 1998."
+    assert result.refined_text == "The Riverside bridge opened in 1989."
+
+
+def test_entities_the_source_states_are_not_rechecked_unless_asked(settings):
+    settings.mitigate = False
+    backend = ScriptedBackend(responder=_entity_fails("[ 1998 ]"))
+    response = "The Riverside bridge opened in 1998."
+    default = run(backend, settings, response=response)
+    (sentence,) = default.sentences
+    assert sentence.verdict == "supported"
+    assert sentence.entities and all(e.in_source for e in sentence.entities)
+    assert [j.level for j in sentence.judgements] == ["sentence"]
+    assert "nli_entity" not in default.usage_by_step
+
+    settings.entity_recheck = "all"  # the paper's pattern: every tagged entity
+    (sentence,) = run(backend, settings, response=response).sentences
+    assert sentence.verdict == "hallucinated" and sentence.level == "entity"
 
 
 def test_entity_offsets_index_the_whole_response(settings):
@@ -101,7 +118,7 @@ def test_one_failed_entity_check_makes_a_passed_sentence_unverified(settings):
     def respond(messages):
         if kind_of(messages) == "nli":
             claims = claims_of(messages)
-            if any("[ 1998 ]" in c for c in claims):
+            if any("[ 1989 ]" in c for c in claims):
                 return "garbage"
             return nli_answer(["entailment"] * len(claims))
         return rule_responder()(messages)
@@ -109,7 +126,7 @@ def test_one_failed_entity_check_makes_a_passed_sentence_unverified(settings):
     result = run(
         ScriptedBackend(responder=respond),
         settings,
-        response="The Riverside bridge opened in 1998.",
+        response="The Riverside bridge opened in 1989.",
     )
     assert result.sentences[0].verdict == "unverified"
     assert result.verdict == "unverified"

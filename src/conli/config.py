@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
+    entity_recheck: Literal["unmatched", "all"] = Field(
+        "unmatched",
+        description="entities the entity level re-checks: unmatched = those the source does "
+        "not state word for word; all = every tagged entity (the paper's pattern)",
+    )
     sentence_level: bool = Field(
         True, description="ablation only: off skips sentence NLI, so every claim goes to entities"
     )

@@ -95,6 +95,7 @@ class Entity(BaseModel):
     category: str  # our canonical category, e.g. Quantity
     start: int
     end: int
+    in_source: bool | None = None  # the source states it word for word (None: not looked up)
 
 
 class Judgement(BaseModel):

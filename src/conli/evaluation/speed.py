@@ -1,9 +1,10 @@
 """``conli bench``: the reference call pattern (A) against ours (B) on the same inputs.
 
 A is the CoNLI reference pattern: one chain-of-thought call per hypothesis and per tagged
-entity, no reuse of prompt state. B is the default pipeline: the same calls with the
-prompt cache and the static prefix restored from disk or prefilled once per process (its
-one-time cost is reported apart); ``--score-first`` adds the one-token mode. Both run
+entity, no reuse of prompt state. B is the default pipeline: the prompt cache and the
+static prefix restored from disk or prefilled once per process (its one-time cost is
+reported apart), and entity re-checks only for entities the source does not state word for
+word (``Settings.entity_recheck``); ``--score-first`` adds the one-token mode. Both run
 detection only, in one process (A over every response, then B), and the lower bound of each
 response is measured in the same run:
 (tokens of source + response) / prefill rate + (tokens B generated) / decode rate.
@@ -96,7 +97,8 @@ def run_bench(args: argparse.Namespace) -> int:
     """
     examples = stratified_sample(load_dataset(args.dataset, args.data_dir), args.limit, args.seed)
     ref_settings = Settings(
-        mitigate=False, judge=False, score_first=False, local_prompt_cache=False
+        mitigate=False, judge=False, score_first=False, local_prompt_cache=False,
+        entity_recheck="all",
     )
     reference = Checker(ref_settings, backend=get_backend(ref_settings.llm, ref_settings))
     try:

@@ -13,6 +13,7 @@ from conli.errors import AuthenticationError, BackendError, BadRequestError
 from conli.graph.deps import Deps
 from conli.graph.state import CheckState
 from conli.models import Judgement, Mitigation, SentenceResult, Verdict
+from conli.ner.grounding import SourceMentions
 from conli.segment import select_claims, split_response
 
 
@@ -51,13 +52,20 @@ def sentence_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
 
 
 def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Re-check sentences that passed, one tagged entity per hypothesis."""
+    """Re-check sentences that passed, one tagged entity per hypothesis.
+
+    By default only entities the source does not state word for word are re-checked
+    (``Settings.entity_recheck``); every entity is still listed, marked ``in_source``.
+    """
     deps = runtime.context
     passed = [
         s
         for s in state["segments"]
         if s.checked and state["sentence_judgements"][s.index].verdict == "supported"
     ]
+    source = SourceMentions(state["source"])
+    # without a sentence-level verdict, no entity has been in front of a judge yet
+    recheck_all = deps.settings.entity_recheck == "all" or not deps.settings.sentence_level
     entities = {}
     hypotheses = []
     grouped: dict[int, list[Judgement]] = {}
@@ -70,12 +78,19 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             grouped[sentence.index] = [_ner_failed(sentence.text, exc)]
             continue
         entities[sentence.index] = [
-            e.model_copy(update={"start": e.start + sentence.start, "end": e.end + sentence.start})
+            e.model_copy(
+                update={
+                    "start": e.start + sentence.start,
+                    "end": e.end + sentence.start,
+                    "in_source": source.mentions(e.text),
+                }
+            )
             for e in found
         ]
         hypotheses += [
             Hypothesis(sentence.index, tag_entity(sentence.text, e.start, e.end), entity)
             for e, entity in zip(found, entities[sentence.index], strict=True)
+            if recheck_all or not entity.in_source
         ]
     judgements, calls = judge_hypotheses(
         deps.backend, state["source"], hypotheses, level="entity", settings=deps.settings
