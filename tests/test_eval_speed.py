@@ -1,4 +1,4 @@
-"""`conli bench` over a scripted backend: A, then B, one model at a time, rows and bound."""
+"""`conli bench` over a scripted backend: A and B in turn, one model at a time, rows, bound."""
 
 from __future__ import annotations
 
@@ -53,14 +53,17 @@ register_backend("benchfake", _factory)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
-def test_bench_runs_a_then_b_and_writes_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_bench_alternates_a_and_b_and_writes_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
     monkeypatch.setenv("CONLI_LLM", "benchfake")
     EVENTS.clear()
     out = tmp_path / "speed"
     assert main(["bench", "--dataset", "halueval_qa", "--data-dir", str(DATA), "--limit", "2",
                  "--out", str(out)]) == 0
-    assert EVENTS == ["open A", "close A", "open B", "close B"]  # never two models at once
+    # A and B alternate response by response, never two models loaded at once
+    pair = ["open A", "close A", "open B", "close B"]
+    expected = ["open A", "close A", *pair, *pair, "open A", "close A"]
+    assert expected == EVENTS
     report = json.loads((out / "speed.json").read_text())
     rows, summary = report["rows"], report["summary"]
     assert [r["label"] for r in rows].count(True) == 1 and len(rows) == 2
