@@ -6,12 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUDGET=${BUDGET:+--budget-minutes $BUDGET}
 COMMON=(--data-dir ../shared/data --limit 100 --seed 0 --progress)
+# the default: entity re-checks only for entities the source does not state word for word
 # shellcheck disable=SC2086
-conli eval detect --dataset all "${COMMON[@]}" $BUDGET --out eval/results/detect-hierarchical
-# the same with the v2 NLI prompt (no evidence quote), paired with the default's run
+conli eval detect --dataset all "${COMMON[@]}" $BUDGET --out eval/results/detect-default
+# the paper's pattern, every tagged entity re-checked (the same order: paired with the above)
 # shellcheck disable=SC2086
-CONLI_NLI_PROMPT=v2 conli eval detect --dataset all "${COMMON[@]}" $BUDGET \
-  --out eval/results/detect-hierarchical-v2
+CONLI_ENTITY_RECHECK=all conli eval detect --dataset all "${COMMON[@]}" $BUDGET \
+  --out eval/results/detect-hierarchical
+# the paper's pattern with the v2 NLI prompt (no evidence quote)
+# shellcheck disable=SC2086
+CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v2 conli eval detect --dataset all "${COMMON[@]}" \
+  $BUDGET --out eval/results/detect-hierarchical-v2
 for ablation in sentence hierarchical-no-cot; do
   # shellcheck disable=SC2086
   conli eval detect --dataset halueval_summarization --dataset halueval_qa --dataset factcc \
@@ -23,7 +28,11 @@ for set in halueval_summarization halueval_qa; do
 done
 conli eval judge --dataset conli_summeval --data-dir ../shared/data --limit 30 --seed 0 \
   --sentences 5 --progress --out eval/results/judge-summeval
-conli bench --dataset halueval_summarization --limit 20 --seed 0 \
+# B as it was before the entity gate (A always re-checks every entity)
+CONLI_ENTITY_RECHECK=all conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20
-CONLI_NLI_PROMPT=v2 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
+CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v2 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20-v2
+# the default B
+conli bench --dataset halueval_summarization --limit 20 --seed 0 \
+  --out eval/results/speed-halueval_summarization-20-gated

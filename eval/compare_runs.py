@@ -9,20 +9,23 @@ a mode is switched, measured on the same inputs, and for two runs the paired cou
 verdicts one got right and the other wrong. For each run it also prints the
 sentence-level-only reading of the same predictions (flags raised at the entity level
 dropped), which is exactly the `sentence` ablation: its calls are the same calls.
+
+``--after N`` scores only the examples past the first N of the first run's log (runs keep
+the seeded order), e.g. the ones nobody had looked at when a mode was chosen.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from conli.evaluation.metrics import detection_report
 
 
-def load(run: Path) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
+def load(run: Path, after: int = 0) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
     rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
-    return {(r["dataset"], r["example_id"]): r for r in rows}
+    return {(r["dataset"], r["example_id"]): r for r in rows[after:]}
 
 
 def sentence_only(row: dict) -> str:  # type: ignore[type-arg]
@@ -60,8 +63,13 @@ def paired(first: dict, second: dict, shared: list) -> str:  # type: ignore[type
 
 
 def main() -> None:
-    runs = [Path(p) for p in sys.argv[1:]]
-    loaded = [load(run) for run in runs]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--after", type=int, default=0,
+                        help="skip the first N examples of the first run's log")
+    args = parser.parse_args()
+    runs: list[Path] = args.runs
+    loaded = [load(run, args.after if i == 0 else 0) for i, run in enumerate(runs)]
     shared = sorted(set.intersection(*(set(d) for d in loaded)))
     datasets = sorted({d for d, _ in shared})
     for run, data in zip(runs, loaded, strict=True):
