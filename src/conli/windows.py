@@ -16,10 +16,8 @@ from conli.errors import BackendError, ContextOverflowError
 CHARS_PER_TOKEN_FLOOR = 3.0  # English prose runs 4-4.5 chars a token; 3 leaves room for digits
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call
 OVERLAP = 0.15  # share of a window repeated from the one before
-_BREAKS = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
-
-
 SAFETY = 0.9  # measured chars-per-token varies inside one text
+_BREAKS = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
 def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str]:
