@@ -48,6 +48,10 @@ def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(check
     else:
         assert result.refined_text == "It opened in 1998."
     assert result.usage.cached_tokens > 0  # follow-up calls reuse the cached prefix
+    # llama.cpp's own timings split the model time, and it fits inside the wall time
+    prefill, decode = result.usage.prefill_seconds, result.usage.decode_seconds
+    assert prefill is not None and decode is not None and prefill > 0 and decode > 0
+    assert prefill + decode <= result.usage.seconds
 
 
 def test_the_forced_json_opening_is_prefilled_not_generated(checker):

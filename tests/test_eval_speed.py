@@ -37,8 +37,10 @@ class _Tracked(ScriptedBackend):
                  ) -> Completion:
         done = super().complete(messages, max_tokens=max_tokens, **kwargs)
         generated = min(done.usage.completion_tokens, max_tokens)
+        prefill, decode = done.usage.prompt_tokens / 500, generated / 20
         usage = CallUsage(prompt_tokens=done.usage.prompt_tokens, completion_tokens=generated,
-                          seconds=done.usage.prompt_tokens / 500 + generated / 20)
+                          seconds=prefill + decode, prefill_seconds=prefill,
+                          decode_seconds=decode)
         return Completion(text=done.text, usage=usage, finish_reason="stop")
 
     def close(self) -> None:
@@ -71,8 +73,16 @@ def test_bench_alternates_a_and_b_and_writes_rows(tmp_path: Path, monkeypatch: p
     for row in rows:
         # A re-checks every tagged entity; B only those the source does not state
         assert row["A"]["calls"] >= row["B"]["calls"] >= 1
-        assert row["lower_bound_s"] > 0 and row["speedup"] > 0
+        assert row["speedup"] > 0
+        # the bound uses the rates A's own calls ran at, beside B on the same response
+        assert row["pair_rates"] == pytest.approx(
+            {"prefill_tokens_per_s": 500, "decode_tokens_per_s": 20})
+        assert row["lower_bound_s"] == pytest.approx(
+            row["input_tokens"] / 500 + row["B"]["generated"] / 20)
+        # without a prompt cache, B's model reads at least source + response: never under it
+        assert row["B"]["prefill_seconds"] + row["B"]["decode_seconds"] >= row["lower_bound_s"]
     assert summary["prefill_tokens_per_s"] > 0 and summary["decode_tokens_per_s"] > 0
     assert summary["rates_measured"]["context_tokens"] > 0
+    assert summary["bounds_from_pair_rates"] == 2
     assert report["provenance"]["backend"] == "fake" and report["provenance"]["seed"] == 0
     assert "| A calls |" in (out / "speed.md").read_text()

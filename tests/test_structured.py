@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from conli.agents.structured import ask_structured, parse_json_model
+from conli.agents.structured import CallRecord, ask_structured, parse_json_model, usage_of
+from conli.backends.base import CallUsage
 from conli.backends.fake import ScriptedBackend
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import JudgeAnswer
@@ -61,3 +62,16 @@ def test_transient_errors_are_retried_and_auth_errors_are_not():
 def test_missing_or_mistyped_fields_never_validate(text):
     with pytest.raises(ValueError):
         parse_json_model(text, JudgeAnswer)
+
+
+def test_usage_sums_the_prefill_decode_split_only_when_every_call_reported_it() -> None:
+    timed = CallUsage(prompt_tokens=100, completion_tokens=10, seconds=3.0,
+                      prefill_seconds=1.5, decode_seconds=1.0)
+    untimed = CallUsage(prompt_tokens=50, completion_tokens=5, seconds=2.0)
+    both = usage_of([CallRecord("nli", "t", timed), CallRecord("nli", "t", timed)])
+    assert (both.calls, both.prompt_tokens, both.seconds) == (2, 200, 6.0)
+    assert (both.prefill_seconds, both.decode_seconds) == (3.0, 2.0)
+    mixed = usage_of([CallRecord("nli", "t", timed), CallRecord("nli", "t", untimed)])
+    assert mixed.seconds == 5.0
+    assert (mixed.prefill_seconds, mixed.decode_seconds) == (None, None)  # not a partial sum
+    assert usage_of([]).prefill_seconds is None

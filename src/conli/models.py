@@ -176,6 +176,12 @@ class UsageTotals(BaseModel):
     cached_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    prefill_seconds: float | None = Field(
+        None, description="the model's prompt-reading time, where every call's server reports it"
+    )
+    decode_seconds: float | None = Field(
+        None, description="the model's generation time, where every call's server reports it"
+    )
 
 
 class CheckResult(BaseModel):

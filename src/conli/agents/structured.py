@@ -34,15 +34,29 @@ class CallRecord:
 
 
 def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
-    """Sum the tokens, calls and seconds of some model calls."""
-    totals = UsageTotals()
-    for call in calls:
-        totals.calls += 1
-        totals.prompt_tokens += call.usage.prompt_tokens
-        totals.cached_tokens += call.usage.cached_tokens
-        totals.completion_tokens += call.usage.completion_tokens
-        totals.seconds += call.usage.seconds
-    return totals
+    """Sum the tokens, calls and seconds of some model calls.
+
+    The prefill/decode split is summed only when every call reported it: a partial sum
+    would look like the whole.
+    """
+    usages = [call.usage for call in calls]
+    prefill = [u.prefill_seconds for u in usages]
+    decode = [u.decode_seconds for u in usages]
+    return UsageTotals(
+        calls=len(usages),
+        prompt_tokens=sum(u.prompt_tokens for u in usages),
+        cached_tokens=sum(u.cached_tokens for u in usages),
+        completion_tokens=sum(u.completion_tokens for u in usages),
+        seconds=sum(u.seconds for u in usages),
+        prefill_seconds=_sum_all(prefill),
+        decode_seconds=_sum_all(decode),
+    )
+
+
+def _sum_all(values: list[float | None]) -> float | None:
+    """The sum of ``values``, or None if there are none or any is missing."""
+    known = [v for v in values if v is not None]
+    return sum(known) if values and len(known) == len(values) else None
 
 
 @dataclass

@@ -19,12 +19,18 @@ class Message(TypedDict):
 
 @dataclass(frozen=True)
 class CallUsage:
-    """What one model call cost: tokens as the provider counted them, and wall time."""
+    """What one model call cost: tokens as the provider counted them, and wall time.
+
+    ``prefill_seconds`` and ``decode_seconds`` split the model's own time where the server
+    reports it (llama.cpp's ``timings``); None elsewhere.
+    """
 
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,8 @@ def _read_entry(path: Path) -> Completion | None:
                 cached_tokens=int(usage["prompt_tokens"]),
                 completion_tokens=int(usage["completion_tokens"]),
                 seconds=0.0,
+                prefill_seconds=0.0,
+                decode_seconds=0.0,
             ),
             top_logprobs=tuple(
                 {str(k): float(v) for k, v in t.items()} for t in data.get("top_logprobs", [])

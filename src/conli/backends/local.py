@@ -183,6 +183,7 @@ def _map_error(error: dict[str, Any]) -> ConliError:
 def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> Completion:
     choice = reply["choices"][0]
     usage = reply.get("usage", {})
+    timings = reply.get("timings") or {}
     tokens = (choice.get("logprobs") or {}).get("content") or []
     text = choice["message"].get("content") or ""
     if not text.startswith(prefill):  # llama.cpp returns the continued turn whole
@@ -200,5 +201,12 @@ def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> 
             cached_tokens=int(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
+            prefill_seconds=_ms(timings.get("prompt_ms")),
+            decode_seconds=_ms(timings.get("predicted_ms")),
         ),
     )
+
+
+def _ms(value: Any) -> float | None:
+    """llama.cpp's milliseconds as seconds; None when absent or not a number."""
+    return float(value) / 1000 if isinstance(value, int | float) else None
