@@ -33,6 +33,6 @@ CONLI_ENTITY_RECHECK=all conli bench --dataset halueval_summarization --limit 20
   --out eval/results/speed-halueval_summarization-20
 CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v2 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20-v2
-# the default B
+# the default B; bounds from A's own llama.cpp timings beside each B (since 9fd175c)
 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
-  --out eval/results/speed-halueval_summarization-20-gated
+  --out eval/results/speed-halueval_summarization-20-pair-rates
