@@ -122,6 +122,35 @@ def _timed(checker: Checker, example: Example) -> dict[str, Any]:
     return _row(result, time.perf_counter() - started)
 
 
+def _measure_inputs(examples: list[Example], settings: Settings
+                    ) -> tuple[list[int], int, dict[str, float]]:
+    """Each response's source + response tokens, a typical prompt length, and rates before."""
+    with _loaded(settings) as reference:
+        overhead = _call(reference.backend, "", max_tokens=1)[0]
+        tokens = [
+            text_tokens(reference.backend, f"{e.source}\n{e.response}", overhead)
+            for e in examples
+        ]
+        static = static_prefix(settings)
+        prefix = reference.backend.complete(static, max_tokens=1).usage.prompt_tokens
+        context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
+        return tokens, context, measure_rates(reference.backend, context)
+
+
+def _bound_row(example: Example, n_tokens: int, a: dict[str, Any], b: dict[str, Any],
+               run_rates: dict[str, float]) -> dict[str, Any]:
+    """One response's A and B, its bound at A's rates (else the run's), and the ratios."""
+    pair = server_rates(a)
+    bound = lower_bound(n_tokens, b["generated"], pair or run_rates)
+    run_bound = lower_bound(n_tokens, b["generated"], run_rates)
+    return {
+        "id": example.id, "label": example.label, "A": a, "B": b, "input_tokens": n_tokens,
+        "pair_rates": pair, "lower_bound_s": bound, "lower_bound_run_rates_s": run_bound,
+        "speedup": a["seconds"] / b["seconds"], "B_over_bound": b["seconds"] / bound,
+        "B_over_run_bound": b["seconds"] / run_bound,
+    }
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Run A and B on each response in turn, in one process; write JSON + a Markdown table.
 
@@ -138,16 +167,7 @@ def run_bench(args: argparse.Namespace) -> int:
         entity_recheck="all",
     )
     our_settings = Settings(mitigate=False, judge=False, score_first=args.score_first)
-    with _loaded(ref_settings) as reference:
-        overhead = _call(reference.backend, "", max_tokens=1)[0]
-        tokens = [
-            text_tokens(reference.backend, f"{e.source}\n{e.response}", overhead)
-            for e in examples
-        ]
-        static = static_prefix(ref_settings)
-        prefix = reference.backend.complete(static, max_tokens=1).usage.prompt_tokens
-        context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
-        rates_before = measure_rates(reference.backend, context)
+    tokens, context, rates_before = _measure_inputs(examples, ref_settings)
     rows_a, rows_b, restore = [], [], []
     for example in examples:
         with _loaded(ref_settings) as reference:
@@ -159,21 +179,11 @@ def run_bench(args: argparse.Namespace) -> int:
     with _loaded(ref_settings) as reference:
         rates_after = measure_rates(reference.backend, context)
     # the faster of the two readings makes the bound lower, i.e. harder to come close to
-    rates: dict[str, float] = {key: max(rates_before[key], rates_after[key])
-                               for key in rates_before}
-    rates["B_prefix_restore_seconds_median"] = statistics.median(restore)
-    rows = []
-    for example, n_tokens, a, b in zip(examples, tokens, rows_a, rows_b, strict=True):
-        pair = server_rates(a)
-        bound = lower_bound(n_tokens, b["generated"], pair or rates)
-        run_bound = lower_bound(n_tokens, b["generated"], rates)
-        rows.append({
-            "id": example.id, "label": example.label, "A": a, "B": b, "input_tokens": n_tokens,
-            "pair_rates": pair, "lower_bound_s": bound, "lower_bound_run_rates_s": run_bound,
-            "speedup": a["seconds"] / b["seconds"], "B_over_bound": b["seconds"] / bound,
-            "B_over_run_bound": b["seconds"] / run_bound,
-        })
+    rates = {key: max(rates_before[key], rates_after[key]) for key in rates_before}
+    rows = [_bound_row(*row, rates)
+            for row in zip(examples, tokens, rows_a, rows_b, strict=True)]
     summary = _summary(rows, rates)
+    summary["B_prefix_restore_seconds_median"] = statistics.median(restore)
     summary["rates_measured"] = {"context_tokens": context, "before": rates_before,
                                  "after": rates_after}
     templates = [nli_template("sentence", our_settings), nli_template("entity", our_settings)]
