@@ -75,6 +75,10 @@ def test_vllm_spec_reaches_real_server_with_json_schema(llama_server):
         assert json.loads(completion.text)["answer"] in ("yes", "no")  # the grammar held
         assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
         assert completion.usage.seconds > 0
+        # llama-server's own timings come through the OpenAI SDK's extra fields
+        usage = completion.usage
+        assert usage.prefill_seconds is not None and usage.decode_seconds is not None
+        assert 0 < usage.prefill_seconds + usage.decode_seconds <= usage.seconds
         assert backend.model and backend.name == "vllm"
     finally:
         backend.close()

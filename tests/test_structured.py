@@ -75,3 +75,12 @@ def test_usage_sums_the_prefill_decode_split_only_when_every_call_reported_it() 
     assert mixed.seconds == 5.0
     assert (mixed.prefill_seconds, mixed.decode_seconds) == (None, None)  # not a partial sum
     assert usage_of([]).prefill_seconds is None
+
+
+def test_llama_cpp_timings_become_seconds_and_anything_else_none() -> None:
+    from conli.backends.base import llama_cpp_split
+
+    split = llama_cpp_split({"prompt_ms": 1500, "predicted_ms": 250.5, "prompt_n": 9})
+    assert split == {"prefill_seconds": 1.5, "decode_seconds": 0.2505}
+    for odd in (None, {}, {"prompt_ms": "12", "predicted_ms": True}, [1, 2]):
+        assert llama_cpp_split(odd) == {"prefill_seconds": None, "decode_seconds": None}

@@ -33,6 +33,21 @@ class CallUsage:
     decode_seconds: float | None = None
 
 
+def llama_cpp_split(timings: Any) -> dict[str, float | None]:
+    """``CallUsage``'s prefill/decode seconds from llama.cpp's ``timings`` (milliseconds).
+
+    The embedded server and llama-server behind the OpenAI-compatible path both send it;
+    anything else (absent, not a number) gives None.
+    """
+    def seconds(key: str) -> float | None:
+        value = timings.get(key) if isinstance(timings, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value) / 1000
+
+    return {"prefill_seconds": seconds("prompt_ms"), "decode_seconds": seconds("predicted_ms")}
+
+
 @dataclass(frozen=True)
 class Completion:
     """A model's reply: its text, why it stopped, and its usage."""

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.base import CallUsage, Completion, Message, llama_cpp_split
 from conli.backends.forced_prefix import forced_prefix
 from conli.backends.model_store import ensure_model
 from conli.config import Settings
@@ -183,7 +183,6 @@ def _map_error(error: dict[str, Any]) -> ConliError:
 def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> Completion:
     choice = reply["choices"][0]
     usage = reply.get("usage", {})
-    timings = reply.get("timings") or {}
     tokens = (choice.get("logprobs") or {}).get("content") or []
     text = choice["message"].get("content") or ""
     if not text.startswith(prefill):  # llama.cpp returns the continued turn whole
@@ -201,12 +200,6 @@ def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> 
             cached_tokens=int(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
-            prefill_seconds=_ms(timings.get("prompt_ms")),
-            decode_seconds=_ms(timings.get("predicted_ms")),
+            **llama_cpp_split(reply.get("timings")),
         ),
     )
-
-
-def _ms(value: Any) -> float | None:
-    """llama.cpp's milliseconds as seconds; None when absent or not a number."""
-    return float(value) / 1000 if isinstance(value, int | float) else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.base import CallUsage, Completion, Message, llama_cpp_split
 from conli.backends.http_errors import error_for_status
 from conli.config import Settings
 from conli.errors import (
@@ -122,6 +122,7 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
             cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             seconds=seconds,
+            **llama_cpp_split(getattr(reply, "timings", None)),  # llama-server's extra field
         ),
     )
 
