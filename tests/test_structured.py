@@ -3,7 +3,7 @@ import json
 import pytest
 
 from conli.agents.structured import CallRecord, ask_structured, parse_json_model, usage_of
-from conli.backends.base import CallUsage
+from conli.backends.base import CallUsage, llama_cpp_split
 from conli.backends.fake import ScriptedBackend
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import JudgeAnswer
@@ -78,8 +78,6 @@ def test_usage_sums_the_prefill_decode_split_only_when_every_call_reported_it() 
 
 
 def test_llama_cpp_timings_become_seconds_and_anything_else_none() -> None:
-    from conli.backends.base import llama_cpp_split
-
     split = llama_cpp_split({"prompt_ms": 1500, "predicted_ms": 250.5, "prompt_n": 9})
     assert split == {"prefill_seconds": 1.5, "decode_seconds": 0.2505}
     for odd in (None, {}, {"prompt_ms": "12", "predicted_ms": True}, [1, 2]):

@@ -92,7 +92,7 @@ def server_rates(row: dict[str, Any]) -> dict[str, float] | None:
     A's calls prefill whole prompts cold and decode behind them, at the context lengths and
     under the output grammar this workload uses, in the same minute as the B run beside it.
     """
-    prefill, decode = row.get("prefill_seconds"), row.get("decode_seconds")
+    prefill, decode = row["prefill_seconds"], row["decode_seconds"]
     if not prefill or not decode or row["cached"] or not row["generated"]:
         return None
     return {"prefill_tokens_per_s": row["prefilled"] / prefill,
