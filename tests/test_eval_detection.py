@@ -168,9 +168,12 @@ def test_conli_eval_detect_resumes_in_budgeted_slices(
     out = tmp_path / "run"
     argv = ["eval", "detect", "--file", str(FIXTURE), "--llm", "evalfake", "--no-cache",
             "--out", str(out)]
+    CALLS.clear()
     assert main([*argv, "--budget-minutes", "0"]) == 0  # nothing starts: a partial run
+    assert CALLS == []  # and no backend (no model load) was built to score it
     partial = json.loads((out / "results.json").read_text())
     assert partial["progress"] == {"done": 0, "planned": 4}
+    assert partial["provenance"]["model"] == "none: no prediction made"
     assert "Partial run: 0 of 4" in (out / "results.md").read_text()
     assert main(argv) == 0
     log = out / "predictions.jsonl"
@@ -186,6 +189,12 @@ def test_conli_eval_detect_resumes_in_budgeted_slices(
     assert rows[-1]["example_id"] == torn_id and 0 < CALLS.count(2) < 8
     done = json.loads((out / "results.json").read_text())
     assert done["progress"] == {"done": 4, "planned": 4}
+    CALLS.clear()
+    assert main(argv) == 0  # everything is done: re-scored without building a backend
+    assert CALLS == []
+    rescored = json.loads((out / "results.json").read_text())
+    assert rescored["provenance"]["model"] == done["provenance"]["model"] == "scripted"
+    assert rescored["scores"] == done["scores"]
     assert done["scores"]["datasets"]["eval_sample"]["response"]["f1_macro"] == 1.0
     assert main([*argv, "--ablation", "sentence"]) == 2  # another set-up: refused, not mixed
     assert "other settings" in capsys.readouterr().err

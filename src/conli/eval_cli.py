@@ -18,6 +18,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,8 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     return Path("eval/results") / f"{kind}-{stamp}"
 
 
-def _meta(args: argparse.Namespace, backend: Backend, settings: Settings, templates: set[str],
-          paths: list[Path]) -> dict[str, Any]:
+def _meta(args: argparse.Namespace, backend: Backend | _Recorded, settings: Settings,
+          templates: set[str], paths: list[Path]) -> dict[str, Any]:
     meta = report.provenance(argv=None, backend=backend.name, model=backend.model,
                              settings=settings, templates=templates, data_files=paths,
                              seed=args.seed, limit=args.limit)
@@ -207,8 +208,9 @@ def run_detect(args: argparse.Namespace) -> int:
     finished = {(o.dataset, o.example_id) for o in outcomes}
     todo = [e for e in planned if (e.dataset, e.id) not in finished]
     deadline = None if args.budget_minutes is None else time.monotonic() + 60 * args.budget_minutes
-    backend = _backend(args, settings)
-    checker = Checker(settings, backend) if todo else None
+    runs = bool(todo) and (args.budget_minutes is None or args.budget_minutes > 0)
+    backend = _backend(args, settings) if runs else None  # scoring alone loads no model
+    checker = Checker(settings, backend) if backend is not None else None
     log = LogAppender(out / "predictions.jsonl")
 
     def record(outcome: detection.Outcome) -> None:
@@ -226,11 +228,26 @@ def run_detect(args: argparse.Namespace) -> int:
         if checker is not None:
             checker.close()
     templates = {t for o in outcomes if o.result for t in o.result.templates}
+    source = backend if backend is not None else _recorded(settings, outcomes)
     payload = {"kind": "detect", "ablation": args.ablation,
                "progress": {"done": len(outcomes), "planned": len(planned)},
-               "provenance": _meta(args, backend, settings, templates, paths),
+               "provenance": _meta(args, source, settings, templates, paths),
                "scores": detection.score_outcomes(outcomes)}
     return _finish(out, payload, report.detection_markdown(payload))
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """Stands in for the backend in provenance when scoring needed no model."""
+
+    name: str
+    model: str
+
+
+def _recorded(settings: Settings, outcomes: list[detection.Outcome]) -> _Recorded:
+    """Backend and model as the predictions recorded them, for a run that made no call."""
+    models = sorted({o.result.model for o in outcomes if o.result})
+    return _Recorded(settings.llm, ", ".join(models) or "none: no prediction made")
 
 
 def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
