@@ -36,3 +36,6 @@ CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v2 conli bench --dataset halueval_summ
 # the default B; bounds from A's own llama.cpp timings beside each B (since 9fd175c)
 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20-pair-rates
+# peak memory of the README's demo (read "Maximum resident set size")
+/usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
+  > /dev/null
