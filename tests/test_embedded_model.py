@@ -112,3 +112,15 @@ def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
     assert reply.usage.cached_tokens >= 200  # the system prompt is in the KV cache...
     again = saved[0].stat()  # ...restored from disk: a re-prefill would have saved anew
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_llama_cpp_enforces_the_judge_reasoning_cap_and_still_returns_a_score(
+    checker, monkeypatch
+):
+    from conli.agents import judge as judge_module
+
+    monkeypatch.setattr(judge_module, "REASONING_CHARS", 40)
+    result, calls = judge_module.judge(checker.backend, SOURCE, RESPONSE, checker.settings)
+    assert result.status == "scored" and result.score is not None
+    assert 0 < len(result.reasoning or "") <= 40  # the grammar closed the string for it
+    assert len(calls) == 1  # a valid answer the first time: no re-ask

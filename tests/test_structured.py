@@ -82,3 +82,20 @@ def test_llama_cpp_timings_become_seconds_and_anything_else_none() -> None:
     assert split == {"prefill_seconds": 1.5, "decode_seconds": 0.2505}
     for odd in (None, {}, {"prompt_ms": "12", "predicted_ms": True}, [1, 2]):
         assert llama_cpp_split(odd) == {"prefill_seconds": None, "decode_seconds": None}
+
+
+def test_the_judge_asks_for_reasoning_short_enough_that_its_score_fits_the_budget() -> None:
+    from conli.agents import judge as judge_module
+    from conli.config import Settings
+
+    backend = ScriptedBackend(['{"reasoning": "The dates agree.", "score": 5}'])
+    result, _ = judge_module.judge(backend, "It opened in 1962.", "It opened in 1962.",
+                                   Settings())
+    assert result.status == "scored" and result.score == 5
+    (schema,) = backend.schemas
+    assert schema is not None
+    capped = schema["properties"]["reasoning"]["maxLength"]
+    # even at 3 characters a token, the capped reasoning and the JSON around it fit
+    assert capped / 3 + 20 <= judge_module.ANSWER_TOKENS
+    # validation keeps the looser limit, for backends that do not enforce the schema
+    assert JudgeAnswer.model_json_schema()["properties"]["reasoning"]["maxLength"] > capped

@@ -5,6 +5,8 @@ The rubric is a Jinja template; users point ``judge_template`` at their own file
 
 from __future__ import annotations
 
+from typing import Any
+
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -16,6 +18,11 @@ from conli.windows import estimate_tokens, windows_for
 DEFAULT_TEMPLATE = "judge_rubric.v1"
 JUDGE_PROMPT_TOKENS = 700  # the rubric and framing around source and text
 ANSWER_TOKENS = 400
+# The reasoning a grammar lets the judge write: 1,000 characters is at most ~330 tokens even
+# at 3 characters a token, so the score always fits in ANSWER_TOKENS. Without it a small
+# model that repeats itself runs to the token cap and the answer is lost (unverified).
+# Validation keeps JudgeAnswer's own, looser limit for backends that do not enforce schemas.
+REASONING_CHARS = 1000
 
 
 def judge(
@@ -57,6 +64,7 @@ def _judge_once(
             backend,
             prompt.messages,
             JudgeAnswer,
+            schema=answer_schema(),
             step="judge",
             template=prompt.template,
             max_tokens=ANSWER_TOKENS,
@@ -76,3 +84,10 @@ def _judge_once(
         template=prompt.template,
     )
     return result, asked.calls
+
+
+def answer_schema() -> dict[str, Any]:
+    """JudgeAnswer's schema with the reasoning capped to fit the answer's token budget."""
+    schema = JudgeAnswer.model_json_schema()
+    schema["properties"]["reasoning"]["maxLength"] = REASONING_CHARS
+    return schema
