@@ -2,9 +2,11 @@ import json
 
 import pytest
 
+from conli.agents import judge as judge_module
 from conli.agents.structured import CallRecord, ask_structured, parse_json_model, usage_of
 from conli.backends.base import CallUsage, llama_cpp_split
 from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import JudgeAnswer
 
@@ -85,9 +87,6 @@ def test_llama_cpp_timings_become_seconds_and_anything_else_none() -> None:
 
 
 def test_the_judge_asks_for_reasoning_short_enough_that_its_score_fits_the_budget() -> None:
-    from conli.agents import judge as judge_module
-    from conli.config import Settings
-
     backend = ScriptedBackend(['{"reasoning": "The dates agree.", "score": 5}'])
     result, _ = judge_module.judge(backend, "It opened in 1962.", "It opened in 1962.",
                                    Settings())
