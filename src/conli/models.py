@@ -35,6 +35,19 @@ class NLIAnswer(BaseModel):
     judgements: list[NLIItem]
 
 
+class NLIClaimAnswer(BaseModel):
+    """The v3 answer for a one-claim call: v1's item without the batch's id and list."""
+
+    evidence: str = Field(max_length=600)
+    reasoning: str = Field(max_length=600)
+    label: NLILabel
+
+    @property
+    def judgements(self) -> list[NLIItem]:
+        """The answer as a one-item batch, so every prompt version is read the same way."""
+        return [NLIItem(id=0, evidence=self.evidence, reasoning=self.reasoning, label=self.label)]
+
+
 class NLIReasonedItem(BaseModel):
     """One hypothesis judged with reasoning before the label, no evidence quote (v2)."""
 
@@ -54,6 +67,17 @@ class NLILabelOnly(BaseModel):
 
     id: int = Field(ge=0)
     label: NLILabel
+
+
+class NLIClaimLabelAnswer(BaseModel):
+    """The v3 label-only answer for a one-claim call (ablation)."""
+
+    label: NLILabel
+
+    @property
+    def judgements(self) -> list[NLILabelOnly]:
+        """The answer as a one-item batch."""
+        return [NLILabelOnly(id=0, label=self.label)]
 
 
 class NLILabelOnlyAnswer(BaseModel):

@@ -22,6 +22,8 @@ from conli.models import (
     Judgement,
     Level,
     NLIAnswer,
+    NLIClaimAnswer,
+    NLIClaimLabelAnswer,
     NLIItem,
     NLILabel,
     NLILabelOnly,
@@ -36,7 +38,9 @@ from conli.windows import windows_for
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
 HYPOTHESIS_TOKENS = 120  # room for one claim (a long sentence, tagged) in the prompt
 NLI_PROMPT_TOKENS = 1100  # rules, worked examples and framing around source and claims
-NLIAnswers = NLIAnswer | NLIReasonedAnswer | NLILabelOnlyAnswer
+NLIAnswers = (
+    NLIAnswer | NLIReasonedAnswer | NLILabelOnlyAnswer | NLIClaimAnswer | NLIClaimLabelAnswer
+)
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,16 @@ def judge_hypotheses(
 
 def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
     """The source windows NLI calls use (one: the whole source, when it fits)."""
-    batch = settings.hypotheses_per_call or backend.hypotheses_per_call
+    batch = batch_size(backend, settings)
     per_hypothesis = TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] + HYPOTHESIS_TOKENS
     return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis)
+
+
+def batch_size(backend: Backend, settings: Settings) -> int:
+    """Hypotheses per NLI call: the v3 prompt takes one; else settings, else the backend's."""
+    if settings.nli_prompt == "v3":
+        return 1
+    return settings.hypotheses_per_call or backend.hypotheses_per_call
 
 
 def best_supported(judgements: list[Judgement]) -> Judgement:
@@ -140,7 +151,7 @@ def _judge_in(
         i for i, s in enumerate(scores) if s is not None and s >= settings.entailment_threshold
     }
     to_reason = [h for i, h in enumerate(hypotheses) if i not in passed]
-    size = settings.hypotheses_per_call or backend.hypotheses_per_call
+    size = batch_size(backend, settings)
     batches = [to_reason[i : i + size] for i in range(0, len(to_reason), size)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(
@@ -177,8 +188,10 @@ def nli_template(level: Level, settings: Settings) -> str:
     return f"nli_{level}.{settings.nli_prompt}"
 
 
-def _answer_model(settings: Settings) -> tuple[type[NLIAnswers], str]:
-    """The answer model (and its item's schema name) the chosen prompt asks for."""
+def _answer_model(settings: Settings) -> tuple[type[NLIAnswers], str | None]:
+    """The answer model (and its item's schema name, None for one-claim answers)."""
+    if settings.nli_prompt == "v3":
+        return (NLIClaimAnswer if settings.chain_of_thought else NLIClaimLabelAnswer), None
     if not settings.chain_of_thought:
         return NLILabelOnlyAnswer, "NLILabelOnly"
     if settings.nli_prompt == "v2":
@@ -263,7 +276,11 @@ def _ask(
         template, source=source, hypotheses=[h.text for h in batch], cot=settings.chain_of_thought
     )
     answer_model, item = _answer_model(settings)
-    schema = exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
+    schema = (
+        exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
+        if item
+        else answer_model.model_json_schema()
+    )
 
     def ids_in_range(answer: BaseModel) -> None:
         ids = [item.id for item in answer.judgements]  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from conli.prompts import render
 from conli.retry import call_with_retries
 
 LABEL_PREFILL = '{"judgements": [{"id": 0, "label": "'
+CLAIM_LABEL_PREFILL = '{"label": "'  # v3: one claim, a bare object
 _LABELS = ("entailment", "contradiction", "neutral")
 _LABEL_KEY = '"label"'
 TOP_ALTERNATIVES = 10
@@ -68,7 +69,8 @@ def score_hypothesis(
     """P(entailment) for one hypothesis, or None when it could not be read."""
     template = f"nli_{level}.{settings.nli_prompt}"
     prompt = render(template, source=source, hypotheses=[hypothesis], cot=settings.chain_of_thought)
-    messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": LABEL_PREFILL}]
+    opening = CLAIM_LABEL_PREFILL if settings.nli_prompt == "v3" else LABEL_PREFILL
+    messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
     try:
         completion = call_with_retries(
             lambda: backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
