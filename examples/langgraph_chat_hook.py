@@ -59,11 +59,11 @@ def fake_model(messages: list[Message]) -> str:
         ids = re.findall(r'<sentence id="(\d+)">', last)
         return json.dumps({"rewrites": [{"id": int(i), "fix": "x", "action": "rewrite",
                                          "text": "It is run by the city council."} for i in ids]})
-    claims = re.findall(r'<claim id="(\d+)">(.*?)</claim>', last, re.S)
-    return json.dumps({"judgements": [
-        {"id": int(i), "evidence": "It is run by the city council." if "charity" in c else c,
-         "reasoning": "the source names the council" if "charity" in c else "stated",
-         "label": "contradiction" if "charity" in c else "entailment"} for i, c in claims]})
+    (claim,) = re.findall(r"<claim>(.*?)</claim>", last, re.S)  # one claim per call
+    wrong = "charity" in claim
+    return json.dumps({"evidence": "It is run by the city council." if wrong else claim,
+                       "reasoning": "the source names the council" if wrong else "stated",
+                       "label": "contradiction" if wrong else "entailment"})
 
 
 def build_app(checker: Checker) -> Any:

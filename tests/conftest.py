@@ -13,7 +13,7 @@ from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 
-CLAIM = re.compile(r'<claim id="(\d+)">(.*?)</claim>', re.DOTALL)
+CLAIM = re.compile(r'<claim(?: id="(\d+)")?>(.*?)</claim>', re.DOTALL)  # v3 has no id
 SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)
 
 
@@ -32,7 +32,15 @@ def kind_of(messages: list[Message]) -> str:
     return "judge"
 
 
-def nli_answer(labels: list[str]) -> str:
+def nli_answer(labels: list[str], messages: list[Message] | None = None) -> str:
+    """An NLI answer with ``labels``, in the format the prompt in ``messages`` asks for.
+
+    The one-claim prompt (v3, claims without ids) takes a bare object; else a batch.
+    """
+    one_claim = messages is not None and '<claim id="' not in messages[-1]["content"]
+    if one_claim and len(labels) == 1:
+        (label,) = labels
+        return json.dumps({"evidence": "", "reasoning": f"because {label}", "label": label})
     return json.dumps(
         {
             "judgements": [
@@ -60,7 +68,7 @@ def rule_responder(
             labels = [
                 "neutral" if any(b in c for b in bad) else "entailment" for c in claims_of(messages)
             ]
-            return nli_answer(labels)
+            return nli_answer(labels, messages)
         if kind == "mitigate":
             items = SENTENCE.findall(messages[-1]["content"])
             rewrites: list[dict[str, Any]] = []

@@ -145,7 +145,7 @@ def test_conli_eval_detect_writes_results_and_reruns_from_cache(tmp_path: Path) 
     result = json.loads((tmp_path / "run1" / "results.json").read_text())
     meta = result["provenance"]
     assert meta["backend"] == "fake" and meta["model"] == "scripted"
-    assert "nli_sentence.v1" in meta["templates"] and meta["machine"]["cpu_count"]
+    assert "nli_sentence.v3" in meta["templates"] and meta["machine"]["cpu_count"]
     assert meta["cache"]["misses"] == first_calls
     assert result["scores"]["datasets"]["eval_sample"]["response"]["f1_macro"] == 1.0
     assert "| eval_sample | 4 | 100.0 |" in (tmp_path / "run1" / "results.md").read_text()

@@ -55,7 +55,8 @@ def _entity_fails(tag: str):
     def respond(messages):
         if kind_of(messages) == "nli":  # sentence level passes everything
             return nli_answer(
-                ["contradiction" if tag in c else "entailment" for c in claims_of(messages)]
+                ["contradiction" if tag in c else "entailment" for c in claims_of(messages)],
+                messages,
             )
         return rule_responder()(messages)
 
@@ -120,7 +121,7 @@ def test_one_failed_entity_check_makes_a_passed_sentence_unverified(settings):
             claims = claims_of(messages)
             if any("[ 1989 ]" in c for c in claims):
                 return "garbage"
-            return nli_answer(["entailment"] * len(claims))
+            return nli_answer(["entailment"] * len(claims), messages)
         return rule_responder()(messages)
 
     result = run(
@@ -166,7 +167,8 @@ def test_judge_failure_is_unverified_with_no_score(settings):
 
 def test_result_records_templates_usage_and_timings(settings):
     result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
-    assert {"nli_sentence.v1", "nli_entity.v1", "mitigate.v1", "judge_rubric.v1"} <= set(
+    # one claim per call (the scripted backend's batch is 1): "auto" picks the v3 prompt
+    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_rubric.v1"} <= set(
         result.templates
     )
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())

@@ -1,6 +1,12 @@
 import json
 
-from conli.agents.nli import Hypothesis, judge_hypotheses, static_prefix, tag_entity
+from conli.agents.nli import (
+    Hypothesis,
+    judge_hypotheses,
+    resolve_prompt,
+    static_prefix,
+    tag_entity,
+)
 from conli.backends.fake import ScriptedBackend
 from tests.conftest import claims_of, nli_answer
 
@@ -11,7 +17,7 @@ def hyps(*texts: str) -> list[Hypothesis]:
 
 def test_entailment_passes_and_contradiction_and_neutral_are_hallucinations(settings):
     labels = {"A": "entailment", "B": "contradiction", "C": "neutral"}
-    backend = ScriptedBackend(responder=lambda m: nli_answer([labels[c] for c in claims_of(m)]))
+    backend = ScriptedBackend(responder=lambda m: nli_answer([labels[c] for c in claims_of(m)], m))
     judged, calls = judge_hypotheses(
         backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
     )
@@ -105,8 +111,58 @@ def test_v2_prompt_asks_for_reasoning_then_label_and_records_its_version(setting
     assert '"evidence"' not in prompt  # the worked examples match the answer asked for
 
 
+def test_v3_sends_one_claim_per_call_and_reads_the_bare_answer(settings):
+    settings.nli_prompt = "v3"
+    settings.hypotheses_per_call = 3  # v3 has no batch form: one claim per call regardless
+    labels = {"A": "entailment", "B": "contradiction"}
+
+    def answer(messages):
+        (claim,) = claims_of(messages)
+        return json.dumps({"evidence": f"e-{claim}", "reasoning": "r", "label": labels[claim]})
+
+    backend = ScriptedBackend(responder=answer)
+    judged, calls = judge_hypotheses(
+        backend, "src", hyps("A", "B"), level="sentence", settings=settings
+    )
+    assert [(j.verdict, j.evidence) for j in judged] == [
+        ("supported", "e-A"), ("hallucinated", "e-B")
+    ]
+    assert len(calls) == 2
+    assert {j.template for j in judged} == {"nli_sentence.v3"}
+    schema = backend.schemas[0]
+    assert list(schema["properties"]) == ["evidence", "reasoning", "label"]  # label last
+    assert "judgements" not in json.dumps(schema)
+
+
+def test_v3_answer_in_the_batch_format_is_unverified(settings):
+    settings.nli_prompt = "v3"
+    backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"]))
+    (judged,), _ = judge_hypotheses(backend, "src", hyps("A"), level="sentence", settings=settings)
+    assert judged.verdict == "unverified"
+
+
 def test_static_prefix_follows_the_prompt_version(settings):
     settings.nli_prompt = "v1"
     v1 = static_prefix(settings)
     settings.nli_prompt = "v2"
     assert static_prefix(settings) != v1
+
+
+def test_auto_prompt_is_v3_for_one_claim_calls_and_v1_for_batches(settings):
+    assert settings.nli_prompt == "auto"
+    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v3"
+    assert resolve_prompt(settings, ScriptedBackend(hypotheses_per_call=8)).nli_prompt == "v1"
+    settings.hypotheses_per_call = 2  # the user's batch size decides, not the backend's
+    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v1"
+    settings.nli_prompt = "v2"
+    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v2"
+
+
+def test_a_batching_backend_gets_the_batch_prompt_by_default(settings):
+    backend = ScriptedBackend(
+        responder=lambda m: nli_answer(["entailment"] * len(claims_of(m))), hypotheses_per_call=8
+    )
+    judged, calls = judge_hypotheses(
+        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    )
+    assert len(calls) == 1 and {j.template for j in judged} == {"nli_sentence.v1"}

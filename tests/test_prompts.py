@@ -1,6 +1,9 @@
+import json
+
 import pytest
 
 from conli.errors import ConfigError
+from conli.models import NLIClaimAnswer
 from conli.prompts import defuse, render
 
 
@@ -15,7 +18,19 @@ def test_sentence_prompt_puts_static_part_then_source_then_hypotheses():
     assert "SRC-TEXT" not in "".join(m["content"] for m in prompt.messages[:-1])
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_v3_shows_one_claim_per_turn_and_answers_as_a_bare_object():
+    prompt = render("nli_entity.v3", source="SRC-TEXT", hypotheses=["A [ b ]."], cot=True)
+    assert prompt.messages[-1]["content"].endswith("<claim>A [ b ].</claim>")
+    examples = [m["content"] for m in prompt.messages[1:-1]]
+    for user, assistant in zip(examples[::2], examples[1::2], strict=True):
+        assert user.count("<claim>") == 1
+        assert set(json.loads(assistant)) == {"evidence", "reasoning", "label"}
+        NLIClaimAnswer.model_validate_json(assistant)  # the examples show the format asked
+    labels = [json.loads(a)["label"] for a in examples[1::2]]
+    assert sorted(labels) == sorted(["entailment", "contradiction", "neutral"] * 2)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_sentence_and_entity_prompts_share_the_prefix_up_to_the_source(version):
     kwargs = {"source": "The same source.", "hypotheses": ["x"], "cot": True}
     sentence = render(f"nli_sentence.{version}", **kwargs).messages

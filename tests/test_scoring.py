@@ -3,7 +3,12 @@
 import math
 
 from conli.agents.nli import Hypothesis, judge_hypotheses
-from conli.agents.scoring import LABEL_PREFILL, entailment_probability, label_scores
+from conli.agents.scoring import (
+    LABEL_PREFILL,
+    entailment_probability,
+    label_scores,
+    score_hypothesis,
+)
 from conli.backends.base import CallUsage, Completion
 from conli.backends.fake import ScriptedBackend
 from tests.conftest import claims_of, nli_answer
@@ -45,6 +50,7 @@ def test_no_label_mass_means_no_score():
 
 def test_only_hypotheses_below_the_threshold_get_chain_of_thought(settings):
     settings.score_first = True
+    settings.nli_prompt = "v1"  # ``reasoned`` streams a v1 answer
 
     def respond(messages):
         if messages[-1]["role"] == "assistant":  # the scoring call, answer prefilled
@@ -82,8 +88,17 @@ def test_an_unreadable_score_falls_back_to_reasoning_never_to_supported(settings
 
 def test_backends_that_cannot_score_use_chain_of_thought(settings):
     settings.score_first = True
-    backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"]))
+    backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"], m))
     judged, calls = judge_hypotheses(backend, "src", [Hypothesis(0, "A")], level="sentence",
                                      settings=settings)
     assert judged[0].verdict == "supported" and judged[0].score is None
     assert [c.step for c in calls] == ["nli_sentence"]
+
+
+def test_the_scoring_call_opens_the_answer_in_the_prompt_versions_format(settings):
+    settings.nli_prompt = "v3"
+    backend = ScriptedBackend(responder=lambda m: label_token({"ent": 0.8, "neutral": 0.2}),
+                              scores_labels=True)
+    score, _ = score_hypothesis(backend, "src", "A", "sentence", settings)
+    assert backend.calls[0][-1] == {"role": "assistant", "content": '{"label": "'}
+    assert abs((score or 0) - 0.8) < 1e-9

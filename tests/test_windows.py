@@ -32,7 +32,7 @@ def reading_model(context_window: int = 2000) -> ScriptedBackend:
         if "fact checker" in messages[0]["content"]:
             source = source_of(messages)
             return nli_answer(["entailment" if c in source else "neutral"
-                               for c in claims_of(messages)])
+                               for c in claims_of(messages)], messages)
         score = 5 if FIRST in source_of(messages) else 2
         return json.dumps({"reasoning": "read it", "score": score})
 

@@ -61,10 +61,10 @@ class Settings(BaseSettings):
         None, ge=1, description="override the backend's NLI batch size"
     )
     chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
-    nli_prompt: Literal["v1", "v2", "v3"] = Field(
-        "v1",
-        description="NLI templates: v1 quotes evidence, then reasons; v2 only reasons; "
-        "v3 is v1 with one claim per call and a bare-object answer",
+    nli_prompt: Literal["auto", "v1", "v2", "v3"] = Field(
+        "auto",
+        description="NLI templates: v1 quotes evidence, then reasons; v2 only reasons; v3 is "
+        "v1 for one claim per call; auto = v3 where calls hold one claim, else v1",
     )
     score_first: bool = Field(
         False, description="score each hypothesis from its label token; reason only on failures"

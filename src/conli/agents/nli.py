@@ -76,6 +76,7 @@ def judge_hypotheses(
     one window before the next, so each window's prefix is prefilled once); a hypothesis
     keeps its best-supported window's judgement (``best_supported``).
     """
+    settings = resolve_prompt(settings, backend)
     windows = nli_windows(backend, source, settings) if hypotheses else [source]
     if len(windows) == 1:
         return _judge_in(backend, source, hypotheses, level=level, settings=settings)
@@ -94,6 +95,19 @@ def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
     batch = batch_size(backend, settings)
     per_hypothesis = TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] + HYPOTHESIS_TOKENS
     return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis)
+
+
+def resolve_prompt(settings: Settings, backend: Backend) -> Settings:
+    """``settings`` with an ``auto`` NLI prompt made concrete for ``backend``.
+
+    v3 where calls hold one hypothesis (the embedded model): v1's batch wrapper would be
+    prefilled on every call for nothing. v1 elsewhere, whose batches let hosted models
+    judge several hypotheses per call.
+    """
+    if settings.nli_prompt != "auto":
+        return settings
+    one = (settings.hypotheses_per_call or backend.hypotheses_per_call) == 1
+    return settings.model_copy(update={"nli_prompt": "v3" if one else "v1"})
 
 
 def batch_size(backend: Backend, settings: Settings) -> int:
@@ -174,7 +188,7 @@ def warm_up(backend: Backend, settings: Settings) -> float:
     """
     if not isinstance(backend, PrimesPrefix):
         return 0.0
-    return backend.prime(static_prefix(settings))
+    return backend.prime(static_prefix(resolve_prompt(settings, backend)))
 
 
 def static_prefix(settings: Settings) -> list[Message]:
