@@ -11,16 +11,21 @@
     │   ├── BackendUnavailableError the backend cannot start (missing extra, model file)
     │   ├── AuthenticationError     credentials rejected: fix the key, never retried
     │   ├── BadRequestError         the provider refused the request as malformed: not retried
-    │   └── TransientBackendError   429 / 5xx / timeout / connection: retried with backoff
-    │       └── RateLimitError          429, carries the provider's Retry-After if any
+    │   ├── ReplyTooLargeError      a reply over the size cap: a misbehaving server, not retried
+    │   ├── TransientBackendError   429 / 5xx / timeout / connection: retried with backoff
+    │   │   └── RateLimitError          429, carries the provider's Retry-After if any
+    │   └── DeadlineExceededError   the whole check ran past its deadline
     ├── OutputParseError        model output did not validate after the bounded re-ask
     └── ModelStoreError         the embedded model could not be assembled or verified
 
-Checks that hit a BackendError or OutputParseError become verdict ``unverified``;
-they never surface as ``supported``.
+A model answer that never validates leaves its check ``unverified``; a backend that cannot
+be used (any ``BackendError``) fails the whole check. Neither ever surfaces as ``supported``.
+``boundary`` maps every error, once, to what the user sees: exit code and HTTP status.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class ConliError(Exception):
@@ -67,6 +72,14 @@ class BadRequestError(BackendError):
     """The provider rejected the request itself; retrying cannot help."""
 
 
+class ReplyTooLargeError(BackendError):
+    """A reply body over the size cap (or compressed, so uncappable); the rest went unread.
+
+    Not transient: the cap is far above any real answer, so a server passing it is
+    misbehaving, and a retry would read another cap's worth for the same result.
+    """
+
+
 class TransientBackendError(BackendError):
     """A failure that may pass: rate limit, server error, timeout, dropped connection."""
 
@@ -79,9 +92,57 @@ class RateLimitError(TransientBackendError):
         self.retry_after = retry_after
 
 
+class DeadlineExceededError(BackendError):
+    """The check ran past ``CONLI_CHECK_DEADLINE_SECONDS``; no further call was started."""
+
+
 class OutputParseError(ConliError):
     """Model output that failed validation even after the bounded re-ask."""
 
 
 class ModelStoreError(ConliError):
     """The embedded model file could not be assembled or failed its checksum."""
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """How an error reaches the user: CLI exit code, HTTP status and problem type."""
+
+    exit_code: int
+    http_status: int
+    slug: str
+    title: str
+
+
+EXIT_INTERRUPTED = 130
+
+# Most specific first; the first class an error is an instance of decides.
+_TABLE: tuple[tuple[type[BaseException], Boundary], ...] = (
+    (InputTooLargeError, Boundary(2, 413, "too-large", "input too large")),
+    (ContextOverflowError, Boundary(2, 413, "too-large", "input too large for the model")),
+    (InputError, Boundary(2, 422, "unusable-input", "the input cannot be checked")),
+    (ConfigError, Boundary(2, 500, "config", "the service is misconfigured")),
+    (DeadlineExceededError, Boundary(3, 504, "timeout", "the check ran past its deadline")),
+    (BackendUnavailableError, Boundary(3, 503, "backend-unavailable",
+                                       "the model backend is unavailable")),
+    (ModelStoreError, Boundary(3, 503, "backend-unavailable", "the model backend is unavailable")),
+    (TransientBackendError, Boundary(3, 503, "backend-unavailable",
+                                     "the model backend did not answer; retry later")),
+    (BackendError, Boundary(3, 502, "backend", "the model backend failed")),
+    (OutputParseError, Boundary(3, 502, "backend", "the model answer was unusable")),
+    (ConliError, Boundary(2, 500, "internal", "internal error")),
+)
+UNEXPECTED = Boundary(1, 500, "internal", "internal error")
+
+
+def boundary(error: BaseException) -> Boundary:
+    """The exit code and HTTP status for ``error`` (the one table both front doors use)."""
+    for kind, answer in _TABLE:
+        if isinstance(error, kind):
+            return answer
+    return UNEXPECTED
+
+
+def error_classes() -> list[tuple[type[BaseException], Boundary]]:
+    """The table, for documentation and the service's OpenAPI."""
+    return list(_TABLE)

@@ -2,7 +2,8 @@
 
 Structured output is a forced tool whose ``input_schema`` is the answer schema. The
 static prompt and the source come first and carry ``cache_control``, so every call for
-one response reads them from Anthropic's prompt cache. SDK retries are off.
+one response reads them from Anthropic's prompt cache. SDK retries are off, and its HTTP
+client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from typing import Any
 
 from conli.backends.base import CallUsage, Completion, Message
 from conli.backends.http_errors import error_for_status
+from conli.backends.http_limits import capped_http_client, reply_cap_error
 from conli.config import Settings
 from conli.errors import (
     AuthenticationError,
     BackendError,
     BackendUnavailableError,
     ConfigError,
+    ReplyTooLargeError,
     TransientBackendError,
 )
 from conli.limits import CallLimiter, estimate_tokens, shared_limiter
@@ -55,9 +58,13 @@ class AnthropicBackend:
         self.context_window: int | None = None
         self._timeout = settings.request_timeout
         self._limiter: CallLimiter = shared_limiter(settings)
+        http_client = capped_http_client(anthropic.DefaultHttpxClient, self.name)
         try:
-            self._client = anthropic.Anthropic(max_retries=0, timeout=settings.request_timeout)
+            self._client = anthropic.Anthropic(
+                max_retries=0, timeout=settings.request_timeout, http_client=http_client
+            )
         except anthropic.AnthropicError as exc:
+            http_client.close()
             raise AuthenticationError(f"anthropic: {exc}; set ANTHROPIC_API_KEY") from exc
 
     def complete(
@@ -190,8 +197,15 @@ def _to_completion(reply: Any, seconds: float, json_schema: dict[str, Any] | Non
 
 
 def _map_error(exc: Exception, timeout: float) -> BackendError:
-    """Translate an ``anthropic`` exception into conli's error tree (the one place)."""
+    """Translate an ``anthropic`` exception into conli's error tree (the one place).
+
+    The SDK wraps any failure of its HTTP client in ``APIConnectionError``, including the
+    ``ReplyTooLargeError`` of an over-cap reply: that is unwrapped, not called "transient".
+    """
     anthropic = _import_anthropic()
+    too_large = reply_cap_error(exc)
+    if too_large is not None:
+        return ReplyTooLargeError(str(too_large))
     if isinstance(exc, anthropic.APITimeoutError):
         return TransientBackendError(f"anthropic did not answer within {timeout:g}s")
     if isinstance(exc, anthropic.APIConnectionError):

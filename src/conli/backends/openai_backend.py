@@ -2,7 +2,8 @@
 
 The same class serves OpenAI, Azure OpenAI (``azure_backend``) and OpenAI-compatible
 servers such as vLLM and llama.cpp (``openai_compat``): only the client differs. The SDK's
-own retries are off (``max_retries=0``) so every retry happens in ``conli.retry``.
+own retries are off (``max_retries=0``) so every retry happens in ``conli.retry``, and its
+HTTP client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from typing import Any, Literal
 
 from conli.backends.base import CallUsage, Completion, Message, llama_cpp_split
 from conli.backends.http_errors import error_for_status
+from conli.backends.http_limits import capped_http_client, reply_cap_error
 from conli.config import Settings
 from conli.errors import (
     AuthenticationError,
     BackendError,
     BackendUnavailableError,
     ConfigError,
+    ReplyTooLargeError,
     TransientBackendError,
 )
 from conli.limits import CallLimiter, estimate_tokens, shared_limiter
@@ -128,8 +131,16 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
 
 
 def map_openai_error(exc: Exception, provider: str, timeout: float) -> BackendError:
-    """Translate an ``openai`` exception into conli's error tree (the one place)."""
+    """Translate an ``openai`` exception into conli's error tree (the one place).
+
+    An over-cap reply raises ``ReplyTooLargeError`` in the HTTP client. Current SDK releases
+    let it pass as is; older ones wrap every transport failure in ``APIConnectionError``, so
+    it is unwrapped here rather than called "transient".
+    """
     openai = import_openai()
+    too_large = reply_cap_error(exc)
+    if too_large is not None:
+        return ReplyTooLargeError(str(too_large))
     if isinstance(exc, openai.APITimeoutError):
         return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
     if isinstance(exc, openai.APIConnectionError):
@@ -152,13 +163,16 @@ def map_openai_error(exc: Exception, provider: str, timeout: float) -> BackendEr
 
 
 def build_client(factory: Any, provider: str, **kwargs: Any) -> Any:
-    """Construct an SDK client with retries off; missing credentials say what to set."""
+    """Construct an SDK client with retries off and replies capped; say what to set if it fails."""
     openai = import_openai()
+    http_client = capped_http_client(openai.DefaultHttpxClient, provider)
     try:
-        return factory(max_retries=0, **kwargs)
+        return factory(max_retries=0, http_client=http_client, **kwargs)
     except openai.OpenAIError as exc:
+        http_client.close()
         raise AuthenticationError(f"{provider}: {exc}") from exc
     except ValueError as exc:
+        http_client.close()
         raise ConfigError(f"{provider}: {exc}") from exc
 
 
