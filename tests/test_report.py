@@ -8,7 +8,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +68,8 @@ def test_report_highlights_explains_diffs_and_scores(results: Path) -> None:
     assert '<table class="summary">' in page and "<th>verdict: error</th><td>1</td>" in page
     assert "EmptyInputError" in page
     assert "<blockquote>“quoted source”</blockquote>" in page  # the evidence, below
-    assert all("Source: &quot;quoted source&quot;" in title for title in marks)  # and on hover
+    # and on hover, marked: the scripted quote is not in the source
+    assert all("not found in the source: &quot;quoted source&quot;" in title for title in marks)
 
 
 def test_report_escapes_every_input_and_is_self_contained(results: Path) -> None:
@@ -83,6 +86,103 @@ def test_cli_report_writes_the_file(results: Path, tmp_path: Path) -> None:
     assert main(["report", str(results), "-o", str(target)]) == 0
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert main(["report", str(tmp_path / "missing.jsonl"), "-o", str(target)]) == 2
+
+
+# --- malformed records: skipped, counted, never a crash ---------------------------------------
+
+Row = dict[str, Any]
+
+
+def _rows(results: Path) -> list[Row]:
+    return [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+
+
+def _row(results: Path, key: str) -> Row:
+    return next(row for row in _rows(results) if row["id"] == key)
+
+
+def _every_sentence(row: Row, **change: Any) -> Row:
+    sentences = [{**s, **change} for s in row["result"]["sentences"]]
+    return {**row, "result": {**row["result"], "sentences": sentences}}
+
+
+def _without_response(row: Row) -> Row:
+    return {k: v for k, v in _every_sentence(row, start=10**20).items() if k != "response"}
+
+
+MALFORMED: dict[str, Callable[[Row], str]] = {
+    "result not an object": lambda row: json.dumps({**row, "result": "x"}),
+    "sentence index not an integer": lambda row: json.dumps(_every_sentence(row, index="abc")),
+    "error not an object": lambda row: json.dumps({**row, "ok": False, "error": "x"}),
+    "result missing keys": lambda row: json.dumps({**row, "result": {"verdict": "supported"}}),
+    "judge result not an object": lambda row: json.dumps({**row, "result": {"judge": "x"}}),
+    "offsets far out of range": lambda row: json.dumps(_without_response(row)),
+    "not JSON": lambda row: "{not json at all",
+    "not a JSON object": lambda row: "[1, 2, 3]",
+    "nested too deep": lambda row: "[" * 100_000,
+}
+
+
+def _summary_row(page: str, name: str) -> str | None:
+    found = re.search(rf"<tr><th>{re.escape(name)}</th><td>([^<]*)</td></tr>", page)
+    return found.group(1) if found else None
+
+
+def _sections(page: str) -> list[str]:
+    return re.findall(r'<section class="rec".*?</section>', page, re.S)
+
+
+@pytest.mark.parametrize("make", MALFORMED.values(), ids=MALFORMED.keys())
+def test_report_skips_and_counts_a_malformed_record(
+    results: Path, tmp_path: Path, make: Callable[[Row], str]
+) -> None:
+    good = _row(results, "flagged")
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(f"{json.dumps(good)}\n{make(good)}\n", encoding="utf-8")
+    page = _render(mixed)
+    assert _summary_row(page, "records") == "1"
+    assert _summary_row(page, "malformed records (skipped)") == "1"
+    assert "<li>line 2: " in page  # which line, and why
+    assert len(_sections(page)) == 1 and '<mark class="flag hallucinated"' in page
+
+
+def test_report_renders_good_lines_among_malformed_ones(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(results)
+    bad = [make(rows[1]) for make in MALFORMED.values()]
+    lines = [json.dumps(rows[0]), *bad[:4], *map(json.dumps, rows[1:3]), *bad[4:],
+             json.dumps(rows[3])]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    clean, page = _render(results), _render(mixed)
+    assert _sections(page) == _sections(clean)  # every good record, exactly as alone
+    assert _summary_row(page, "records") == _summary_row(clean, "records") == "4"
+    assert _summary_row(page, "malformed records (skipped)") == str(len(MALFORMED))
+    assert page.count("<li>line ") == len(MALFORMED)
+    assert _summary_row(clean, "malformed records (skipped)") is None
+    assert "malformed" not in clean
+
+    target = tmp_path / "report.html"
+    assert main(["report", str(mixed), "-o", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert f"malformed records skipped: {len(MALFORMED)} (lines " in err
+    assert target.read_text(encoding="utf-8") == page
+
+
+def test_report_accepts_a_bare_check_result_and_judge_mode(results: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps(_row(results, "flagged")["result"]) + "\n", encoding="utf-8")
+    page = _render(bare)
+    assert _summary_row(page, "records") == "1" and len(_sections(page)) == 1
+    assert "malformed" not in page and '<mark class="flag hallucinated"' in page
+    judged = tmp_path / "judged.jsonl"
+    row = _row(results, "plain")
+    only = {"judge": row["result"]["judge_raw"], "usage": row["result"]["usage"]}
+    judged.write_text(json.dumps({**row, "mode": "judge", "result": only}) + "\n",
+                      encoding="utf-8")
+    page = _render(judged)
+    assert "malformed" not in page and re.search(r"before <b>\d</b> → after <b>\d</b>", page)
 
 
 def _chromium() -> str | None:

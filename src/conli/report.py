@@ -3,7 +3,8 @@
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, the rewrite as a word diff, and the judge
 scores before/after; a summary table comes first. Every piece of input text is escaped,
-and a Content-Security-Policy forbids scripts and outside requests.
+and a Content-Security-Policy forbids scripts and outside requests. A line that is not a
+valid record (``BatchRecord``) is skipped, and counted and listed in the summary.
 """
 
 from __future__ import annotations
@@ -12,16 +13,24 @@ import argparse
 import difflib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
+
+from pydantic import BaseModel, Discriminator, Tag, ValidationError, model_validator
 
 from conli.errors import InputError
 from conli.files import atomic_writer
+from conli.frontdoor import JudgeOnlyResult
+from conli.models import CheckResult
 
 Record = dict[str, Any]
+_MAX_OFFSET = 10_000_000  # far past any response conli checks; bounds a rebuilt response
+_LISTED = 100  # malformed lines listed by number in the summary; the rest are only counted
 
 _CSS = """
 body{font:15px/1.55 system-ui,sans-serif;margin:2rem auto;max-width:60rem;color:#1d1d1f;
@@ -44,25 +53,88 @@ del{background:#ffd7d5;text-decoration:line-through}ins{background:#ccf5d0;text-
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
-def iter_results(path: Path) -> Iterator[Record]:
-    """Yield batch records; a bare ``CheckResult`` line is wrapped; a bad line is an error."""
+def _result_kind(value: Any) -> str:
+    """Tell the result types apart as the report does: judge mode's result has ``judge``."""
+    return "judge" if isinstance(value, dict) and "judge" in value else "check"
+
+
+AnyResult = Annotated[
+    Annotated[CheckResult, Tag("check")] | Annotated[JudgeOnlyResult, Tag("judge")],
+    Discriminator(_result_kind),
+]
+
+
+class Failure(BaseModel):
+    """What a failed record says went wrong."""
+
+    type: str
+    message: str
+
+
+class BatchRecord(BaseModel):
+    """One line of ``conli batch`` output, as the report reads it; validated strictly."""
+
+    id: str | int
+    mode: str | None = None
+    source: Any = None  # shown only if a string, like the response
+    response: Any = None
+    ok: bool = True
+    result: AnyResult | None = None
+    error: Failure | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> BatchRecord:
+        """An ok record has a result, a failed one an error; sentence offsets are sane."""
+        if self.ok and self.result is None:
+            raise ValueError("a record with ok true needs a result")
+        if not self.ok and self.error is None:
+            raise ValueError("a record with ok false needs an error")
+        if isinstance(self.result, CheckResult) and not all(
+            0 <= s.start <= s.end <= _MAX_OFFSET for s in self.result.sentences
+        ):
+            raise ValueError("sentence offsets out of range")
+        return self
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A line of the results file that is not a valid record, and why; the report skips it."""
+
+    line: int
+    reason: str
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first problem pydantic found, as ``where: what``, and how many more there are."""
+    errors = exc.errors(include_url=False)
+    where = ".".join(str(part) for part in errors[0]["loc"]) or "record"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {errors[0]['msg']}{more}"
+
+
+def _parse(line: bytes, number: int) -> Record | Malformed:
+    """Return the line's record if it is valid; a bare ``CheckResult`` line is wrapped."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return Malformed(number, f"not valid JSON: {exc}")
+    if not isinstance(data, dict):
+        return Malformed(number, "not a JSON object")
+    if "result" not in data and "sentences" in data:  # conli check --json
+        data = {"id": f"line {number}", "ok": True, "result": data}
+    try:
+        BatchRecord.model_validate(data, strict=True)
+    except ValidationError as exc:
+        return Malformed(number, _first_error(exc)[:300])
+    return data
+
+
+def iter_results(path: Path) -> Iterator[Record | Malformed]:
+    """Yield each non-blank line's record as read, or ``Malformed`` if it is not valid."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except ValueError as exc:
-                yield {"id": f"<line {number}>", "ok": False,
-                       "error": {"type": "InvalidLine", "message": str(exc)}}
-                continue
-            if not isinstance(data, dict):
-                yield {"id": f"<line {number}>", "ok": False,
-                       "error": {"type": "InvalidLine", "message": "not a JSON object"}}
-            elif "result" not in data and "sentences" in data:  # conli check --json
-                yield {"id": f"line {number}", "ok": True, "result": data}
-            else:
-                yield data
+            if line.strip():
+                yield _parse(line, number)
 
 
 def _text(value: Any) -> str:
@@ -197,43 +269,82 @@ def render_record(record: Record, number: int) -> str:
     return "".join(parts)
 
 
-def _summary(path: Path) -> str:
-    verdicts: Counter[str] = Counter()
-    flagged = rewritten = 0
-    scores: dict[str, list[int]] = {"before": [], "after": []}
-    for record in iter_results(path):
-        verdicts[_verdict(record)] += 1
+@dataclass
+class _Tally:
+    """The summary's counts over the whole results file."""
+
+    verdicts: Counter[str] = field(default_factory=Counter)
+    flagged: int = 0
+    rewritten: int = 0
+    scores: dict[str, list[int]] = field(default_factory=lambda: {"before": [], "after": []})
+    malformed: list[Malformed] = field(default_factory=list)
+
+    def add(self, record: Record | Malformed) -> None:
+        """Count one line: a record's verdict, flags, rewrites and scores, or a malformed one."""
+        if isinstance(record, Malformed):
+            self.malformed.append(record)
+            return
+        self.verdicts[_verdict(record)] += 1
         result = record.get("result") or {}
-        flagged += sum(s.get("verdict") == "hallucinated" for s in result.get("sentences") or [])
-        rewritten += len((result.get("mitigation") or {}).get("changes") or [])
+        self.flagged += sum(s.get("verdict") == "hallucinated"
+                            for s in result.get("sentences") or [])
+        self.rewritten += len((result.get("mitigation") or {}).get("changes") or [])
         before, after = _scores(record)
-        scores["before"] += [before] if before else []
-        scores["after"] += [after] if after else []
+        self.scores["before"] += [before] if before else []
+        self.scores["after"] += [after] if after else []
 
-    def mean(values: list[int]) -> str:
-        return f"{sum(values) / len(values):.2f} (n={len(values)})" if values else "–"
 
-    rows: list[tuple[str, object]] = [("records", sum(verdicts.values()))]
-    rows += [(f"verdict: {name}", count) for name, count in sorted(verdicts.items())]
-    rows += [("hallucinated sentences", flagged), ("sentences rewritten or removed", rewritten),
-             ("mean judge score before", mean(scores["before"])),
-             ("mean judge score after", mean(scores["after"]))]
+def _mean(values: list[int]) -> str:
+    return f"{sum(values) / len(values):.2f} (n={len(values)})" if values else "–"
+
+
+def _malformed_list(malformed: list[Malformed]) -> str:
+    """The skipped lines, by number and reason (the first ``_LISTED``); empty if none."""
+    if not malformed:
+        return ""
+    items = "".join(f"<li>line {m.line}: {escape(m.reason)}</li>" for m in malformed[:_LISTED])
+    rest = f"<li>… and {len(malformed) - _LISTED} more</li>" if len(malformed) > _LISTED else ""
+    return (f"<details><summary>Malformed records (skipped)</summary>"
+            f"<ul>{items}{rest}</ul></details>")
+
+
+def _summary(tally: _Tally) -> str:
+    rows: list[tuple[str, object]] = [("records", sum(tally.verdicts.values()))]
+    rows += [("malformed records (skipped)", len(tally.malformed))] if tally.malformed else []
+    rows += [(f"verdict: {name}", count) for name, count in sorted(tally.verdicts.items())]
+    rows += [("hallucinated sentences", tally.flagged),
+             ("sentences rewritten or removed", tally.rewritten),
+             ("mean judge score before", _mean(tally.scores["before"])),
+             ("mean judge score after", _mean(tally.scores["after"]))]
     body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
-    return f'<table class="summary">{body}</table>'
+    return f'<table class="summary">{body}</table>{_malformed_list(tally.malformed)}'
 
 
-def write_report(results: Path, out: TextIO, *, title: str = "conli audit report") -> int:
-    """Write the whole HTML document to ``out``; return how many records it shows."""
+@dataclass(frozen=True)
+class Written:
+    """What ``write_report`` wrote: how many records it shows, and the lines it skipped."""
+
+    records: int
+    malformed: list[Malformed]
+
+
+def write_report(results: Path, out: TextIO, *, title: str = "conli audit report") -> Written:
+    """Write the whole HTML document to ``out``; malformed lines are skipped and counted."""
     out.write(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
               f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
               f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
               f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(str(results.name))}</p>")
-    out.write(_summary(results))
+    tally = _Tally()
+    for item in iter_results(results):
+        tally.add(item)
+    out.write(_summary(tally))
     count = 0
-    for count, record in enumerate(iter_results(results), 1):
-        out.write(render_record(record, count))
+    for item in iter_results(results):
+        if not isinstance(item, Malformed):
+            count += 1
+            out.write(render_record(item, count))
     out.write("</body></html>\n")
-    return count
+    return Written(count, tally.malformed)
 
 
 # --- command line -------------------------------------------------------------------------
@@ -256,6 +367,11 @@ def run_report(args: argparse.Namespace) -> int:
         raise InputError(f"cannot read results file {str(args.results)!r}")
     target: Path = args.output
     with atomic_writer(target) as handle:
-        count = write_report(args.results, handle, title=args.title)
-    print(f"conli report: {count} records -> {target}")
+        written = write_report(args.results, handle, title=args.title)
+    print(f"conli report: {written.records} records -> {target}")
+    if written.malformed:
+        lines = ", ".join(str(m.line) for m in written.malformed[:10])
+        more = ", …" if len(written.malformed) > 10 else ""
+        print(f"conli report: malformed records skipped: {len(written.malformed)} "
+              f"(lines {lines}{more})", file=sys.stderr)
     return 0
