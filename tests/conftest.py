@@ -40,11 +40,11 @@ def nli_answer(labels: list[str], messages: list[Message] | None = None) -> str:
     one_claim = messages is not None and '<claim id="' not in messages[-1]["content"]
     if one_claim and len(labels) == 1:
         (label,) = labels
-        return json.dumps({"evidence": "", "reasoning": f"because {label}", "label": label})
+        return json.dumps({"evidence": "quoted", "reasoning": f"because {label}", "label": label})
     return json.dumps(
         {
             "judgements": [
-                {"id": i, "evidence": "", "reasoning": f"because {label}", "label": label}
+                {"id": i, "evidence": "quoted", "reasoning": f"because {label}", "label": label}
                 for i, label in enumerate(labels)
             ]
         }

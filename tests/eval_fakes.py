@@ -43,10 +43,10 @@ def respond(messages: list[Message]) -> str:
     if "<claim>" in user:  # the one-claim prompt (v3): a bare object
         (claim,) = re.findall(r"<claim>(.*?)</claim>", user, re.S)
         label = "entailment" if _norm(claim) in source else "contradiction"
-        return json.dumps({"evidence": "", "reasoning": "string match", "label": label})
+        return json.dumps({"evidence": "quoted", "reasoning": "string match", "label": label})
     claims = re.findall(r'<claim id="(\d+)">(.*?)</claim>', user, re.S)
     return json.dumps({"judgements": [
-        {"id": int(i), "evidence": "", "reasoning": "string match",
+        {"id": int(i), "evidence": "quoted", "reasoning": "string match",
          "label": "entailment" if _norm(c) in source else "contradiction"}
         for i, c in claims]})
 

@@ -144,7 +144,7 @@ def nli_answer(texts: list[str], label: Callable[[str], str], skip: Callable[[st
         lambda _t: False)) -> dict[str, Any]:
     """A chain-of-thought NLI answer for ``texts``, leaving out the ones ``skip`` picks."""
     return {"judgements": [
-        {"id": i, "evidence": "", "reasoning": "scripted", "label": label(t)}
+        {"id": i, "evidence": "quoted", "reasoning": "scripted", "label": label(t)}
         for i, t in enumerate(texts) if not skip(t)
     ]}
 

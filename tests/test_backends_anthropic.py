@@ -12,7 +12,7 @@ from conli.agents.nli import Hypothesis, judge_hypotheses
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import AuthenticationError
+from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import Judgement
 from tests.http_fakes import (
     Reply,
@@ -134,12 +134,11 @@ def test_slow_response_past_timeout_is_retried(anthropic_at):
     assert len(server.requests) == 2
 
 
-def test_malformed_http_body_is_retried_then_unverified(anthropic_at):
+def test_malformed_http_body_is_retried_then_fails_the_check(anthropic_at):
     server, backend, settings = anthropic_at(lambda r: Reply(200, b'{"id": "msg_01", "cont'))
-    judgements = _judge(backend, settings)
-    assert [j.verdict for j in judgements] == ["unverified", "unverified"]
-    assert all("unreadable" in (j.error or "") for j in judgements)
-    assert len(server.requests) == 4  # every attempt of retry.py, then give up: never supported
+    with pytest.raises(TransientBackendError, match="unreadable"):
+        _judge(backend, settings)  # a backend that never answers is an error, never supported
+    assert len(server.requests) == 4  # every attempt of retry.py, then give up
 
 
 def test_invalid_answer_gets_one_reask_then_unverified(anthropic_at):
@@ -171,6 +170,6 @@ def test_auth_error_fails_fast_without_retry(anthropic_at):
         lambda r: Reply(401, anthropic_error("authentication_error", "invalid x-api-key")))
     with pytest.raises(AuthenticationError, match="API key"):
         backend.complete([{"role": "user", "content": "hi"}], max_tokens=8)
-    judgements = _judge(backend, settings)
-    assert [j.verdict for j in judgements] == ["unverified", "unverified"]
+    with pytest.raises(AuthenticationError):
+        _judge(backend, settings)
     assert len(server.requests) == 2  # one direct call, one judged batch: no retries at all

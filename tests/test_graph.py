@@ -219,19 +219,14 @@ class FailingRecognizer:
         raise self.error
 
 
-def test_ner_that_cannot_run_leaves_a_passed_sentence_unverified(settings):
+def test_ner_that_cannot_run_fails_the_check_never_passes_it(settings):
     import pytest
 
     from conli.errors import AuthenticationError, TransientBackendError
 
     checker = Checker(settings, backend=ScriptedBackend(responder=rule_responder()))
     inputs = {"source": SOURCE, "response": "The Riverside bridge opened in 1998."}
-    deps = replace(checker.deps, ner=FailingRecognizer(TransientBackendError("503 from NER")))
-    state = checker.graph.invoke(inputs, context=deps)
-    sentence = state["sentences"][0]
-    assert sentence.verdict == "unverified"
-    assert "entity recognition failed: 503 from NER" in sentence.reasons[0]
-
-    deps = replace(checker.deps, ner=FailingRecognizer(AuthenticationError("bad key")))
-    with pytest.raises(AuthenticationError):  # a key to fix fails fast, not per sentence
-        checker.graph.invoke(inputs, context=deps)
+    for error in (TransientBackendError("503 from NER"), AuthenticationError("bad key")):
+        deps = replace(checker.deps, ner=FailingRecognizer(error))
+        with pytest.raises(type(error)):  # a recognizer that cannot run is the check's error
+            checker.graph.invoke(inputs, context=deps)

@@ -33,7 +33,7 @@ def test_batches_follow_the_setting_and_a_skipped_hypothesis_is_asked_again(sett
         json.dumps(
             {
                 "judgements": [
-                    {"id": 0, "evidence": "", "reasoning": "r", "label": "entailment"},
+                    {"id": 0, "evidence": "q", "reasoning": "r", "label": "entailment"},
                     {"id": 2, "evidence": "", "reasoning": "r", "label": "neutral"},
                 ]
             }
@@ -55,7 +55,7 @@ def test_a_hypothesis_never_answered_is_unverified_not_supported(settings):
         return json.dumps(
             {
                 "judgements": [
-                    {"id": i, "evidence": "", "reasoning": "r", "label": "entailment"}
+                    {"id": i, "evidence": "q", "reasoning": "r", "label": "entailment"}
                     for i, claim in enumerate(claims_of(messages))
                     if claim != "B"
                 ]

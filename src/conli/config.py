@@ -77,13 +77,26 @@ class Settings(BaseSettings):
     verify_rewrites: bool = Field(
         True, description="re-check each rewrite; remove the sentence if still unsupported"
     )
+    keep_unverified_rewrites: bool = Field(
+        False,
+        description="keep a rewrite whose re-check could not complete (marked unverified); "
+        "off: remove the sentence instead",
+    )
     judge: bool = True
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
 
     max_source_chars: int = Field(200_000, ge=1)
     max_response_chars: int = Field(20_000, ge=1)
+    max_response_sentences: int | None = Field(
+        None, ge=1, description="refuse a response of more sentences (the service sets its own)"
+    )
     max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
+    check_deadline_seconds: float | None = Field(
+        900.0,
+        gt=0,
+        description="no model call starts after a check has run this long (None: no limit)",
+    )
     temperature: float = Field(0.0, ge=0.0, le=2.0)
 
     # service and batch (issue 5) ---------------------------------------------------------

@@ -1,8 +1,20 @@
-"""Turn user bytes into checkable text, or refuse with a clear error before any model call."""
+"""Turn user bytes into checkable text, or refuse with a clear error before any model call.
+
+``validate_text`` is the one check every front door (CLI, batch, service, eval, library)
+applies to a source or response, so a text one door refuses, every door refuses.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from conli.errors import EmptyInputError, EncodingError, InputTooLargeError
+
+# C0 controls other than tab, newline, vertical tab, form feed and carriage return, and
+# DEL: no prose contains them, and a terminal or a model would act on them as commands.
+_CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def decode_text(data: bytes, *, name: str) -> str:
@@ -18,12 +30,27 @@ def decode_text(data: bytes, *, name: str) -> str:
         ) from exc
 
 
-def validate_text(text: str, *, name: str, max_chars: int) -> str:
-    """Refuse empty, whitespace-only, binary-looking or oversized text; return it unchanged."""
+def validate_text(text: object, *, name: str, max_chars: int) -> str:
+    """Refuse empty, binary-looking, unencodable, control-laden or oversized text.
+
+    Returns the text unchanged: nothing is silently cleaned, so offsets into it hold.
+    """
     if not isinstance(text, str):
-        raise EncodingError(f"{name} must be text (str), got {type(text).__name__}")
+        raise EncodingError(f"{name} must be text (a string), got {type(text).__name__}")
     if "\x00" in text:
         raise EncodingError(f"{name} contains NUL characters; give plain text")
+    surrogate = _SURROGATE.search(text)
+    if surrogate:
+        raise EncodingError(
+            f"{name} is not valid Unicode: a lone surrogate (U+{ord(surrogate.group()):04X}) "
+            f"at character {surrogate.start()}"
+        )
+    control = _CONTROL.search(text)
+    if control:
+        raise EncodingError(
+            f"{name} contains the control character U+{ord(control.group()):04X} at character "
+            f"{control.start()}; give plain text"
+        )
     if not text.strip():
         raise EmptyInputError(f"{name} is empty")
     if len(text) > max_chars:
@@ -32,3 +59,34 @@ def validate_text(text: str, *, name: str, max_chars: int) -> str:
             f"raise CONLI_MAX_{name.upper()}_CHARS if you mean it"
         )
     return text
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    """A source and response (and optional question) that passed ``validate_text``.
+
+    Built once by ``check_input`` at the front door that received the texts; the pipeline
+    takes only this type, so no text reaches a model unvalidated and none is validated twice.
+    """
+
+    source: str
+    response: str
+    question: str | None = None
+
+
+def check_input(
+    source: object,
+    response: object,
+    *,
+    max_source_chars: int,
+    max_response_chars: int,
+    question: object = None,
+) -> CheckInput:
+    """Validate the texts of one check; ``InputError`` names the first problem."""
+    return CheckInput(
+        source=validate_text(source, name="source", max_chars=max_source_chars),
+        response=validate_text(response, name="response", max_chars=max_response_chars),
+        question=None if question is None else validate_text(
+            question, name="question", max_chars=max_source_chars
+        ),
+    )

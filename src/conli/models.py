@@ -130,6 +130,9 @@ class Judgement(BaseModel):
     verdict: Verdict
     label: NLILabel | None = None
     evidence: str = ""
+    evidence_in_source: bool | None = Field(
+        None, description="the quoted evidence occurs in the source (None: nothing quoted)"
+    )
     reasoning: str = ""
     entity: Entity | None = None
     error: str | None = None
@@ -200,6 +203,9 @@ class UsageTotals(BaseModel):
     cached_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    failed_attempts: int = Field(
+        0, description="model calls that failed and were retried (transient errors)"
+    )
     prefill_seconds: float | None = Field(
         None, description="the model's prompt-reading time, where every call's server reports it"
     )

@@ -15,10 +15,11 @@ from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.graph import Deps, build_graph
-from conli.inputs import validate_text
+from conli.inputs import CheckInput, check_input
 from conli.models import CheckResult, Mitigation, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
+from conli.run_context import Progress, scope
 from conli.windows import MIN_WINDOW_TOKENS
 
 # Characters per token is ~4 for English with Qwen/GPT tokenizers; 4.5 only refuses a
@@ -54,18 +55,45 @@ class Checker:
         """The compiled graph, built once; invoke it with ``context=self.deps``."""
         return self._graph
 
-    def check(self, source: str, response: str, *, settings: Settings | None = None) -> CheckResult:
+    def check(
+        self,
+        source: str,
+        response: str,
+        *,
+        question: str | None = None,
+        settings: Settings | None = None,
+    ) -> CheckResult:
         """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check.
 
         ``settings`` overrides this checker's for one call (e.g. detect only), reusing the
-        same backend and compiled graph.
+        same backend and compiled graph. A backend that cannot be used raises
+        ``BackendError``: the check failed, it did not find the text supported.
         """
+        limits = settings or self.settings
+        checked = check_input(
+            source,
+            response,
+            question=question,
+            max_source_chars=limits.max_source_chars,
+            max_response_chars=limits.max_response_chars,
+        )
+        return self.run(checked, settings=settings)
+
+    def run(
+        self,
+        checked: CheckInput,
+        *,
+        settings: Settings | None = None,
+        progress: Progress | None = None,
+    ) -> CheckResult:
+        """Check input that a front door already validated (``check_input``)."""
         deps = self._deps if settings is None else replace(self._deps, settings=settings)
-        validate_text(source, name="source", max_chars=deps.settings.max_source_chars)
-        validate_text(response, name="response", max_chars=deps.settings.max_response_chars)
-        self._refuse_if_response_cannot_fit(response)
+        self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
-        state = self._graph.invoke({"source": source, "response": response}, context=deps)
+        with scope(deps.settings.check_deadline_seconds, progress):
+            state = self._graph.invoke(
+                {"source": checked.source, "response": checked.response}, context=deps
+            )
         return _to_result(state, self.backend, time.perf_counter() - started)
 
     def close(self) -> None:

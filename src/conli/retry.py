@@ -1,7 +1,8 @@
 """The one place calls are retried: transient failures only, with jittered backoff.
 
 Rate limits wait at least the provider's ``Retry-After``; authentication and bad-request
-errors are raised at once because no retry can fix them.
+errors are raised at once because no retry can fix them. No attempt starts, and no wait
+runs, past the check's deadline (``run_context``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tenacity import (
 )
 
 from conli.errors import RateLimitError, TransientBackendError
+from conli.run_context import check_deadline, remaining
 
 T = TypeVar("T")
 
@@ -34,15 +36,36 @@ class _WaitHonouringRetryAfter:
         error = state.outcome.exception() if state.outcome else None
         if isinstance(error, RateLimitError) and error.retry_after is not None:
             wait = max(wait, min(error.retry_after, self._max_wait))
-        return wait
+        left = remaining()
+        return wait if left is None else max(0.0, min(wait, left))
 
 
-def call_with_retries(fn: Callable[[], T], *, attempts: int = 4, max_wait: float = 30.0) -> T:
-    """Run ``fn``; retry ``TransientBackendError`` up to ``attempts`` tries in total."""
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 4,
+    max_wait: float = 30.0,
+    on_failure: Callable[[BaseException], None] | None = None,
+) -> T:
+    """Run ``fn``; retry ``TransientBackendError`` up to ``attempts`` tries in total.
+
+    ``on_failure`` sees every failed attempt that is retried (for usage accounting).
+    """
+
+    def attempt() -> T:
+        check_deadline()
+        return fn()
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        if on_failure is not None and error is not None:
+            on_failure(error)
+
     retrying = Retrying(
         retry=retry_if_exception_type(TransientBackendError),
         wait=_WaitHonouringRetryAfter(max_wait),
         stop=stop_after_attempt(attempts),
+        before_sleep=before_sleep,
         reraise=True,
     )
-    return retrying(fn)
+    return retrying(attempt)

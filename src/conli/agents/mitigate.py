@@ -7,13 +7,21 @@ offsets, so every sentence it was not asked about stays byte-identical by constr
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Literal
 
 from conli.agents.nli import Hypothesis, judge_hypotheses, nli_windows
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ContextOverflowError
-from conli.models import Mitigation, RewriteAnswer, RewriteItem, SentenceChange, SentenceResult
+from conli.models import (
+    Judgement,
+    Mitigation,
+    RewriteAnswer,
+    RewriteItem,
+    SentenceChange,
+    SentenceResult,
+)
 from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"
@@ -69,13 +77,27 @@ def mitigate(
         changes, verify_calls = verify_rewrites(backend, source, changes, settings)
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
-    missing = sorted(set(flagged) - {c.index for c in changes})
-    status = "partial" if missing else "rewritten"
-    error = (
-        f"sentences {missing} are still flagged: no usable rewrite came back" if missing else None
-    )
+    status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
     mitigation = Mitigation(status=status, changes=changes, error=error, template=TEMPLATE)
     return refined, mitigation, calls
+
+
+def _outcome(
+    missing: list[int], changes: list[SentenceChange]
+) -> tuple[Literal["rewritten", "partial"], str | None]:
+    """``partial`` when a flag is left in the text or a rewrite could not be verified."""
+    problems = []
+    if missing:
+        problems.append(f"sentences {missing} are still flagged: no usable rewrite came back")
+    unverified = [c.index for c in changes if c.rewrite_verdict == "unverified"]
+    if unverified:
+        kept = [c.index for c in changes if c.rewrite_verdict == "unverified"
+                and c.action == "rewrite"]
+        problems.append(
+            f"the rewrites of sentences {unverified} could not be verified"
+            + (f"; {kept} kept unverified" if kept else "; removed instead")
+        )
+    return ("partial" if problems else "rewritten"), ("; ".join(problems) or None)
 
 
 def relevant_source(
@@ -122,7 +144,9 @@ def verify_rewrites(
     """Judge each rewrite against the source; one still unsupported is removed instead.
 
     A small model sometimes "corrects" a sentence by restating the error, or copies its
-    neighbours; without this check such a rewrite would pass as a fix.
+    neighbours; without this check such a rewrite would pass as a fix. A rewrite whose
+    check could not complete is removed too unless ``keep_unverified_rewrites`` is set:
+    either way the change says so (``rewrite_verdict`` unverified, with the reason).
     """
     rewrites = [c for c in changes if c.action == "rewrite"]
     judged, calls = judge_hypotheses(
@@ -132,23 +156,38 @@ def verify_rewrites(
         level="sentence",
         settings=settings,
     )
-    verdicts = {c.index: j.verdict for c, j in zip(rewrites, judged, strict=True)}
+    by_index = {c.index: j for c, j in zip(rewrites, judged, strict=True)}
     checked = []
     for change in changes:
-        verdict = verdicts.get(change.index)
-        if verdict == "hallucinated":
-            change = change.model_copy(
-                update={
-                    "action": "remove",
-                    "after": "",
-                    "rewrite_verdict": verdict,
-                    "note": f"the proposed rewrite {change.after!r} was still unsupported",
-                }
-            )
-        elif verdict is not None:
-            change = change.model_copy(update={"rewrite_verdict": verdict})
+        judgement = by_index.get(change.index)
+        if judgement is not None:
+            change = _verified(change, judgement, keep_unverified=settings.keep_unverified_rewrites)
         checked.append(change)
     return checked, [replace(c, step="verify_rewrite") for c in calls]
+
+
+def _verified(
+    change: SentenceChange, judgement: Judgement, *, keep_unverified: bool
+) -> SentenceChange:
+    """The change as its check decided: kept, removed instead, or kept marked unverified."""
+    verdict = judgement.verdict
+    if verdict == "supported" or (verdict == "unverified" and keep_unverified):
+        note = None if verdict == "supported" else (
+            f"the rewrite could not be verified ({judgement.error}); kept as asked"
+        )
+        return change.model_copy(update={"rewrite_verdict": verdict, "note": note})
+    reason = (
+        "was still unsupported" if verdict == "hallucinated"
+        else f"could not be verified ({judgement.error})"
+    )
+    return change.model_copy(
+        update={
+            "action": "remove",
+            "after": "",
+            "rewrite_verdict": verdict,
+            "note": f"the proposed rewrite {change.after!r} {reason}; the sentence was removed",
+        }
+    )
 
 
 def apply_changes(

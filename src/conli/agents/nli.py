@@ -7,6 +7,7 @@ a batch that errors or never validates leaves its hypotheses ``unverified``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ from conli.models import (
     NLIReasonedItem,
     Verdict,
 )
+from conli.ner.grounding import SourceMentions
 from conli.prompts import render
+from conli.run_context import propagate, report
 from conli.windows import windows_for
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
@@ -55,6 +58,18 @@ class Hypothesis:
 def label_to_verdict(label: NLILabel) -> Verdict:
     """The paper's rule: only entailment is grounded; contradiction and neutral are not."""
     return "supported" if label == "entailment" else "hallucinated"
+
+
+def _verdict(label: NLILabel, evidence: str | None) -> Verdict:
+    """``label_to_verdict``, except that an entailment quoting nothing is not a pass.
+
+    ``evidence`` is None for prompts that do not ask for a quote. A quote that is not in
+    the source is recorded (``evidence_in_source``) but does not change the verdict:
+    on the 800 dev examples that rule cost 3.3 points of balanced accuracy.
+    """
+    if label == "entailment" and evidence is not None and not evidence.strip():
+        return "hallucinated"
+    return label_to_verdict(label)
 
 
 def tag_entity(sentence: str, start: int, end: int) -> str:
@@ -154,11 +169,10 @@ def _judge_in(
     calls: list[CallRecord] = []
     if settings.score_first and backend.scores_labels:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            scored = list(
-                pool.map(
-                    lambda h: score_hypothesis(backend, source, h.text, level, settings), hypotheses
-                )
-            )
+            def score(h: Hypothesis) -> tuple[float | None, list[CallRecord]]:
+                return score_hypothesis(backend, source, h.text, level, settings)
+
+            scored = list(pool.map(propagate(score), hypotheses))
         scores = [score for score, _ in scored]
         calls = [c for _, score_calls in scored for c in score_calls]
     passed = {
@@ -167,10 +181,18 @@ def _judge_in(
     to_reason = [h for i, h in enumerate(hypotheses) if i not in passed]
     size = batch_size(backend, settings)
     batches = [to_reason[i : i + size] for i in range(0, len(to_reason), size)]
+    done = [0]
+    lock = threading.Lock()
+
+    def judge_batch(batch: list[Hypothesis]) -> tuple[list[Judgement], list[CallRecord]]:
+        judged = _judge_batch(backend, source, batch, level, settings)
+        with lock:
+            done[0] += len(batch)
+            report(f"nli_{level}", done[0], len(to_reason))
+        return judged
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(
-            pool.map(lambda b: _judge_batch(backend, source, b, level, settings), batches)
-        )
+        results = list(pool.map(propagate(judge_batch), batches))
     reasoned = iter(j for batch_judgements, _ in results for j in batch_judgements)
     calls += [c for _, batch_calls in results for c in batch_calls]
     judgements = [
@@ -241,6 +263,7 @@ def _judge_batch(
     calls: list[CallRecord] = []
     pending = list(range(len(batch)))
     error = "the model gave no judgement for this hypothesis"
+    mentions = SourceMentions(source)
     for _ in range(2 if settings.max_reasks else 1):
         asked = _ask(backend, source, [batch[i] for i in pending], level, settings, template)
         calls.extend(asked.calls)
@@ -252,12 +275,14 @@ def _judge_batch(
         item_scores = read if len(read) == len(items) else [None] * len(items)
         for item, score in zip(items, item_scores, strict=True):
             original = pending[item.id]
+            evidence = getattr(item, "evidence", None)
             answered[original] = Judgement(
                 level=level,
                 hypothesis=batch[original].text,
-                verdict=label_to_verdict(item.label),
+                verdict=_verdict(item.label, evidence),
                 label=item.label,
-                evidence=getattr(item, "evidence", ""),
+                evidence=evidence or "",
+                evidence_in_source=mentions.quotes(evidence) if evidence else None,
                 reasoning=getattr(item, "reasoning", ""),
                 entity=batch[original].entity,
                 score=score,

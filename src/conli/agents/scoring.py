@@ -15,7 +15,6 @@ import math
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Completion, Message
 from conli.config import Settings
-from conli.errors import BackendError
 from conli.models import Level
 from conli.prompts import render
 from conli.retry import call_with_retries
@@ -71,13 +70,12 @@ def score_hypothesis(
     prompt = render(template, source=source, hypotheses=[hypothesis], cot=settings.chain_of_thought)
     opening = CLAIM_LABEL_PREFILL if settings.nli_prompt == "v3" else LABEL_PREFILL
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
-    try:
-        completion = call_with_retries(
-            lambda: backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
-        )
-    except BackendError:
-        return None, []
-    calls = [CallRecord(f"score_{level}", template, completion.usage)]
+    failures: list[BaseException] = []
+    completion = call_with_retries(
+        lambda: backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES),
+        on_failure=failures.append,
+    )
+    calls = [CallRecord(f"score_{level}", template, completion.usage, len(failures))]
     if not completion.top_logprobs:
         return None, calls
     return entailment_probability(completion.top_logprobs[0]), calls

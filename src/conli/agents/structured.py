@@ -1,8 +1,9 @@
 """Ask a backend for JSON, validate it into a Pydantic model, re-ask once on failure.
 
 The outcome is either a validated value or an error string: never a guessed default.
-Transient backend failures are retried in ``retry.py``; other backend errors and output
-that still fails validation come back as errors for the caller to mark ``unverified``.
+Transient backend failures are retried in ``retry.py``; output that still fails validation
+comes back as an error for the caller to mark ``unverified``. A backend that cannot be used
+(``BackendError`` after retries) is not an answer: it propagates and fails the check.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from conli.backends.base import Backend, CallUsage, Completion, Message
-from conli.errors import BackendError
 from conli.models import UsageTotals
-from conli.prompts import render
+from conli.prompts import defuse, render
 from conli.retry import call_with_retries
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+# An answer longer than this many characters per token asked for cannot be the answer we
+# asked for (a server that ignores max_tokens, or garbage): it is refused unparsed.
+MAX_CHARS_PER_TOKEN = 16
+ECHO_CHARS = 2000  # how much of an invalid answer a re-ask shows the model again
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class CallRecord:
     step: str
     template: str
     usage: CallUsage
+    failed_attempts: int = 0  # attempts that failed and were retried before this one
 
 
 def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
@@ -39,6 +44,7 @@ def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
     The prefill/decode split is summed only when every call reported it: a partial sum
     would look like the whole.
     """
+    calls = list(calls)
     usages = [call.usage for call in calls]
     prefill = [u.prefill_seconds for u in usages]
     decode = [u.decode_seconds for u in usages]
@@ -48,6 +54,7 @@ def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
         cached_tokens=sum(u.cached_tokens for u in usages),
         completion_tokens=sum(u.completion_tokens for u in usages),
         seconds=sum(u.seconds for u in usages),
+        failed_attempts=sum(call.failed_attempts for call in calls),
         prefill_seconds=_sum_all(prefill),
         decode_seconds=_sum_all(decode),
     )
@@ -118,20 +125,24 @@ def ask_structured(
     calls: list[CallRecord] = []
     error = "no answer"
     for attempt in range(max_reasks + 1):
+        failures: list[BaseException] = []
+        completion = call_with_retries(
+            lambda sent=conversation: backend.complete(  # type: ignore[misc]
+                sent,
+                max_tokens=max_tokens,
+                json_schema=schema,
+                temperature=temperature,
+                top_logprobs=top_logprobs,
+            ),
+            on_failure=failures.append,
+        )
+        calls.append(CallRecord(step, template, completion.usage, len(failures)))
         try:
-            completion = call_with_retries(
-                lambda sent=conversation: backend.complete(  # type: ignore[misc]
-                    sent,
-                    max_tokens=max_tokens,
-                    json_schema=schema,
-                    temperature=temperature,
-                    top_logprobs=top_logprobs,
+            if len(completion.text) > MAX_CHARS_PER_TOKEN * max_tokens + ECHO_CHARS:
+                raise ValueError(
+                    f"the answer has {len(completion.text):,} characters, far more than "
+                    f"{max_tokens} tokens can hold"
                 )
-            )
-        except BackendError as exc:
-            return Asked(None, f"backend error: {exc}", calls)
-        calls.append(CallRecord(step, template, completion.usage))
-        try:
             value = parse_json_model(completion.text, model)
             if check is not None:
                 check(value)
@@ -144,10 +155,17 @@ def ask_structured(
             reask = render("reask.v1", error=error).messages
             conversation = [
                 *conversation,
-                {"role": "assistant", "content": completion.text},
+                {"role": "assistant", "content": _echo(completion.text)},
                 *reask,
             ]
     return Asked(None, error, calls)
+
+
+def _echo(text: str) -> str:
+    """The start of an invalid answer, to show the model what it sent (capped)."""
+    if len(text) <= ECHO_CHARS:
+        return defuse(text)
+    return defuse(text[:ECHO_CHARS]) + f" [... {len(text) - ECHO_CHARS:,} more characters]"
 
 
 def exact_items_schema(

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from conli.graph import nodes
 from conli.graph.deps import Deps
 from conli.graph.state import CheckInput, CheckOutput, CheckState
+from conli.run_context import report
 
 
 def route_after_sentences(
@@ -41,10 +42,11 @@ def route_to_judge(state: CheckState, runtime: Runtime[Deps]) -> Literal["judge"
 
 
 def _timed(name: str, node: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """Add the node's wall time to ``timings`` without touching the node itself."""
+    """Add the node's wall time to ``timings``, and report its start, without touching it."""
 
     @wraps(node)
     def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        report(name, 0, 0)
         started = time.perf_counter()
         update = node(*args, **kwargs)
         return {**update, "timings": {name: time.perf_counter() - started}}

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.nli import Hypothesis, judge_hypotheses, tag_entity
-from conli.errors import AuthenticationError, BackendError, BadRequestError
+from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps
 from conli.graph.state import CheckState
 from conli.models import Judgement, Mitigation, SentenceResult, Verdict
@@ -19,7 +19,13 @@ from conli.segment import select_claims, split_response
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Cut the response into sentences, keeping character offsets."""
-    return {"segments": split_response(state["response"], runtime.context.nlp)}
+    segments = split_response(state["response"], runtime.context.nlp)
+    limit = runtime.context.settings.max_response_sentences
+    if limit is not None and len(segments) > limit:
+        raise InputTooLargeError(
+            f"the response has {len(segments)} sentences, over the limit of {limit}"
+        )
+    return {"segments": segments}
 
 
 def select(state: CheckState) -> dict[str, Any]:
@@ -70,13 +76,7 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     hypotheses = []
     grouped: dict[int, list[Judgement]] = {}
     for sentence in passed:
-        try:
-            found = deps.ner.entities(sentence.text)
-        except (AuthenticationError, BadRequestError):
-            raise  # the user must fix a key or a setting: fail fast, never retry per sentence
-        except BackendError as exc:  # NER could not run: this sentence's re-check is unknown
-            grouped[sentence.index] = [_ner_failed(sentence.text, exc)]
-            continue
+        found = deps.ner.entities(sentence.text)  # a NER backend that fails fails the check
         entities[sentence.index] = [
             e.model_copy(
                 update={
@@ -98,16 +98,6 @@ def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     for hypothesis, judgement in zip(hypotheses, judgements, strict=True):
         grouped.setdefault(hypothesis.sentence, []).append(judgement)
     return {"entities": entities, "entity_judgements": grouped, "calls": calls}
-
-
-def _ner_failed(sentence: str, error: BackendError) -> Judgement:
-    return Judgement(
-        level="entity",
-        hypothesis=sentence,
-        verdict="unverified",
-        error=f"entity recognition failed: {error}",
-        template="none",
-    )
 
 
 def merge(state: CheckState) -> dict[str, Any]:
@@ -154,8 +144,15 @@ def _reason(judgement: Judgement) -> str:
     if judgement.verdict == "unverified":
         return f"could not be checked: {judgement.error}"
     subject = f"[{judgement.entity.text}] " if judgement.entity else ""
-    evidence = f' Source: "{judgement.evidence}"' if judgement.evidence else ""
-    return f"{subject}{judgement.label}: {judgement.reasoning}{evidence}".strip()
+    evidence = ""
+    if judgement.evidence:
+        where = "Source" if judgement.evidence_in_source else "Quoted, but not found in the source"
+        evidence = f' {where}: "{judgement.evidence}"'
+
+    label: str | None = judgement.label
+    if label == "entailment" and judgement.verdict == "hallucinated":
+        label = "entailment claimed without quoting the source"
+    return f"{subject}{label}: {judgement.reasoning}{evidence}".strip()
 
 
 def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ import unicodedata
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _SPACE = re.compile(r"\s+")
 _POSSESSIVE = re.compile(r"'s$")
+_ELLIPSIS = re.compile(r"\.\.\.|…")
+_QUOTE_EDGES = " .,;:\"'"
 
 
 def normalize(text: str) -> str:
@@ -35,3 +37,13 @@ class SourceMentions:
             return False
         pattern = rf"(?<!\w){re.escape(needle)}(?!\w)"
         return re.search(pattern, self._source) is not None
+
+    def quotes(self, evidence: str) -> bool:
+        """True if ``evidence`` is a quote of the source: every part between ellipses occurs.
+
+        Case, spacing and quote marks are normalised, and the quote's own trailing
+        punctuation is ignored; otherwise the words must appear as written.
+        """
+        parts = [normalize(p).strip(_QUOTE_EDGES) for p in _ELLIPSIS.split(evidence)]
+        parts = [p for p in parts if p]
+        return bool(parts) and all(p in self._source for p in parts)

@@ -22,6 +22,16 @@ from conli.errors import ConfigError
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
 _OUR_TAGS = re.compile(r"<(/?)(source|text|claim|sentence)\b", re.IGNORECASE)
+# Chat-template control tokens of the model families we serve, which a tokenizer would read
+# as a turn boundary: ChatML / Qwen / Llama 3 / Phi `<|...|>`, DeepSeek's full-width
+# `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>.
+_TEMPLATE_TOKENS = re.compile(
+    r"<(?=[|｜])"
+    r"|<(?=/?(?:start_of_turn|end_of_turn|bos|eos|s|pad|unk)>)"
+    r"|<(?=<?/?SYS>>)"
+    r"|\[(?=/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\])",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +43,13 @@ class Prompt:
 
 
 def defuse(text: str) -> str:
-    """Neutralise our delimiter tags inside user data so data cannot close a block."""
-    return _OUR_TAGS.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+    """Neutralise our delimiter tags and chat-template tokens inside user data.
+
+    The opening bracket becomes a look-alike (``‹``, ``［``), so the model still reads the
+    text but no tokenizer reads a block boundary or a new chat turn in it.
+    """
+    text = _OUR_TAGS.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+    return _TEMPLATE_TOKENS.sub(lambda m: "［" if m.group() == "[" else "‹", text)
 
 
 def _environment(search_path: Path) -> Environment:

@@ -1,0 +1,70 @@
+"""What one check carries through every layer without threading it through each call.
+
+A check's deadline and its progress listener live in context variables: ``retry`` reads the
+deadline before each attempt, the NLI agent reports progress, and worker threads inherit
+both through ``propagate``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+from conli.errors import DeadlineExceededError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Progress = Callable[[str, int, int], None]  # (step, done, total)
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+_progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "progress", default=None
+)
+
+
+@contextmanager
+def scope(deadline_seconds: float | None, progress: Progress | None = None) -> Iterator[None]:
+    """Run the body as one check: no model call starts after ``deadline_seconds``."""
+    end = None if deadline_seconds is None else time.monotonic() + deadline_seconds
+    tokens = (_deadline.set(end), _progress.set(progress))
+    try:
+        yield
+    finally:
+        _deadline.reset(tokens[0])
+        _progress.reset(tokens[1])
+
+
+def remaining() -> float | None:
+    """Seconds left before the check's deadline (None: no deadline)."""
+    end = _deadline.get()
+    return None if end is None else end - time.monotonic()
+
+
+def check_deadline() -> None:
+    """Raise ``DeadlineExceededError`` once the check's deadline has passed."""
+    left = remaining()
+    if left is not None and left <= 0:
+        raise DeadlineExceededError(
+            "the check ran past its deadline (CONLI_CHECK_DEADLINE_SECONDS); "
+            "no further model call was started"
+        )
+
+
+def report(step: str, done: int, total: int) -> None:
+    """Tell the check's progress listener, if any, how far ``step`` has got."""
+    listener = _progress.get()
+    if listener is not None:
+        listener(step, done, total)
+
+
+def propagate(fn: Callable[P, T]) -> Callable[P, T]:
+    """``fn`` run in a copy of the caller's context, for worker threads."""
+    context = contextvars.copy_context()
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return context.copy().run(fn, *args, **kwargs)
+
+    return run
