@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conli.batch import done_ids, make_worker, run
+from conli.batch import done_ids, make_worker, record_key, run
 from conli.config import Settings
 from tests import scripted
 
@@ -48,12 +48,13 @@ def test_modes_and_failing_records(tmp_path: Path, mode: str) -> None:
     work = make_worker(Settings(), mode, backend)  # type: ignore[arg-type]
     summary = run(src, out, work, concurrency=3, progress=False)
 
-    rows = {str(r["id"]): r for r in _out(out)}
-    assert set(rows) == {"r0", "r1", "r2", "r3", "empty", "7", "<line 7>"}
-    assert rows["empty"]["error"]["type"] == "EmptyInputError"
-    assert rows["7"]["ok"] is False and "<line 7>" in rows
+    rows = {record_key(r): r for r in _out(out)}
+    assert set(rows) == {'"r0"', '"r1"', '"r2"', '"r3"', '"empty"', "7", "line 7"}
+    assert rows['"empty"']["error"]["type"] == "EmptyInputError"
+    assert rows["7"]["ok"] is False and rows["line 7"]["id"] is None
+    assert not rows["7"]["retryable"] and not rows["line 7"]["retryable"]
     assert summary.errors == 3 and summary.processed == 7
-    result = rows["r0"]["result"]
+    result = rows['"r0"']["result"]
     if mode == "judge":
         assert result["judge"]["score"] == 2 and summary.outcomes == Counter({"score 2": 4})
     else:
@@ -89,13 +90,13 @@ def test_resume_skips_done_ids_and_drops_a_torn_last_line(tmp_path: Path) -> Non
     _write_jsonl(src, [*records, records[1]])  # r1 twice in IN: processed once
     done = [{"id": "r0", "ok": True, "result": {"verdict": "supported"}}]
     _write_jsonl(out, done, tail='{"id": "r1", "ok": tr')  # killed mid-write
-    assert done_ids(out) == {"r0"} and out.read_bytes().endswith(b"}\n")
+    assert done_ids(out) == {'"r0"'} and out.read_bytes().endswith(b"}\n")
 
     work = make_worker(Settings(), "check", scripted.backend())
     summary = run(src, out, work, concurrency=1, progress=False)
     ids = [r["id"] for r in _out(out)]
-    assert sorted(ids) == ["r0", "r1", "r2", "r3", "r4"]
-    assert summary.skipped == 1 and summary.duplicates == 1 and summary.processed == 4
+    assert sorted(ids, key=str) == [None, "r0", "r1", "r2", "r3", "r4"]  # None: the repeat
+    assert summary.skipped == 1 and summary.errors == 1 and summary.processed == 5
 
 
 def test_a_garbled_line_in_the_middle_of_out_is_refused(tmp_path: Path) -> None:
@@ -174,3 +175,81 @@ def test_fake_backend_is_not_registered_in_production() -> None:
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                            check=True)
     assert "fake" not in shown.stdout
+
+
+def test_a_record_that_cannot_be_encoded_is_an_error_record_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    # JSON may spell a lone surrogate; Python then holds text that no UTF-8 file can
+    bad = '{"id": "bad", "source": "' + SOURCE + '", "response": "It \\ud800 opened in 1962."}'
+    lines = [bad, json.dumps(_records(1)[0])]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    work = make_worker(Settings(), "check", scripted.backend())
+    summary = run(src, out, work, concurrency=1, progress=False)
+    rows = {r["id"]: r for r in _out(out)}
+    assert rows["bad"]["ok"] is False and rows["bad"]["error"]["type"] == "EncodingError"
+    assert "surrogate" in rows["bad"]["error"]["message"]
+    assert rows["r0"]["ok"] is True  # the good record behind it was done
+    assert summary.errors == 1
+    again = run(src, out, work, concurrency=1, progress=False)  # a re-run does not crash
+    assert again.skipped == 2 and again.processed == 0
+
+
+def test_ids_are_unambiguous_and_a_duplicate_is_an_error_record(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    base = _records(1)[0]
+    _write_jsonl(src, [{**base, "id": "1"}, {**base, "id": 1}, {**base, "id": "line 4"},
+                       {**base, "id": 1}], tail="not json\n")
+    work = make_worker(Settings(), "check", scripted.backend())
+    summary = run(src, out, work, concurrency=1, progress=False)
+    rows = _out(out)
+    by_key = {record_key(r): r for r in rows}
+    assert len(rows) == len(by_key) == 5  # every record once, none silently dropped
+    assert by_key['"1"']["ok"] and by_key["1"]["ok"] and by_key['"line 4"']["ok"]
+    assert "repeats the id of line 2" in by_key["line 4"]["error"]["message"]
+    assert by_key["line 5"]["id"] is None and not by_key["line 5"]["ok"]
+    assert summary.errors == 2
+    assert run(src, out, work, concurrency=1, progress=False).skipped == 5
+
+
+def test_a_dead_backend_fails_records_retryably_and_a_rerun_retries_them(tmp_path: Path) -> None:
+    from conli.backends.fake import ScriptedBackend
+    from conli.errors import AuthenticationError, TransientBackendError
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, _records(3))
+    flaky = ScriptedBackend(responder=lambda m: TransientBackendError("HTTP 503"))
+    summary = run(src, out, make_worker(Settings(), "check", flaky), concurrency=1,
+                  progress=False)
+    assert summary.errors == 3 and not summary.stopped
+    assert all(r["ok"] is False and r["retryable"] for r in _out(out))
+
+    dead = ScriptedBackend(responder=lambda m: AuthenticationError("HTTP 401: bad key"))
+    summary = run(src, out, make_worker(Settings(), "check", dead), concurrency=1,
+                  progress=False)
+    assert summary.stopped and "bad key" in summary.stopped  # stopped at the first record
+    assert summary.processed < 3  # no new record starts once one has stopped the run
+
+    summary = run(src, out, make_worker(Settings(), "check", scripted.backend()), concurrency=1,
+                  progress=False)
+    rows = _out(out)
+    assert summary.processed == 3 and summary.errors == 0
+    assert [r["id"] for r in rows] == ["r0", "r1", "r2"] and all(r["ok"] for r in rows)
+
+
+@pytest.mark.parametrize("target", ["dir", "missing-dir", "file-as-dir"])
+def test_batch_refuses_an_unwritable_out_before_any_work(tmp_path: Path, target: str) -> None:
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, _records(1))
+    (tmp_path / "afile").write_text("x")
+    out = {"dir": tmp_path, "missing-dir": tmp_path / "nope" / "out.jsonl",
+           "file-as-dir": tmp_path / "afile" / "out.jsonl"}[target]
+    env = {**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out), "--llm", "fake",
+         "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot write" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("fastapi")
 import uvicorn
 
+from conli.backends.base import Backend
 from conli.cli import main
 from conli.config import Settings
 from conli.errors import ConfigError
@@ -33,10 +34,10 @@ RESPONSE = "The library opened in 1962. The library is FALSE run by a charity."
 
 @contextmanager
 def serving(settings: Settings, *, sleep: float = 0.0, concurrency: int = 2,
-            open_access: bool = False) -> Iterator[str]:
+            open_access: bool = False, backend: Backend | None = None) -> Iterator[str]:
     """Run the app under uvicorn in a thread on a pre-bound loopback socket."""
-    app = create_app(settings, backend=scripted.backend(sleep=sleep, concurrency=concurrency),
-                     open_access=open_access)
+    app = create_app(settings, open_access=open_access,
+                     backend=backend or scripted.backend(sleep=sleep, concurrency=concurrency))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

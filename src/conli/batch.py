@@ -35,9 +35,17 @@ from rich.text import Text
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import InputError
-from conli.files import LogAppender, read_log
-from conli.frontdoor import MODES, Mode, judge_only, mode_settings
+from conli.errors import (
+    EXIT_INTERRUPTED,
+    AuthenticationError,
+    BackendUnavailableError,
+    InputError,
+    ModelStoreError,
+    boundary,
+)
+from conli.files import LogAppender, atomic_writer, ensure_appendable, json_line, read_log
+from conli.frontdoor import MODES, Mode, judge_only, mode_settings, settings_from
+from conli.inputs import check_input
 from conli.pipeline import Checker
 
 Record = dict[str, Any]
@@ -50,7 +58,6 @@ class Summary:
 
     processed: int = 0
     skipped: int = 0
-    duplicates: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     calls: int = 0
@@ -59,6 +66,7 @@ class Summary:
     completion_tokens: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    stopped: str | None = None  # the error that ended the run early
 
     def add(self, record: Record) -> None:
         """Count one written record."""
@@ -76,10 +84,10 @@ class Summary:
     def format(self) -> str:
         """Format the end-of-run summary as a few human-readable lines."""
         rate = self.processed / self.seconds if self.seconds else 0.0
-        state = "interrupted" if self.interrupted else "done"
+        state = "interrupted" if self.interrupted else "stopped" if self.stopped else "done"
         lines = [
             f"conli batch {state}: {self.processed} records in {self.seconds:.1f}s ({rate:.2f}/s); "
-            f"{self.skipped} already in OUT, {self.duplicates} duplicate ids ignored",
+            f"{self.skipped} already in OUT",
             "  " + " · ".join(
                 [f"{name} {count}" for name, count in sorted(self.outcomes.items())]
                 + [f"errors {self.errors}"]
@@ -87,6 +95,8 @@ class Summary:
             f"  {self.calls} model calls, {self.prompt_tokens:,} prompt tokens "
             f"({self.cached_tokens:,} cached), {self.completion_tokens:,} generated",
         ]
+        if self.stopped:
+            lines.append(f"  stopped early: {self.stopped}; fix it and re-run to resume")
         if self.interrupted:
             lines.append("  re-run the same command to resume")
         return "\n".join(lines)
@@ -104,16 +114,40 @@ def outcome(record: Record) -> str:
 # --- OUT: resume --------------------------------------------------------------------------
 
 
+def record_key(record: Record) -> str:
+    """The key a record is resumed and de-duplicated by: its id as JSON, else its line.
+
+    JSON keeps the string ``"1"`` and the integer ``1`` apart; a line that has no usable id
+    is keyed by its line number, which no id can spell.
+    """
+    if record.get("id") is None:
+        return f"line {record.get('line')}"
+    return json.dumps(record["id"])
+
+
 def done_ids(out: Path) -> set[str]:
-    """Ids already in OUT; a torn or garbled last line is cut off so appends stay clean."""
-    return set(read_log(out, lambda record: str(record["id"])))
+    """Keys of the records OUT holds for good; a torn or garbled last line is cut off.
+
+    A record that failed for a reason a re-run can cure (``retryable``: the backend could
+    not be used) is not done: it is dropped from OUT, rewritten whole, and runs again.
+    """
+    records = read_log(out, _as_record)
+    kept = [r for r in records if not (r.get("ok") is False and r.get("retryable"))]
+    if len(kept) != len(records):
+        with atomic_writer(out) as handle:
+            handle.writelines(json_line(r).decode("utf-8") for r in kept)
+    return {record_key(r) for r in kept}
 
 
-def _record_key(value: Any) -> str | None:
+def _as_record(value: Any) -> Record:
+    if not isinstance(value, dict) or ("id" not in value and "line" not in value):
+        raise ValueError("not a result record")
+    return value
+
+
+def _usable_id(value: Any) -> bool:
     """Ids are strings or integers; anything else is refused."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return None
-    return str(value)
+    return not isinstance(value, bool) and isinstance(value, str | int)
 
 
 # --- IN: stream -------------------------------------------------------------------------
@@ -142,7 +176,7 @@ def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
                 continue
             if not isinstance(record, dict):
                 yield number, f"line {number} is not a JSON object"
-            elif _record_key(record.get("id")) is None:
+            elif not _usable_id(record.get("id")):
                 yield number, f"line {number} has no usable id (a string or an integer)"
             else:
                 yield number, record
@@ -162,17 +196,33 @@ def make_worker(
         source, response = record.get("source"), record.get("response")
         out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response}
         try:
-            if not isinstance(source, str) or not isinstance(response, str):
-                raise InputError("a record needs string fields source and response")
+            checked = check_input(
+                source, response, question=record.get("question"),
+                max_source_chars=run_settings.max_source_chars,
+                max_response_chars=run_settings.max_response_chars,
+            )
             if checker is None:
-                result: Any = judge_only(backend, source, response, run_settings)
+                result: Any = judge_only(backend, checked, run_settings)
             else:
-                result = checker.check(source, response)
+                result = checker.run(checked)
         except Exception as exc:
-            return {**out, "ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
+            if _fatal(exc):
+                raise  # ``run`` records it and stops: every later record would fail alike
+            return {**out, **failure(exc)}
         return {**out, "ok": True, "result": result.model_dump(mode="json")}
 
     return work
+
+
+def failure(error: BaseException) -> Record:
+    """The ``ok: false`` part of a record; ``retryable`` when a re-run may cure it."""
+    return {"ok": False, "retryable": boundary(error).exit_code != 2,
+            "error": {"type": type(error).__name__, "message": str(error)}}
+
+
+def _fatal(error: BaseException) -> bool:
+    """A failure every later record would share: stop the run instead of repeating it."""
+    return isinstance(error, AuthenticationError | BackendUnavailableError | ModelStoreError)
 
 
 class _RateColumn(ProgressColumn):
@@ -198,54 +248,67 @@ def run(
     concurrency: int,
     progress: bool = True,
 ) -> Summary:
-    """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT."""
+    """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
+
+    An error that every later record would share (``work`` raises it: bad credentials, a
+    backend that cannot start) is written for its record and stops the run.
+    """
     if not in_path.is_file():
         raise InputError(f"cannot read input file {str(in_path)!r}")
     started = time.perf_counter()
     summary = Summary()
     done = done_ids(out_path)
-    seen: set[str] = set()
+    first_line: dict[str, int] = {}
     total = max(count_lines(in_path) - len(done), 0)
     writer = LogAppender(out_path)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
-    pending: set[Future[Record]] = set()
+    pending: dict[Future[Record], Record] = {}
     bar = _progress(progress)
     task = bar.add_task("records", total=total)
 
+    def emit(record: Record) -> None:
+        writer.write(record)
+        summary.add(record)
+        bar.advance(task)
+
     def drain(block_until: int) -> None:
-        nonlocal pending
         while len(pending) > block_until:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                record = future.result()
-                writer.write(record)
-                summary.add(record)
-                bar.advance(task)
+                record = pending.pop(future)
+                error = future.exception()
+                if error is None:
+                    emit(future.result())
+                    continue
+                emit({"id": record["id"], "source": record.get("source"),
+                      "response": record.get("response"), **failure(error)})
+                summary.stopped = f"{type(error).__name__}: {error}"
 
     try:
         with bar:
             for number, item in read_records(in_path):
-                key = f"<line {number}>" if isinstance(item, str) else str(item["id"])
+                if summary.stopped:
+                    break
+                key = f"line {number}" if isinstance(item, str) else json.dumps(item["id"])
+                bad = item if isinstance(item, str) else None
+                if bad is None and key in first_line:
+                    bad = f"line {number} repeats the id of line {first_line[key]}"
+                    key = f"line {number}"
+                first_line.setdefault(key, number)
                 if key in done:
                     summary.skipped += 1
-                elif key in seen:
-                    summary.duplicates += 1
-                elif isinstance(item, str):  # unreadable line: recorded, never retried
-                    seen.add(key)
-                    bad = {"id": key, "ok": False, "error": {"type": "InputError", "message": item}}
-                    writer.write(bad)
-                    summary.add(bad)
-                    bar.advance(task)
-                else:
-                    seen.add(key)
-                    pending.add(pool.submit(work, item))
+                elif bad is not None:  # unreadable line or duplicate id: recorded, never retried
+                    emit({"id": None, "line": number, "ok": False, "retryable": False,
+                          "error": {"type": "InputError", "message": bad}})
+                elif isinstance(item, dict):
+                    pending[pool.submit(work, item)] = item
                     drain(block_until=2 * concurrency - 1)  # bounded memory however big IN is
             drain(block_until=0)
-            bar.update(task, total=bar.tasks[0].completed)  # duplicates made the estimate high
+            bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
     except KeyboardInterrupt:
         summary.interrupted = True
-        for future in [f for f in pending if f.done()]:  # finished: keep them
-            writer.write(future.result())
+        for future in [f for f in pending if f.done() and f.exception() is None]:
+            writer.write(future.result())  # finished: keep them
             summary.add(future.result())
     finally:
         pool.shutdown(wait=not summary.interrupted, cancel_futures=True)
@@ -278,15 +341,19 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    """Run the batch; exit 0 if every record succeeded, 1 if some failed, 130 if interrupted."""
-    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
-    settings = Settings(**overrides)
+    """Run the batch and return its exit code (see the README's table).
+
+    0 every record ok, 1 some records failed, 3 the backend could not be used, 130
+    interrupted; a batch that cannot start at all raises (2).
+    """
+    settings = settings_from({"llm": args.llm})
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
-    if args.input.resolve() == args.output.resolve():
-        raise InputError("input and output must be different files")
     if not args.input.is_file():
         raise InputError(f"cannot read input file {str(args.input)!r}")
+    if args.input.resolve() == args.output.resolve():
+        raise InputError("input and output must be different files")
+    ensure_appendable(args.output)
     # Records run ``limit`` at a time; each backend itself caps its calls in flight (the
     # local model's lock, the hosted backends' shared limiter).
     backend = get_backend(settings.llm, settings)
@@ -299,5 +366,7 @@ def run_batch(args: argparse.Namespace) -> int:
         backend.close()
     print(summary.format(), file=sys.stderr)
     if summary.interrupted:
-        return 130
+        return EXIT_INTERRUPTED
+    if summary.stopped:
+        return 3
     return 1 if summary.errors else 0

@@ -5,22 +5,31 @@
     conli serve [--host H] [--port P] [--open]                      (conli.service)
     conli report RESULTS.jsonl -o report.html                       (conli.report)
 
-Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 backend failure.
+Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 the backend could not
+be used (or the check ran past its deadline), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from conli import __version__
 from conli.batch import add_batch_parser
 from conli.config import Settings
-from conli.errors import BackendError, ConliError, InputError, ModelStoreError
+from conli.display import printable
+from conli.errors import EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
-from conli.files import write_atomically
-from conli.inputs import decode_text, validate_text
+from conli.files import ensure_writable, write_atomically
+from conli.frontdoor import settings_from
+from conli.inputs import check_input, decode_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.report import add_report_parser
@@ -39,19 +48,23 @@ def _read(path: str, name: str) -> str:
 
 
 def format_text(result: CheckResult) -> str:
-    """Human-readable report: one line per sentence, reasons, the rewrite and the scores."""
+    """Human-readable report: one line per sentence, reasons, the rewrite and the scores.
+
+    Every text that came from the input or a model goes through ``printable``.
+    """
     lines = [f"verdict: {result.verdict}", ""]
     for s in result.sentences:
-        lines.append(f"[{_MARK[s.verdict]}] {s.text}")
-        lines += [f"        - {reason}" for reason in s.reasons]
+        lines.append(f"[{_MARK[s.verdict]}] {printable(s.text)}")
+        lines += [f"        - {printable(reason)}" for reason in s.reasons]
     lines += ["", f"rewrite ({result.mitigation.status}):"]
     if result.mitigation.error:
-        lines.append(f"  note: {result.mitigation.error}")
-    lines.append(result.refined_text)
+        lines.append(f"  note: {printable(result.mitigation.error)}")
+    lines.append(printable(result.refined_text))
     for label, judged in (("raw", result.judge_raw), ("refined", result.judge_refined)):
         if judged is not None:
             score = judged.score if judged.status == "scored" else f"unverified ({judged.error})"
-            lines += ["", f"judge score, {label}: {score}", f"  {judged.reasoning}"]
+            lines += ["", f"judge score, {label}: {printable(str(score))}",
+                      f"  {printable(judged.reasoning)}"]
     usage = result.usage
     lines += [
         "",
@@ -64,16 +77,19 @@ def format_text(result: CheckResult) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conli", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"conli {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="check one response against its source")
     check.add_argument("--source", required=True, help="source file, or - for stdin")
     check.add_argument("--response", required=True, help="response file, or - for stdin")
+    check.add_argument("--question", help="the question the response answers (text)")
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     check.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
+    check.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_batch_parser(commands)
     add_serve_parser(commands)
     add_report_parser(commands)
@@ -83,33 +99,36 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, object] = {}
-    if args.llm:
-        overrides["llm"] = args.llm
-    if args.no_entity_level:
-        overrides["entity_level"] = False
-    if args.no_mitigate:
-        overrides["mitigate"] = False
-    if args.no_judge:
-        overrides["judge"] = False
-    return Settings(**overrides)  # type: ignore[arg-type]
+    return settings_from({
+        "llm": args.llm,
+        "entity_level": False if args.no_entity_level else None,
+        "mitigate": False if args.no_mitigate else None,
+        "judge": False if args.no_judge else None,
+    })
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Validate both inputs before loading any model, then check and report."""
+    """Validate the inputs and the output path before loading any model, then check."""
     if args.source == "-" and args.response == "-":
         raise InputError("only one of --source and --response can read stdin")
     settings = _settings(args)
-    source = validate_text(
-        _read(args.source, "source"), name="source", max_chars=settings.max_source_chars
+    if args.output:
+        ensure_writable(args.output)
+    checked = check_input(
+        _read(args.source, "source"),
+        _read(args.response, "response"),
+        question=args.question,
+        max_source_chars=settings.max_source_chars,
+        max_response_chars=settings.max_response_chars,
     )
-    response = validate_text(
-        _read(args.response, "response"), name="response", max_chars=settings.max_response_chars
-    )
+    show = not args.quiet and sys.stderr.isatty() and not (args.json and not sys.stdout.isatty())
+    progress = _Progress() if show else None
     checker = Checker(settings)
     try:
-        result = checker.check(source, response)
+        result = checker.run(checked, progress=progress)
     finally:
+        if progress is not None:
+            progress.done()
         checker.close()
     report = result.model_dump_json(indent=2) + "\n" if args.json else format_text(result)
     if args.output:
@@ -119,20 +138,67 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """One self-overwriting stderr line: the step running and how many claims it has done."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        count = f" {done}/{total}" if total else ""
+        with self._lock:
+            sys.stderr.write(f"\r\x1b[Kconli: {step.replace('_', ' ')}{count} "
+                             f"({time.monotonic() - self._started:.0f}s)")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _run_in_thread(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run ``handler`` in a daemon thread so Ctrl-C ends the process at once.
+
+    A model call in flight cannot be interrupted from Python; the main thread stays free to
+    answer the signal and leave without waiting for it.
+    """
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["code"] = handler(args)
+        except BaseException as exc:  # handed to the main thread as is
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, name="conli-main", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if "error" in outcome:
+        raise outcome["error"]
+    return int(outcome["code"])
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; errors print one clear line to stderr and a non-zero exit code."""
+    """Entry point; errors print one clear line to stderr and the exit code of ``errors``."""
     args = _parser().parse_args(argv)
+    handler = getattr(args, "handler", run_check)
     try:
-        return int(getattr(args, "handler", run_check)(args))
-    except (InputError, ModelStoreError) as exc:
-        print(f"conli: error: {exc}", file=sys.stderr)
-        return 2
-    except BackendError as exc:
-        print(f"conli: backend error: {exc}", file=sys.stderr)
-        return 3
+        if handler is run_check:
+            return _run_in_thread(handler, args)
+        return int(handler(args))
+    except KeyboardInterrupt:
+        print("\nconli: interrupted", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(EXIT_INTERRUPTED)  # a model call may be in flight: do not wait for it
     except ConliError as exc:
-        print(f"conli: error: {exc}", file=sys.stderr)
-        return 2
+        answer = boundary(exc)
+        kind = "backend error" if answer.exit_code == 3 else "error"
+        print(f"conli: {kind}: {printable(str(exc))}", file=sys.stderr)
+        return answer.exit_code
 
 
 if __name__ == "__main__":

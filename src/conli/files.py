@@ -89,14 +89,59 @@ class LogAppender:
 
     def write(self, record: Any) -> None:
         """Append ``record`` as one line."""
-        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
-        self._handle.write(line)
+        self._handle.write(json_line(record))
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         """Close the log."""
         self._handle.close()
+
+
+def json_line(record: Any) -> bytes:
+    """``record`` as one UTF-8 JSON line; text that cannot be UTF-8 is written escaped.
+
+    A lone surrogate (valid in a Python string, never in UTF-8) would otherwise make the
+    write fail; as a JSON escape (backslash, u, four hex digits) the line stays readable.
+    """
+    try:
+        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(record, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def ensure_writable(path: Path) -> None:
+    """Refuse, before any work, a path ``write_atomically`` could not replace.
+
+    The folder must exist (a typo is not silently created) and take a new file, and the
+    path must not be a folder.
+    """
+    _parent_ready(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conli-probe-")
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def ensure_appendable(path: Path) -> None:
+    """Refuse, before any work, a path ``LogAppender`` could not append to."""
+    _parent_ready(path)
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+
+
+def _parent_ready(path: Path) -> None:
+    if path.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: it is a folder")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise InputError(f"cannot write {str(path)!r}: {str(parent)!r} {what}")
 
 
 def _fsync_dir(directory: Path) -> None:

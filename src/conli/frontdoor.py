@@ -1,4 +1,4 @@
-"""What the batch runner and the service share: modes, a call throttle, judge-only runs.
+"""What the CLI, batch runner and service share: settings from flags, modes, judge-only runs.
 
 Each front door (batch, service, hook) offers the same three modes on the same graph:
 ``check`` detects only, ``rewrite`` detects and rewrites, ``judge`` scores 1-5 only.
@@ -6,16 +6,19 @@ Each front door (batch, service, hook) offers the same three modes on the same g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from conli.agents.judge import judge
 from conli.agents.structured import usage_of
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.inputs import validate_text
+from conli.errors import ConfigError
+from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
+from conli.run_context import scope
 
 Mode = Literal["check", "rewrite", "judge"]
 MODES: tuple[Mode, ...] = ("check", "rewrite", "judge")
@@ -38,10 +41,25 @@ def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Se
     return base.model_copy(update={"mitigate": mode == "rewrite", "judge": with_judge})
 
 
-def judge_only(backend: Backend, source: str, response: str, settings: Settings) -> JudgeOnlyResult:
-    """Validate both texts like a check does, then score the response with the rubric."""
-    validate_text(source, name="source", max_chars=settings.max_source_chars)
-    validate_text(response, name="response", max_chars=settings.max_response_chars)
-    result, calls = judge(backend, source, response, settings)
+def judge_only(backend: Backend, checked: CheckInput, settings: Settings) -> JudgeOnlyResult:
+    """Score a validated response with the rubric judge, within the check's deadline."""
+    with scope(settings.check_deadline_seconds):
+        result, calls = judge(backend, checked.source, checked.response, settings)
     return JudgeOnlyResult(judge=result, usage=usage_of(calls))
+
+
+def settings_from(overrides: Mapping[str, object]) -> Settings:
+    """``CONLI_*`` settings with a front door's flags on top (``None``: flag not given).
+
+    A bad value, from the environment or a flag, is a ``ConfigError`` naming the setting.
+    """
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"invalid setting: {problems}") from exc
 

@@ -11,31 +11,22 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from conli import __version__
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import (
-    BackendError,
-    ConfigError,
-    ConliError,
-    ContextOverflowError,
-    InputError,
-    InputTooLargeError,
-    OutputParseError,
-)
-from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings
-from conli.inputs import validate_text
+from conli.errors import ConfigError, ConliError, boundary
+from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, settings_from
+from conli.inputs import check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.segment import split_response
 
 _MISSING_EXTRA: str | None = None
 try:
@@ -65,15 +56,9 @@ class CheckRequest(BaseModel):
 
     source: str = Field(description="the document the response must be faithful to")
     response: str = Field(description="the LLM answer to check, rewrite or judge")
-
-    @field_validator("source", "response")
-    @classmethod
-    def _encodable(cls, value: str) -> str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
-        return value
+    question: str | None = Field(
+        None, description="the question the response answers, if any (read with each sentence)"
+    )
 
 
 class Problem(BaseModel):
@@ -122,7 +107,9 @@ def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "unreadable request", 401: "missing or wrong API key", 403: "open mode: loopback only",
         413: "body, text or sentence count over the limit", 422: "invalid body or unusable text",
         429: "too many requests in flight; retry after Retry-After seconds",
-        502: "the model backend failed", 504: "the request took longer than the time limit",
+        502: "the model backend failed (e.g. rejected credentials) or its answer was unusable",
+        503: "the model backend is unavailable or did not answer; retry after Retry-After",
+        504: "the request took longer than the time limit, or the check ran past its deadline",
     }
     return {code: {"model": Problem, "description": described[code],
                    "content": {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
@@ -177,8 +164,10 @@ class _Guard:
                 return problem_response(403, "forbidden", "open mode serves loopback only",
                                         instance=path)
             if self.keys:
-                given = dict(scope["headers"]).get(API_KEY_HEADER.lower().encode(), b"")
-                if not any(hmac.compare_digest(given, key.encode()) for key in self.keys):
+                given = dict(scope["headers"]).get(API_KEY_HEADER.lower().encode())
+                if not given or not any(
+                    hmac.compare_digest(given, key.encode()) for key in self.keys
+                ):
                     return problem_response(401, "unauthorized", "missing or wrong API key",
                                             f"send a valid key in the {API_KEY_HEADER} header",
                                             instance=path)
@@ -223,23 +212,21 @@ class _Runner:
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
     def job(self, mode: Mode, body: CheckRequest) -> Callable[[], BaseModel]:
-        """Return the blocking work for one request."""
-        settings = mode_settings(self.settings, mode)
-        if mode == "judge":
-            return lambda: judge_only(self.backend, body.source, body.response, settings)
+        """Return the blocking work for one request; its texts are validated once, there."""
+        settings = mode_settings(self.settings, mode).model_copy(
+            update={"max_response_sentences": self.settings.service_max_sentences}
+        )
         checker = self.checker
-        assert checker is not None
 
         def run() -> BaseModel:
-            validate_text(body.source, name="source", max_chars=settings.max_source_chars)
-            validate_text(body.response, name="response", max_chars=settings.max_response_chars)
-            count = len(split_response(body.response, checker.deps.nlp))
-            if count > settings.service_max_sentences:
-                raise InputTooLargeError(
-                    f"response has {count} sentences, over the limit of "
-                    f"{settings.service_max_sentences}"
-                )
-            return checker.check(body.source, body.response, settings=settings)
+            checked = check_input(
+                body.source, body.response, question=body.question,
+                max_source_chars=settings.max_source_chars,
+                max_response_chars=settings.max_response_chars,
+            )
+            if mode == "judge" or checker is None:
+                return judge_only(self.backend, checked, settings)
+            return checker.run(checked, settings=settings)
 
         return run
 
@@ -266,13 +253,8 @@ class _Runner:
             future.exception()  # retrieved: a late failure after a timeout is not re-logged
 
 
-def _error_handlers(app: "FastAPI") -> None:
-    Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
-
-    def handle(status: int, slug: str, title: str) -> Handler:
-        async def handler(request: Request, exc: Exception) -> JSONResponse:
-            return problem_response(status, slug, title, str(exc), instance=request.url.path)
-        return handler
+def _error_handlers(app: "FastAPI", settings: Settings) -> None:
+    """Every error answered as a problem; conli's own through the one table in ``errors``."""
 
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
@@ -293,14 +275,17 @@ def _error_handlers(app: "FastAPI") -> None:
         return problem_response(exc.status_code, f"http-{exc.status_code}", str(exc.detail),
                                 instance=request.url.path, headers=dict(exc.headers or {}))
 
-    app.add_exception_handler(InputTooLargeError, handle(413, "too-large", "input too large"))
-    app.add_exception_handler(ContextOverflowError, handle(413, "too-large", "input too large"))
-    app.add_exception_handler(InputError,
-                              handle(422, "unusable-input", "the input cannot be checked"))
-    app.add_exception_handler(BackendError, handle(502, "backend", "the model backend failed"))
-    app.add_exception_handler(OutputParseError,
-                              handle(502, "backend", "the model answer was unusable"))
-    app.add_exception_handler(ConliError, handle(500, "internal", "internal error"))
+    @app.exception_handler(ConliError)
+    async def _conli(request: Request, exc: Exception) -> JSONResponse:
+        answer = boundary(exc)
+        headers = {}
+        if answer.http_status == 503:
+            wait = getattr(exc, "retry_after", None) or settings.service_retry_after_seconds
+            headers["Retry-After"] = str(max(1, round(wait)))
+        if answer.http_status == 500:
+            log.error("configuration error on %s: %s", request.url.path, exc)
+        return problem_response(answer.http_status, answer.slug, answer.title, str(exc),
+                                instance=request.url.path, headers=headers)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
@@ -319,6 +304,9 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         raise ConfigError(f"the service needs the [service] extra: pip install 'conli[service]' "
                           f"({_MISSING_EXTRA})")
     settings = settings or Settings()
+    if any(not key.strip() for key in settings.service_api_keys):
+        raise ConfigError("CONLI_SERVICE_API_KEYS holds an empty key; every key needs text "
+                          "(an unset shell variable inside the JSON gives exactly this)")
     if not settings.service_api_keys and not open_access:
         raise ConfigError("no API keys configured: set CONLI_SERVICE_API_KEYS='[\"...\"]', or run "
                           "open on loopback with --open")
@@ -337,10 +325,10 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                               "source does not support, and score faithfulness 1-5.")
     app.add_middleware(_Guard, keys=list(settings.service_api_keys), open_access=open_access,
                        max_body=settings.service_max_body_bytes)
-    _error_handlers(app)
+    _error_handlers(app, settings)
     key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False)
     security = [Security(key_header)] if settings.service_api_keys else []
-    errors = _problems(400, 401, 403, 413, 422, 429, 502, 504)
+    errors = _problems(400, 401, 403, 413, 422, 429, 502, 503, 504)
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     async def healthz() -> Health:
@@ -389,7 +377,6 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.open and not _is_loopback(args.host):
         raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
                           f"not {args.host}")
-    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
-    app = create_app(Settings(**overrides), open_access=args.open)
+    app = create_app(settings_from({"llm": args.llm}), open_access=args.open)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
