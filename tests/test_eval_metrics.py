@@ -1,13 +1,18 @@
-"""Metrics against hand-computed values."""
+"""Metrics against hand-computed values and the closed forms the conventions name."""
 
 from __future__ import annotations
+
+import warnings
+from itertools import product
 
 import pytest
 
 from conli.evaluation.metrics import (
+    accuracy,
     auroc,
     average_reports,
     balanced_accuracy,
+    binary_labels,
     binary_metrics,
     confusion,
     detection_report,
@@ -72,3 +77,45 @@ def test_average_is_unweighted_over_datasets() -> None:
 def test_length_mismatch_is_an_error() -> None:
     with pytest.raises(ValueError):
         confusion([True], [])
+
+
+def closed_forms(tp: int, fp: int, fn: int, tn: int) -> tuple[float, float, float, float]:
+    """(F1-H, F1-S, BAcc, accuracy) as the module docstring defines them."""
+    f1_h = 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else 0.0
+    f1_s = 2 * tn / (2 * tn + fn + fp) if 2 * tn + fn + fp else 0.0
+    recalls = [r for r in (tp / (tp + fn) if tp + fn else None,
+                           tn / (tn + fp) if tn + fp else None) if r is not None]
+    bacc = sum(recalls) / len(recalls) if recalls else 0.0
+    total = tp + fp + fn + tn
+    return f1_h, f1_s, bacc, (tp + tn) / total if total else 0.0
+
+
+@pytest.mark.parametrize("counts", list(product(range(3), repeat=4)), ids=str)
+def test_scikit_learn_keeps_the_conventions_at_every_edge(
+    counts: tuple[int, int, int, int],
+) -> None:
+    # every (tp, fp, fn, tn) in 0..2, the empty set and the one-class sets included
+    f1_h, f1_s, bacc, acc = closed_forms(*counts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decided here, not warned about
+        macro, got_h, got_s = f1_scores(*counts)
+        assert got_h == pytest.approx(f1_h) and got_s == pytest.approx(f1_s)
+        assert macro == pytest.approx((f1_h + f1_s) / 2)
+        assert f1(counts[0], counts[1], counts[2]) == pytest.approx(f1_h)
+        assert balanced_accuracy(*counts) == pytest.approx(bacc)
+        assert accuracy(*counts) == pytest.approx(acc)
+
+
+def test_binary_labels_stand_for_the_counts() -> None:
+    gold, predicted = binary_labels(3, 1, 2, 4)
+    verdicts = ["hallucinated" if p else "supported" for p in predicted]
+    assert confusion(gold, verdicts).as_wrong() == (3, 1, 2, 4)  # type: ignore[arg-type]
+
+
+def test_auroc_is_none_not_nan_without_both_classes() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn would warn and return NaN
+        assert auroc([False, False], [0.1, 0.2]) is None
+        assert auroc([], []) is None
+    value = auroc([True, False], [0.9, 0.1])
+    assert type(value) is float and value == 1.0  # a plain float, fit for JSON

@@ -1,18 +1,26 @@
-"""Detection metrics as pure functions; the positive class is *hallucinated*.
+"""Detection metrics; the positive class is *hallucinated*. The arithmetic is scikit-learn's.
 
 Predictions are ``hallucinated``, ``supported`` or ``unverified``. An ``unverified``
 prediction is never dropped and never counted as correct: in the binary metrics it is
 scored as the wrong class for its gold label (a miss on a hallucination, a false alarm on
 a grounded response), and it is counted separately in the confusion matrix.
 
-Conventions follow scikit-learn: an F1 whose denominator is 0 is 0.0; balanced accuracy
-averages the recall of the classes present in the gold labels; AUROC is undefined (None)
-with only one class present.
+F1, balanced accuracy and accuracy are scikit-learn's ``f1_score``,
+``balanced_accuracy_score`` and ``accuracy_score`` on the binary labels that a set of
+(tp, fp, fn, tn) counts stands for, i.e. after that mapping; AUROC is ``roc_auc_score``.
+Where scikit-learn has no answer or only a warning, this module keeps its conventions
+explicitly: an F1 whose denominator is 0 is 0.0 (``zero_division=0.0``); balanced accuracy
+averages the recall of the classes present in the gold labels (scikit-learn's rule, its
+warning silenced); no examples at all give 0.0 rather than an error; AUROC is undefined
+(None, not NaN) with only one class present. scikit-learn is imported on first use: it
+is the ``[eval]`` extra and slow to import, and the CLI imports this module at start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,60 +74,81 @@ def confusion(gold: Sequence[bool], predicted: Sequence[Verdict]) -> Confusion:
     return Confusion(**counts)
 
 
+def _sklearn_metrics() -> Any:
+    """``sklearn.metrics``, imported on first use (the ``[eval]`` extra, slow to import)."""
+    try:
+        from sklearn import metrics
+    except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
+        raise RuntimeError("the evaluation metrics need scikit-learn: "
+                           "pip install 'conli[eval]'") from exc
+    return metrics
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence scikit-learn's warnings for the edge cases whose answers are set here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
+        yield
+
+
+def binary_labels(tp: int, fp: int, fn: int, tn: int) -> tuple[list[bool], list[bool]]:
+    """(gold, predicted) binary labels, True = hallucinated, that the counts stand for."""
+    gold = [True] * tp + [False] * fp + [True] * fn + [False] * tn
+    predicted = [True] * tp + [True] * fp + [False] * fn + [False] * tn
+    return gold, predicted
+
+
 def f1(tp: int, fp: int, fn: int) -> float:
     """F1 = 2tp / (2tp + fp + fn); 0.0 when nothing was gold or predicted positive."""
-    denominator = 2 * tp + fp + fn
-    return 2 * tp / denominator if denominator else 0.0
+    if not tp + fp + fn:
+        return 0.0  # no example is positive either way; scikit-learn wants at least one
+    gold, predicted = binary_labels(tp, fp, fn, 0)
+    with _quiet():
+        return float(_sklearn_metrics().f1_score(gold, predicted, pos_label=True,
+                                                 zero_division=0.0))
 
 
 def f1_scores(tp: int, fp: int, fn: int, tn: int) -> tuple[float, float, float]:
     """(F1-macro, F1 of the hallucination class, F1 of the non-hallucination class)."""
-    f1_h = f1(tp, fp, fn)
-    f1_s = f1(tn, fn, fp)  # the negative class: its "tp" is tn, its fp is our fn
-    return (f1_h + f1_s) / 2, f1_h, f1_s
+    if not tp + fp + fn + tn:
+        return 0.0, 0.0, 0.0
+    gold, predicted = binary_labels(tp, fp, fn, tn)
+    with _quiet():
+        per_class = _sklearn_metrics().f1_score(gold, predicted, labels=[True, False],
+                                                average=None, zero_division=0.0)
+    f1_h, f1_s = float(per_class[0]), float(per_class[1])
+    return (f1_h + f1_s) / 2, f1_h, f1_s  # macro: both classes, even one absent from gold
 
 
 def balanced_accuracy(tp: int, fp: int, fn: int, tn: int) -> float:
-    """Mean recall over the classes present in the gold labels."""
-    recalls = []
-    if tp + fn:
-        recalls.append(tp / (tp + fn))
-    if tn + fp:
-        recalls.append(tn / (tn + fp))
-    return sum(recalls) / len(recalls) if recalls else 0.0
+    """Mean recall over the classes present in the gold labels; 0.0 with no examples."""
+    if not tp + fp + fn + tn:
+        return 0.0
+    gold, predicted = binary_labels(tp, fp, fn, tn)
+    with _quiet():  # "y_pred contains classes not in y_true": that class is left out
+        return float(_sklearn_metrics().balanced_accuracy_score(gold, predicted))
 
 
 def accuracy(tp: int, fp: int, fn: int, tn: int) -> float:
-    """Share of correct predictions."""
-    total = tp + fp + fn + tn
-    return (tp + tn) / total if total else 0.0
+    """Share of correct predictions; 0.0 with no examples."""
+    if not tp + fp + fn + tn:
+        return 0.0
+    gold, predicted = binary_labels(tp, fp, fn, tn)
+    return float(_sklearn_metrics().accuracy_score(gold, predicted))
 
 
 def auroc(gold: Sequence[bool], scores: Sequence[float]) -> float | None:
     """Area under the ROC curve for "higher score = more likely hallucinated".
 
-    The Mann-Whitney form with average ranks for ties (equal to scikit-learn's
-    ``roc_auc_score``); None when only one class is present.
+    scikit-learn's ``roc_auc_score`` (ties count one half); None, not NaN, when only one
+    class is present.
     """
     if len(gold) != len(scores):
         raise ValueError(f"{len(gold)} gold labels but {len(scores)} scores")
-    positives = sum(1 for g in gold if g)
-    negatives = len(gold) - positives
-    if not positives or not negatives:
+    if all(gold) or not any(gold):
         return None
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        average_rank = (i + j) / 2 + 1  # ranks are 1-based
-        for k in range(i, j + 1):
-            ranks[order[k]] = average_rank
-        i = j + 1
-    rank_sum = sum(r for r, g in zip(ranks, gold, strict=True) if g)
-    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+    return float(_sklearn_metrics().roc_auc_score([bool(g) for g in gold], list(scores)))
 
 
 def binary_metrics(counts: tuple[int, int, int, int]) -> dict[str, float]:

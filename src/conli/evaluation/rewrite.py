@@ -1,20 +1,21 @@
 """Rewrite metrics (CoNLI section 4.2): overlap scores, zero-flag share, judge before/after.
 
-ROUGE follows the ``rouge-score`` package's defaults without stemming: lowercase, every
-run of characters other than ``a-z0-9`` is a separator; ROUGE-L is the summary-free LCS
-variant (``rougeL``), all as F-measures in [0, 1]. BLEU is corpus BLEU-4 (Papineni et
-al.): clipped n-gram counts summed over the corpus, geometric mean of the four precisions,
-brevity penalty from total lengths, on a 0-100 scale; tokens are words and single
-punctuation marks, case kept, close to but not byte-identical with sacrebleu's ``13a``.
+ROUGE is Google's ``rouge-score`` (``RougeScorer``) with its default tokenizer and no
+stemming (``use_stemmer=False``): lowercase, every run of characters other than ``a-z0-9``
+is a separator; ROUGE-L is the summary-free LCS variant (``rougeL``), all as F-measures in
+[0, 1]. BLEU is sacrebleu's corpus BLEU-4 (Papineni et al.): clipped n-gram counts summed
+over the corpus, geometric mean of the four precisions, brevity penalty from total lengths,
+on a 0-100 scale, with its ``13a`` tokenizer, case kept and no smoothing (an n-gram order
+without a match makes BLEU 0). Both libraries are the ``[eval]`` extra and are imported
+on first use, since the CLI imports this module at start.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from statistics import mean
 from typing import Any
 
@@ -22,80 +23,73 @@ from conli.errors import InputError
 from conli.evaluation.detection import CheckerLike, Outcome
 from conli.evaluation.loaders import Example
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
-_BLEU_TOKEN = re.compile(r"\w+|[^\w\s]")
+_ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+
+
+def _rouge_score() -> Any:
+    """The ``rouge_score`` package, imported on first use (the ``[eval]`` extra)."""
+    try:
+        import rouge_score.rouge_scorer
+        import rouge_score.tokenizers
+    except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
+        raise RuntimeError("ROUGE needs rouge-score: pip install 'conli[eval]'") from exc
+    return rouge_score
+
+
+@cache
+def _rouge_scorer(rouge_types: tuple[str, ...]) -> Any:
+    """A ``RougeScorer`` for these types without stemming, built once per tuple of types."""
+    return _rouge_score().rouge_scorer.RougeScorer(list(rouge_types), use_stemmer=False)
+
+
+def _rouge(candidate: str, reference: str, rouge_types: tuple[str, ...]) -> dict[str, float]:
+    """F-measure per ROUGE type; ``RougeScorer.score`` takes the reference (target) first."""
+    scores = _rouge_scorer(rouge_types).score(reference, candidate)
+    return {name: float(scores[name].fmeasure) for name in rouge_types}
 
 
 def rouge_tokens(text: str) -> list[str]:
-    """Tokens as ``rouge-score`` makes them (no stemming)."""
-    return [t for t in _NON_ALNUM.sub(" ", text.lower()).split() if t]
-
-
-def _ngrams(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
-    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-
-
-def _prf(overlap: int, candidate_total: int, reference_total: int) -> float:
-    precision = overlap / candidate_total if candidate_total else 0.0
-    recall = overlap / reference_total if reference_total else 0.0
-    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    """Tokens as ``rouge-score``'s default tokenizer makes them (no stemming)."""
+    tokenizer = _rouge_score().tokenizers.DefaultTokenizer(use_stemmer=False)
+    return list(tokenizer.tokenize(text))
 
 
 def rouge_n(candidate: str, reference: str, n: int) -> float:
-    """ROUGE-N F-measure."""
-    cand, ref = _ngrams(rouge_tokens(candidate), n), _ngrams(rouge_tokens(reference), n)
-    overlap = sum((cand & ref).values())
-    return _prf(overlap, sum(cand.values()), sum(ref.values()))
+    """ROUGE-N F-measure (``rouge-score`` knows n from 1 to 9)."""
+    return _rouge(candidate, reference, (f"rouge{n}",))[f"rouge{n}"]
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence (O(len(a) * len(b)) time, O(len(b)) memory)."""
-    previous = [0] * (len(b) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(b, start=1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    return previous[-1]
+    """Length of the longest common subsequence of two token sequences (``rouge-score``'s)."""
+    return len(_rouge_score().rouge_scorer.lcs_ind(list(a), list(b)))
 
 
 def rouge_l(candidate: str, reference: str) -> float:
     """ROUGE-L F-measure from the LCS of the two token sequences."""
-    cand, ref = rouge_tokens(candidate), rouge_tokens(reference)
-    return _prf(lcs_length(cand, ref), len(cand), len(ref))
+    return _rouge(candidate, reference, ("rougeL",))["rougeL"]
 
 
 def corpus_bleu(candidates: Sequence[str], references: Sequence[str], max_n: int = 4) -> float:
-    """Corpus BLEU on a 0-100 scale; 0 when any n-gram order has no match."""
+    """Corpus BLEU on a 0-100 scale from sacrebleu; 0 when any n-gram order has no match."""
     if len(candidates) != len(references):
         raise ValueError("one reference per candidate is needed")
-    matches = [0] * max_n
-    totals = [0] * max_n
-    cand_length = ref_length = 0
-    for candidate, reference in zip(candidates, references, strict=True):
-        cand, ref = _BLEU_TOKEN.findall(candidate), _BLEU_TOKEN.findall(reference)
-        cand_length += len(cand)
-        ref_length += len(ref)
-        for n in range(1, max_n + 1):
-            c, r = _ngrams(cand, n), _ngrams(ref, n)
-            matches[n - 1] += sum((c & r).values())
-            totals[n - 1] += sum(c.values())
-    if not cand_length or min(matches) == 0:
-        return 0.0
-    log_precision = sum(math.log(m / t) for m, t in zip(matches, totals, strict=True)) / max_n
-    brevity = 1.0 if cand_length > ref_length else math.exp(1 - ref_length / cand_length)
-    return 100 * brevity * math.exp(log_precision)
+    if not candidates:
+        return 0.0  # sacrebleu fails on an empty corpus
+    try:
+        from sacrebleu.metrics.bleu import BLEU
+    except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
+        raise RuntimeError("BLEU needs sacrebleu: pip install 'conli[eval]'") from exc
+    bleu = BLEU(tokenize="13a", smooth_method="none", max_ngram_order=max_n)
+    return float(bleu.corpus_score(list(candidates), [list(references)]).score)
 
 
 def overlap_scores(candidates: Sequence[str], references: Sequence[str]) -> dict[str, float]:
     """Mean ROUGE-1/2/L F-measures and corpus BLEU of candidates against references."""
     if not candidates:
         return {}
-    pairs = list(zip(candidates, references, strict=True))
+    pairs = [_rouge(c, r, _ROUGE_TYPES) for c, r in zip(candidates, references, strict=True)]
     return {
-        "rouge1": mean(rouge_n(c, r, 1) for c, r in pairs),
-        "rouge2": mean(rouge_n(c, r, 2) for c, r in pairs),
-        "rougeL": mean(rouge_l(c, r) for c, r in pairs),
+        **{name: mean(p[name] for p in pairs) for name in _ROUGE_TYPES},
         "bleu": corpus_bleu(candidates, references),
         "n": float(len(pairs)),
     }
