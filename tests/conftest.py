@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
-from conli.backends.base import Message
+from conli.agents.nli import Hypothesis, run_nli
+from conli.agents.structured import CallRecord
+from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.models import Judgement
+from conli.pipeline import resolve
 
 CLAIM = re.compile(r'<claim(?: id="(\d+)")?>(.*?)</claim>', re.DOTALL)  # v3 has no id
 SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)
@@ -101,3 +105,10 @@ def make_backend() -> Callable[..., ScriptedBackend]:
         return ScriptedBackend(responder=rule_responder(**kwargs))
 
     return make
+
+
+def nli(
+    backend: Backend, source: str, hypotheses: list[Hypothesis], *, kind: Any, settings: Settings
+) -> tuple[list[Judgement], list[CallRecord]]:
+    """``run_nli`` with ``settings`` resolved for ``backend``, as the pipeline does once."""
+    return run_nli(backend, source, hypotheses, kind=kind, settings=resolve(settings, backend))

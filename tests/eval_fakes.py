@@ -52,4 +52,4 @@ def respond(messages: list[Message]) -> str:
 
 
 def backend() -> ScriptedBackend:
-    return ScriptedBackend(responder=respond, hypotheses_per_call=1)
+    return ScriptedBackend(responder=respond)

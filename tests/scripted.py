@@ -50,9 +50,8 @@ def responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
 
 def backend(*, sleep: float = 0.0, concurrency: int = 1) -> ScriptedBackend:
     """A scripted backend answering like a model, ``concurrency`` calls at a time."""
-    fake = ScriptedBackend(responder=responder(sleep=sleep), hypotheses_per_call=4)
-    fake.max_concurrency = concurrency
-    return fake
+    return ScriptedBackend(responder=responder(sleep=sleep), judges_batches=True,
+                           max_concurrency=concurrency)
 
 
 def _fake_factory(_arg: str, _settings: Settings) -> Backend:

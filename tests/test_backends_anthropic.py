@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from conli.agents.nli import Hypothesis, judge_hypotheses
+from conli.agents.nli import Hypothesis
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import Judgement
+from tests.conftest import nli
 from tests.http_fakes import (
     Reply,
     Request,
@@ -63,16 +64,16 @@ def anthropic_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]
 
 def _judge(backend: Backend, settings: Settings) -> list[Judgement]:
     hypotheses = [Hypothesis(i, text) for i, text in enumerate(CLAIMS)]
-    judgements, _ = judge_hypotheses(backend, SOURCE, hypotheses, level="sentence",
+    judgements, _ = nli(backend, SOURCE, hypotheses, kind="sentence",
                                      settings=settings)
     return judgements
 
 
 def test_request_uses_forced_tool_and_caches_static_prompt_and_source(anthropic_at):
     server, backend, settings = anthropic_at(_good)
-    judgements, calls = judge_hypotheses(
+    judgements, calls = nli(
         backend, SOURCE, [Hypothesis(i, t) for i, t in enumerate(CLAIMS)],
-        level="sentence", settings=settings)
+        kind="sentence", settings=settings)
     assert [j.verdict for j in judgements] == ["supported", "hallucinated"]
     assert len(server.requests) == 1  # both hypotheses in one call (hosted batch size)
     request = server.requests[0]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conli.agents.nli import Hypothesis, judge_hypotheses
+from conli.agents.nli import Hypothesis
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -19,6 +19,7 @@ from conli.errors import (
     TransientBackendError,
 )
 from conli.models import Judgement
+from tests.conftest import nli
 from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
 
 SOURCE = "The Riverside library opened in 1962. It lends films free of charge."
@@ -63,16 +64,16 @@ def azure_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
 
 def _judge(backend: Backend, settings: Settings) -> list[Judgement]:
     hypotheses = [Hypothesis(i, text) for i, text in enumerate(CLAIMS)]
-    judgements, _ = judge_hypotheses(backend, SOURCE, hypotheses, level="sentence",
+    judgements, _ = nli(backend, SOURCE, hypotheses, kind="sentence",
                                      settings=settings)
     return judgements
 
 
 def test_wire_format_deployment_url_key_schema_and_usage(azure_at):
     server, backend, settings = azure_at(_good)
-    judgements, calls = judge_hypotheses(
+    judgements, calls = nli(
         backend, SOURCE, [Hypothesis(i, t) for i, t in enumerate(CLAIMS)],
-        level="sentence", settings=settings)
+        kind="sentence", settings=settings)
     assert [j.verdict for j in judgements] == ["supported", "hallucinated"]
     (request,) = server.requests
     assert request.path == "/openai/deployments/gpt4o-deploy/chat/completions"
@@ -89,7 +90,7 @@ def test_wire_format_deployment_url_key_schema_and_usage(azure_at):
     assert last.index("</source>") < last.index("<claim")
     usage = calls[0].usage
     assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (1200, 1024, 60)
-    assert backend.hypotheses_per_call == 8
+    assert backend.capabilities.judges_batches and backend.capabilities.logprobs == 20
 
 
 def test_429_with_retry_after_is_honoured(azure_at):

@@ -10,7 +10,7 @@ from email.utils import formatdate
 
 import pytest
 
-from conli.agents.nli import Hypothesis, judge_hypotheses
+from conli.agents.nli import Hypothesis
 from conli.backends import get_backend
 from conli.backends.http_errors import error_for_status, retry_after_seconds
 from conli.backends.openai_compat import parse_compat_spec
@@ -23,6 +23,7 @@ from conli.errors import (
     TransientBackendError,
 )
 from conli.limits import CallLimiter
+from tests.conftest import nli
 from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
 
 RESPONSES = 50
@@ -75,7 +76,7 @@ def test_429_storm_over_50_responses_judges_everything_once(monkeypatch):
 
         def check(sentences: list[str]) -> list[str]:
             hypotheses = [Hypothesis(i, s) for i, s in enumerate(sentences)]
-            judgements, _ = judge_hypotheses(backend, "source", hypotheses, level="sentence",
+            judgements, _ = nli(backend, "source", hypotheses, kind="sentence",
                                              settings=settings)
             return [j.verdict for j in judgements]
 

@@ -41,7 +41,7 @@ def test_json_output_is_the_documented_result_object(files, capsys):
     flagged = [s for s in result["sentences"] if s["verdict"] == "hallucinated"]
     assert [s["text"] for s in flagged] == ["It charges two dollars per book."]
     first = result["sentences"][0]
-    assert {"text", "start", "end", "verdict", "level", "reasons", "entities"} <= set(first)
+    assert {"text", "start", "end", "verdict", "detector", "reasons", "entities"} <= set(first)
     assert result["refined_text"] == "The library opened in 1962."
     assert result["judge_raw"]["score"] == 2 and result["judge_refined"]["score"] == 5
     assert {"usage", "timings", "templates"} <= set(result)

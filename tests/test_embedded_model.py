@@ -66,8 +66,8 @@ def test_the_forced_json_opening_is_prefilled_not_generated(checker):
     )
     assert reply.text.startswith('{"judgements": [{"id": 0, "reasoning": "')
     assert parse_json_model(reply.text, NLIReasonedAnswer).judgements[0].label == "entailment"
-    assert "judgements" not in "".join(reply.tokens)  # generation began inside the reasoning
-    assert reply.usage.completion_tokens == len(reply.tokens)
+    assert "judgements" not in "".join(t.token for t in reply.logprobs)  # began in the reasoning
+    assert reply.usage.completion_tokens == len(reply.logprobs)
 
 
 def test_real_backend_counts_tokens_to_size_source_windows(checker):

@@ -9,9 +9,9 @@ import pytest
 
 from conli.backends import register_backend
 from conli.backends.base import Backend
+from conli.cli import main
 from conli.config import Settings
 from conli.errors import EmptyInputError
-from conli.eval_cli import main
 from conli.evaluation import detection
 from conli.evaluation.loaders import Example, load_jsonl
 from conli.evaluation.rewrite import redetect, rewrite_report

@@ -107,7 +107,7 @@ def test_end_to_end_with_a_scripted_judge(tmp_path: Path) -> None:
     tasks = je.plan_tasks(items, seed=0)
     settings = Settings(llm="local")
     scored = [s for mode in ("reasoning", "score_only") for s in je.score_tasks(
-        fake_backend(), items, tasks, je.mode_settings(mode, settings), mode)]
+        fake_backend(), items, tasks, je.judge_mode_settings(mode, settings), mode)]
     assert {s.template for s in scored} == {"judge_rubric.v1", "judge_rubric_score_only.v1"}
     residuals = je.residual_table(scored)
     assert residuals["reasoning"]["gold_full"]["residual"] == 0

@@ -48,7 +48,7 @@ def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(s
     assert result.judge_raw is not None and result.judge_refined is not None
     assert (result.judge_raw.score, result.judge_refined.score) == (2, 5)
     flagged = [s for s in result.sentences if s.verdict == "hallucinated"]
-    assert all(s.reasons and s.level == "sentence" for s in flagged)
+    assert all(s.reasons and s.detector == "sentence_nli" for s in flagged)
 
 
 def _entity_fails(tag: str):
@@ -71,7 +71,7 @@ def test_entity_level_catches_what_the_sentence_level_missed(settings):
         response="The Riverside bridge opened in 1989.",
     )
     (sentence,) = result.sentences
-    assert sentence.verdict == "hallucinated" and sentence.level == "entity"
+    assert sentence.verdict == "hallucinated" and sentence.detector == "entity_nli"
     assert {e.text: e.in_source for e in sentence.entities}["1989"] is False
     assert any("[1989]" in r for r in sentence.reasons)
     assert result.mitigation.status == "disabled"
@@ -86,12 +86,12 @@ def test_entities_the_source_states_are_not_rechecked_unless_asked(settings):
     (sentence,) = default.sentences
     assert sentence.verdict == "supported"
     assert sentence.entities and all(e.in_source for e in sentence.entities)
-    assert [j.level for j in sentence.judgements] == ["sentence"]
+    assert [j.detector for j in sentence.judgements] == ["sentence_nli"]
     assert "nli_entity" not in default.usage_by_step
 
     settings.entity_recheck = "all"  # the paper's pattern: every tagged entity
     (sentence,) = run(backend, settings, response=response).sentences
-    assert sentence.verdict == "hallucinated" and sentence.level == "entity"
+    assert sentence.verdict == "hallucinated" and sentence.detector == "entity_nli"
 
 
 def test_entity_offsets_index_the_whole_response(settings):
@@ -205,7 +205,7 @@ def test_entity_only_ablation_sends_every_claim_to_the_entity_level(settings):
     backend = ScriptedBackend(responder=rule_responder(bad=("[ 1998 ]",)))
     result = run(backend, settings, response="The Riverside bridge opened in 1998.")
     assert result.sentences[0].verdict == "hallucinated"
-    assert result.sentences[0].level == "entity"
+    assert result.sentences[0].detector == "entity_nli"
     assert "nli_sentence" not in result.usage_by_step
 
 

@@ -336,6 +336,6 @@ def _check_on_a_terminal(files: list[str], *extra: str) -> tuple[int, str]:
 
 def test_check_shows_progress_on_a_terminal_and_is_quiet_when_asked(files: list[str]) -> None:
     code, shown = _check_on_a_terminal(files)
-    assert code == 0 and "conli: nli sentence 2/2" in shown and "conli: judge" in shown
+    assert code == 0 and "conli: sentence nli 2/2" in shown and "conli: judge" in shown
     code, shown = _check_on_a_terminal(files, "--quiet")
     assert code == 0 and "conli:" not in shown

@@ -1,14 +1,9 @@
 import json
 
-from conli.agents.nli import (
-    Hypothesis,
-    judge_hypotheses,
-    resolve_prompt,
-    static_prefix,
-    tag_entity,
-)
+from conli.agents.nli import Hypothesis, static_prefix, tag_entity
 from conli.backends.fake import ScriptedBackend
-from tests.conftest import claims_of, nli_answer
+from conli.pipeline import resolve
+from tests.conftest import claims_of, nli, nli_answer
 
 
 def hyps(*texts: str) -> list[Hypothesis]:
@@ -18,8 +13,8 @@ def hyps(*texts: str) -> list[Hypothesis]:
 def test_entailment_passes_and_contradiction_and_neutral_are_hallucinations(settings):
     labels = {"A": "entailment", "B": "contradiction", "C": "neutral"}
     backend = ScriptedBackend(responder=lambda m: nli_answer([labels[c] for c in claims_of(m)], m))
-    judged, calls = judge_hypotheses(
-        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    judged, calls = nli(
+        backend, "src", hyps("A", "B", "C"), kind="sentence", settings=settings
     )
     assert [j.verdict for j in judged] == ["supported", "hallucinated", "hallucinated"]
     assert [j.label for j in judged] == ["entailment", "contradiction", "neutral"]
@@ -41,8 +36,8 @@ def test_batches_follow_the_setting_and_a_skipped_hypothesis_is_asked_again(sett
         nli_answer(["contradiction"]),  # follow-up for the skipped claim
     ]
     backend = ScriptedBackend(replies)
-    judged, _ = judge_hypotheses(
-        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    judged, _ = nli(
+        backend, "src", hyps("A", "B", "C"), kind="sentence", settings=settings
     )
     assert [j.verdict for j in judged] == ["supported", "hallucinated", "hallucinated"]
     assert claims_of(backend.calls[1]) == ["B"]
@@ -63,8 +58,8 @@ def test_a_hypothesis_never_answered_is_unverified_not_supported(settings):
         )
 
     backend = ScriptedBackend(responder=never_judges_b)
-    judged, _ = judge_hypotheses(
-        backend, "src", hyps("A", "B"), level="sentence", settings=settings
+    judged, _ = nli(
+        backend, "src", hyps("A", "B"), kind="sentence", settings=settings
     )
     assert judged[0].verdict == "supported"
     assert judged[1].verdict == "unverified"
@@ -73,7 +68,7 @@ def test_a_hypothesis_never_answered_is_unverified_not_supported(settings):
 
 def test_garbage_output_leaves_every_hypothesis_unverified(settings):
     backend = ScriptedBackend(responder=lambda m: "I think they are all fine.")
-    judged, calls = judge_hypotheses(backend, "src", hyps("A"), level="sentence", settings=settings)
+    judged, calls = nli(backend, "src", hyps("A"), kind="sentence", settings=settings)
     assert judged[0].verdict == "unverified"
     assert "invalid answer" in (judged[0].error or "")
     assert len(calls) == 2  # the answer and one bounded re-ask
@@ -83,7 +78,7 @@ def test_schema_sent_to_the_backend_demands_exactly_one_item_per_hypothesis(sett
     settings.hypotheses_per_call = 2
     settings.nli_prompt = "v1"
     backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"] * len(claims_of(m))))
-    judge_hypotheses(backend, "src", hyps("A", "B"), level="sentence", settings=settings)
+    nli(backend, "src", hyps("A", "B"), kind="sentence", settings=settings)
     schema = backend.schemas[0]
     assert schema is not None
     assert schema["properties"]["judgements"]["minItems"] == 2
@@ -102,7 +97,7 @@ def test_v2_prompt_asks_for_reasoning_then_label_and_records_its_version(setting
     item = {"id": 0, "reasoning": "it says so", "label": "entailment"}
     answer = json.dumps({"judgements": [item]})
     backend = ScriptedBackend(responder=lambda m: answer)
-    (judged,), _ = judge_hypotheses(backend, "src", hyps("A"), level="entity", settings=settings)
+    (judged,), _ = nli(backend, "src", hyps("A"), kind="entity", settings=settings)
     assert (judged.verdict, judged.reasoning, judged.evidence) == ("supported", "it says so", "")
     assert judged.template == "nli_entity.v2"
     schema = backend.schemas[0]["$defs"]["NLIReasonedItem"]
@@ -121,8 +116,8 @@ def test_v3_sends_one_claim_per_call_and_reads_the_bare_answer(settings):
         return json.dumps({"evidence": f"e-{claim}", "reasoning": "r", "label": labels[claim]})
 
     backend = ScriptedBackend(responder=answer)
-    judged, calls = judge_hypotheses(
-        backend, "src", hyps("A", "B"), level="sentence", settings=settings
+    judged, calls = nli(
+        backend, "src", hyps("A", "B"), kind="sentence", settings=settings
     )
     assert [(j.verdict, j.evidence) for j in judged] == [
         ("supported", "e-A"), ("hallucinated", "e-B")
@@ -137,7 +132,7 @@ def test_v3_sends_one_claim_per_call_and_reads_the_bare_answer(settings):
 def test_v3_answer_in_the_batch_format_is_unverified(settings):
     settings.nli_prompt = "v3"
     backend = ScriptedBackend(responder=lambda m: nli_answer(["entailment"]))
-    (judged,), _ = judge_hypotheses(backend, "src", hyps("A"), level="sentence", settings=settings)
+    (judged,), _ = nli(backend, "src", hyps("A"), kind="sentence", settings=settings)
     assert judged.verdict == "unverified"
 
 
@@ -150,19 +145,19 @@ def test_static_prefix_follows_the_prompt_version(settings):
 
 def test_auto_prompt_is_v3_for_one_claim_calls_and_v1_for_batches(settings):
     assert settings.nli_prompt == "auto"
-    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v3"
-    assert resolve_prompt(settings, ScriptedBackend(hypotheses_per_call=8)).nli_prompt == "v1"
+    assert resolve(settings, ScriptedBackend()).nli_prompt == "v3"
+    assert resolve(settings, ScriptedBackend(judges_batches=True)).nli_prompt == "v1"
     settings.hypotheses_per_call = 2  # the user's batch size decides, not the backend's
-    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v1"
+    assert resolve(settings, ScriptedBackend()).nli_prompt == "v1"
     settings.nli_prompt = "v2"
-    assert resolve_prompt(settings, ScriptedBackend()).nli_prompt == "v2"
+    assert resolve(settings, ScriptedBackend()).nli_prompt == "v2"
 
 
 def test_a_batching_backend_gets_the_batch_prompt_by_default(settings):
     backend = ScriptedBackend(
-        responder=lambda m: nli_answer(["entailment"] * len(claims_of(m))), hypotheses_per_call=8
+        responder=lambda m: nli_answer(["entailment"] * len(claims_of(m))), judges_batches=True
     )
-    judged, calls = judge_hypotheses(
-        backend, "src", hyps("A", "B", "C"), level="sentence", settings=settings
+    judged, calls = nli(
+        backend, "src", hyps("A", "B", "C"), kind="sentence", settings=settings
     )
     assert len(calls) == 1 and {j.template for j in judged} == {"nli_sentence.v1"}

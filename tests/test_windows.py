@@ -8,12 +8,13 @@ import pytest
 
 from conli.agents import judge as judge_agent
 from conli.agents.mitigate import relevant_source
-from conli.agents.nli import Hypothesis, best_supported, judge_hypotheses, nli_windows
+from conli.agents.nli import Hypothesis, best_supported, nli_windows
 from conli.backends.fake import ScriptedBackend
 from conli.errors import BackendError, ContextOverflowError
 from conli.models import Judgement, SentenceResult
+from conli.pipeline import resolve
 from conli.windows import source_windows, windows_for
-from tests.conftest import claims_of, nli_answer
+from tests.conftest import claims_of, nli, nli_answer
 
 SOURCE_TAG = re.compile(r"<source>\n(.*?)\n</source>", re.DOTALL)
 FILLER = [f"Filler sentence number {i} says nothing of note." for i in range(120)]
@@ -69,7 +70,7 @@ def test_no_room_for_a_source_window_is_an_input_error():
 def test_each_claim_keeps_its_best_window_and_windows_are_visited_in_turn(settings):
     backend = reading_model()
     claims = [Hypothesis(0, FIRST), Hypothesis(1, LAST), Hypothesis(2, "The bridge is red.")]
-    judged, calls = judge_hypotheses(backend, LONG_SOURCE, claims, level="sentence",
+    judged, calls = nli(backend, LONG_SOURCE, claims, kind="sentence",
                                      settings=settings)
     assert [j.verdict for j in judged] == ["supported", "supported", "hallucinated"]
     first_window, last_window = judged[0].source_window, judged[1].source_window
@@ -81,7 +82,7 @@ def test_each_claim_keeps_its_best_window_and_windows_are_visited_in_turn(settin
 
 
 def _j(verdict, label=None, score=None, window=0):
-    return Judgement(level="sentence", hypothesis="h", verdict=verdict, label=label,
+    return Judgement(detector="sentence_nli", hypothesis="h", verdict=verdict, label=label,
                      score=score, source_window=window, template="t")
 
 
@@ -116,6 +117,7 @@ def test_the_judge_is_unverified_when_any_window_fails(settings):
 
 def test_the_editor_sees_only_the_windows_that_judged_the_flags(settings):
     backend = reading_model()
+    settings = resolve(settings, backend)
     windows = nli_windows(backend, LONG_SOURCE, settings)
     flagged = [
         SentenceResult(index=i, text="x", start=0, end=1, checked=True, verdict="hallucinated",
@@ -136,8 +138,9 @@ def test_the_eval_cache_sizes_windows_as_its_backend_would(tmp_path):
         def count_tokens(self, text: str) -> int:
             return len(text) // 5
 
-    assert CachedBackend(Counting(), tmp_path).count_tokens("x" * 50) == 10
+    assert CachedBackend(Counting(counts_tokens=True), tmp_path).count_tokens("x" * 50) == 10
     with pytest.raises(BackendError):
         CachedBackend(ScriptedBackend(), tmp_path).count_tokens("x")
-    fits = Counting(context_window=8000)  # 25k chars at 5 a token fit; the floor would cut
+    # 25k chars at 5 a token fit; the floor would cut
+    fits = Counting(context_window=8000, counts_tokens=True)
     assert windows_for(CachedBackend(fits, tmp_path), "word " * 5000, 1500) == ["word " * 5000]

@@ -44,7 +44,14 @@ from conli.errors import (
     boundary,
 )
 from conli.files import LogAppender, atomic_writer, ensure_appendable, json_line, read_log
-from conli.frontdoor import MODES, Mode, judge_only, mode_settings, settings_from
+from conli.frontdoor import (
+    MODES,
+    Mode,
+    add_session_flags,
+    judge_only,
+    mode_settings,
+    session_settings,
+)
 from conli.inputs import check_input
 from conli.pipeline import Checker
 
@@ -333,7 +340,7 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
                              "judge: 1-5 score only")
     parser.add_argument("--judge", action="store_true",
                         help="in check/rewrite mode, also score before/after with the rubric judge")
-    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    add_session_flags(parser)
     parser.add_argument("--concurrency", type=int, help="records at once (default: the backend's)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_batch)
@@ -346,7 +353,7 @@ def run_batch(args: argparse.Namespace) -> int:
     0 every record ok, 1 some records failed, 3 the backend could not be used, 130
     interrupted; a batch that cannot start at all raises (2).
     """
-    settings = settings_from({"llm": args.llm})
+    settings = session_settings(args)
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
     if not args.input.is_file():
@@ -357,7 +364,7 @@ def run_batch(args: argparse.Namespace) -> int:
     # Records run ``limit`` at a time; each backend itself caps its calls in flight (the
     # local model's lock, the hosted backends' shared limiter).
     backend = get_backend(settings.llm, settings)
-    limit = args.concurrency or settings.batch_concurrency or backend.max_concurrency
+    limit = args.concurrency or settings.batch_concurrency or backend.capabilities.max_concurrency
     try:
         work = make_worker(settings, args.mode, backend, with_judge=args.judge)
         summary = run(args.input, args.output, work, concurrency=limit,

@@ -28,12 +28,11 @@ from conli.errors import EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import settings_from
+from conli.frontdoor import add_session_flags, session_settings
 from conli.inputs import check_input, decode_text
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.report import add_report_parser
-from conli.service import add_serve_parser
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -85,13 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--question", help="the question the response answers (text)")
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
-    check.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    add_session_flags(check)
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
     check.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_batch_parser(commands)
-    add_serve_parser(commands)
+    _add_serve_parser(commands)
     add_report_parser(commands)
     add_eval_parser(commands)
     add_bench_parser(commands)
@@ -99,12 +98,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return settings_from({
-        "llm": args.llm,
-        "entity_level": False if args.no_entity_level else None,
-        "mitigate": False if args.no_mitigate else None,
-        "judge": False if args.no_judge else None,
-    })
+    return session_settings(
+        args,
+        entity_level=False if args.no_entity_level else None,
+        mitigate=False if args.no_mitigate else None,
+        judge=False if args.no_judge else None,
+    )
+
+
+def _add_serve_parser(subparsers: Any) -> None:
+    """``conli serve``; the service module (and FastAPI) is imported only when it runs."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="serve /v1/check, /v1/rewrite, /v1/judge over HTTP")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    add_session_flags(parser)
+    parser.add_argument("--open", action="store_true",
+                        help="serve without API keys; only allowed on a loopback host")
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from conli.service import run_serve
+
+    return run_serve(args)
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -1,6 +1,10 @@
 """All settings in one place, read from ``CONLI_*`` environment variables or passed in.
 
-Nothing reads the environment at import time: build a ``Settings`` and pass it down.
+``Settings`` is one flat object (one environment variable per field, ``Settings(judge=False)``
+in Python), assembled from one group per audience. A module types its parameter as the
+group it needs (a backend takes ``BackendSettings``), so it sees only its own part.
+Provider credentials are never settings: ``provider_variable`` reads them, here only.
+Nothing reads the environment at import time.
 """
 
 from __future__ import annotations
@@ -9,10 +13,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The CoNLI paper's nine Azure Text Analytics categories (its Appendix B selection).
+# The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
 PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
     "Person",
     "PersonType",
@@ -23,17 +27,31 @@ PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
     "Quantity",
 )
 
+# Provider variables conli reads (SDKs read their own keys, e.g. OPENAI_API_KEY, too).
+PROVIDER_VARIABLES = (
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN",
+    "VLLM_API_KEY",
+    "AZURE_LANGUAGE_ENDPOINT",
+    "AZURE_LANGUAGE_KEY",
+)
+
+
+def provider_variable(name: str) -> str | None:
+    """A provider's own environment variable (a key or endpoint), or None if unset or empty."""
+    if name not in PROVIDER_VARIABLES:
+        raise KeyError(f"{name} is not a provider variable conli reads")
+    return os.environ.get(name) or None
+
 
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "conli"
 
 
-class Settings(BaseSettings):
-    """Run settings. Every field can be set as ``CONLI_<FIELD>`` in the environment."""
-
-    # an empty CONLI_X (e.g. `CONLI_LOCAL_MODEL= conli check ...`) means unset, not "."
-    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True)
+class BackendSettings(BaseModel):
+    """Which model answers, and how its calls are made and bounded."""
 
     llm: str = Field("local", description="backend spec, e.g. local, openai:gpt-4o-mini")
     local_model: Path | None = Field(None, description="GGUF to run instead of the bundled one")
@@ -45,7 +63,21 @@ class Settings(BaseSettings):
         True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
     )
     cache_dir: Path = Field(default_factory=_default_cache_dir)
+    request_timeout: float = Field(60.0, gt=0, description="seconds one HTTP model call may take")
+    max_concurrency: int = Field(8, ge=1, description="model calls in flight per process")
+    requests_per_minute: int | None = Field(None, ge=1, description="optional RPM limit")
+    tokens_per_minute: int | None = Field(None, ge=1, description="optional TPM limit")
+    azure_openai_endpoint: str | None = Field(None, description="else AZURE_OPENAI_ENDPOINT")
+    azure_openai_api_version: str = Field("2024-10-21", description="Azure OpenAI api-version")
 
+
+class DetectionSettings(BaseModel):
+    """Which detectors run, and how chain-of-thought NLI and the entity level behave."""
+
+    detectors: list[str] = Field(
+        default_factory=lambda: ["cot"],
+        description="detectors or presets to run, in order (conli check --detector)",
+    )
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
@@ -58,7 +90,11 @@ class Settings(BaseSettings):
         True, description="ablation only: off skips sentence NLI, so every claim goes to entities"
     )
     hypotheses_per_call: int | None = Field(
-        None, ge=1, description="override the backend's NLI batch size"
+        None, ge=1, description="NLI batch size (default: hosted_hypotheses_per_call where the "
+        "backend judges batches, else 1)"
+    )
+    hosted_hypotheses_per_call: int = Field(
+        8, ge=1, description="NLI batch size for backends that judge batches"
     )
     chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
     nli_prompt: Literal["auto", "v1", "v2", "v3"] = Field(
@@ -72,6 +108,12 @@ class Settings(BaseSettings):
     entailment_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
     )
+    azure_language_endpoint: str | None = Field(None, description="else AZURE_LANGUAGE_ENDPOINT")
+    azure_ner_timeout: float = Field(30.0, gt=0, description="seconds per Text Analytics call")
+
+
+class RewriteSettings(BaseModel):
+    """Whether and how flagged sentences are rewritten."""
 
     mitigate: bool = True
     verify_rewrites: bool = Field(
@@ -82,9 +124,18 @@ class Settings(BaseSettings):
         description="keep a rewrite whose re-check could not complete (marked unverified); "
         "off: remove the sentence instead",
     )
+
+
+class JudgeSettings(BaseModel):
+    """The 1-5 rubric judge."""
+
     judge: bool = True
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
+
+
+class RunSettings(BaseModel):
+    """Limits of one check: input sizes, re-asks, sampling and the deadline."""
 
     max_source_chars: int = Field(200_000, ge=1)
     max_response_chars: int = Field(20_000, ge=1)
@@ -92,14 +143,17 @@ class Settings(BaseSettings):
         None, ge=1, description="refuse a response of more sentences (the service sets its own)"
     )
     max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
     check_deadline_seconds: float | None = Field(
         900.0,
         gt=0,
         description="no model call starts after a check has run this long (None: no limit)",
     )
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
 
-    # service and batch (issue 5) ---------------------------------------------------------
+
+class ServiceSettings(BaseModel):
+    """``conli serve``: keys, limits and back-pressure."""
+
     service_api_keys: list[str] = Field(
         default_factory=list,
         description="keys accepted in the X-API-Key header; set as JSON, e.g. "
@@ -112,20 +166,33 @@ class Settings(BaseSettings):
         None, ge=1, description="requests run at once (default: the backend's max_concurrency)"
     )
     service_retry_after_seconds: int = Field(5, ge=1, description="Retry-After when full")
+
+
+class BatchSettings(BaseModel):
+    """``conli batch``."""
+
     batch_concurrency: int | None = Field(
         None, ge=1, description="records run at once (default: the backend's max_concurrency)"
     )
 
-    # --- hosted backends (issue 3) -----------------------------------------------------
-    # API keys are never settings: they come from each provider's usual environment
-    # variables (OPENAI_API_KEY, AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN,
-    # ANTHROPIC_API_KEY, VLLM_API_KEY, AZURE_LANGUAGE_KEY).
-    request_timeout: float = Field(60.0, gt=0, description="seconds one HTTP model call may take")
-    max_concurrency: int = Field(8, ge=1, description="model calls in flight per process")
-    requests_per_minute: int | None = Field(None, ge=1, description="optional RPM limit")
-    tokens_per_minute: int | None = Field(None, ge=1, description="optional TPM limit")
-    hosted_hypotheses_per_call: int = Field(8, ge=1, description="NLI batch size, hosted models")
-    azure_openai_endpoint: str | None = Field(None, description="else AZURE_OPENAI_ENDPOINT")
-    azure_openai_api_version: str = Field("2024-10-21", description="Azure OpenAI api-version")
-    azure_language_endpoint: str | None = Field(None, description="else AZURE_LANGUAGE_ENDPOINT")
-    azure_ner_timeout: float = Field(30.0, gt=0, description="seconds per Text Analytics call")
+
+class Settings(
+    BackendSettings,
+    DetectionSettings,
+    RewriteSettings,
+    JudgeSettings,
+    RunSettings,
+    ServiceSettings,
+    BatchSettings,
+    BaseSettings,
+):
+    """Every setting; each can be set as ``CONLI_<FIELD>`` in the environment."""
+
+    # an empty CONLI_X (e.g. `CONLI_LOCAL_MODEL= conli check ...`) means unset, not "."
+    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True)
+
+
+# Fields a per-call override may not change: they shaped the backend and NER already built.
+BUILT_FIELDS = frozenset(BackendSettings.model_fields) | {
+    "ner", "entity_categories", "azure_language_endpoint", "azure_ner_timeout",
+}

@@ -7,7 +7,6 @@
 Every model call goes through a disk cache (``--cache-dir``), so a re-run costs nothing.
 Each run writes ``results.json`` and ``results.md`` (and ``predictions.jsonl`` for detect)
 to ``--out``, with the command, commit, backend, model, templates and machine.
-Also runnable as ``python -m conli.eval_cli`` until ``conli.cli`` wires it in.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
-from conli.errors import BackendError, ConfigError, ConliError
+from conli.errors import ConfigError
 from conli.evaluation import detection, judge_eval, report, rewrite
 from conli.evaluation.loaders import (
     DATASETS,
@@ -38,6 +37,7 @@ from conli.evaluation.loaders import (
     load_file,
 )
 from conli.files import LogAppender, read_log, write_atomically
+from conli.frontdoor import add_session_flags, session_settings
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 
@@ -63,7 +63,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     data.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     data.add_argument("--no-stratify", action="store_true", help="sample without stratifying")
     run = common.add_argument_group("run")
-    run.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    add_session_flags(run)
     run.add_argument("--cache-dir", type=Path,
                      help="model-call cache (default: <CONLI_CACHE_DIR>/eval-calls)")
     run.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
@@ -137,8 +137,7 @@ def _backend(args: argparse.Namespace, settings: Settings) -> Backend:
 
 
 def _base_settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {"llm": args.llm} if args.llm else {}
-    return Settings(**overrides)
+    return session_settings(args)
 
 
 def _out_dir(args: argparse.Namespace, kind: str) -> Path:
@@ -317,7 +316,7 @@ def run_judge(args: argparse.Namespace) -> int:
             tasks = judge_eval.plan_tasks(found, args.seed)
             for mode in args.modes:
                 scored += judge_eval.score_tasks(
-                    backend, found, tasks, judge_eval.mode_settings(mode, settings), mode,
+                    backend, found, tasks, judge_eval.judge_mode_settings(mode, settings), mode,
                     _progress(args.progress, f"judge {mode}"))
     finally:
         backend.close()
@@ -339,28 +338,3 @@ def run_judge(args: argparse.Namespace) -> int:
                    for s in scored],
     }
     return _finish(out, payload, report.judge_markdown(payload))
-
-
-def _load_datasets_only(args: argparse.Namespace) -> dict[str, list[Example]]:
-    """Return what ``--dataset/--file/--limit/--seed`` select (for tests)."""
-    return _datasets(args)[0]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m conli.eval_cli``), with ``conli``'s exit codes."""
-    parser = argparse.ArgumentParser(prog="conli")
-    add_eval_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        result: int = args.handler(args)
-        return result
-    except BackendError as exc:
-        print(f"conli: backend error: {exc}", file=sys.stderr)
-        return 3
-    except ConliError as exc:
-        print(f"conli: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,11 +1,15 @@
-"""What the CLI, batch runner and service share: settings from flags, modes, judge-only runs.
+"""What every front door shares: the session's flags and settings, modes, judge-only runs.
 
-Each front door (batch, service, hook) offers the same three modes on the same graph:
-``check`` detects only, ``rewrite`` detects and rewrites, ``judge`` scores 1-5 only.
+Each front door (check, batch, service, eval, hook) builds its settings the same way
+(``add_session_flags`` and ``session_settings``: flags over ``CONLI_*``), validates its
+texts once (``inputs.check_input``) and reports errors through one table
+(``errors.boundary``). Batch, service and hook offer the same three modes on the same
+graph: ``check`` detects only, ``rewrite`` detects and rewrites, ``judge`` scores 1-5 only.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import Literal
 
@@ -46,6 +50,21 @@ def judge_only(backend: Backend, checked: CheckInput, settings: Settings) -> Jud
     with scope(settings.check_deadline_seconds):
         result, calls = judge(backend, checked.source, checked.response, settings)
     return JudgeOnlyResult(judge=result, usage=usage_of(calls))
+
+
+def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The flags that choose a session: the backend and the detectors."""
+    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
+    parser.add_argument(
+        "--detector", action="append", metavar="NAME",
+        help="detector or preset to run (repeatable, in order; default: cot, or "
+        "CONLI_DETECTORS); see conli.detectors",
+    )
+
+
+def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
+    """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
+    return settings_from({"llm": args.llm, "detectors": args.detector, **overrides})
 
 
 def settings_from(overrides: Mapping[str, object]) -> Settings:

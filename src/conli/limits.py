@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from conli.config import Settings
+from conli.config import BackendSettings
+from conli.tokens import typical_tokens
 
 _WINDOW_SECONDS = 60.0
 
@@ -97,7 +98,7 @@ _SHARED: dict[tuple[int, int | None, int | None], CallLimiter] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_limiter(settings: Settings) -> CallLimiter:
+def shared_limiter(settings: BackendSettings) -> CallLimiter:
     """Return the process's limiter for these settings; every backend shares it."""
     key = (settings.max_concurrency, settings.requests_per_minute, settings.tokens_per_minute)
     with _SHARED_LOCK:
@@ -107,6 +108,6 @@ def shared_limiter(settings: Settings) -> CallLimiter:
         return limiter
 
 
-def estimate_tokens(texts: list[str], max_tokens: int) -> int:
-    """Estimate a call's token cost before it runs: ~4 characters a token plus the cap."""
-    return sum(len(t) for t in texts) // 4 + max_tokens
+def call_cost(texts: list[str], max_tokens: int) -> int:
+    """A call's token cost before it runs, for the TPM budget: its prompt plus its answer cap."""
+    return typical_tokens(sum(len(t) for t in texts)) + max_tokens

@@ -6,15 +6,15 @@ puts its reasoning before its label or score so the model reasons first.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Verdict = Literal["supported", "hallucinated", "unverified"]
 NLILabel = Literal["entailment", "contradiction", "neutral"]
-Level = Literal["sentence", "entity"]
 
-RESULT_SCHEMA_VERSION = "1"
+# 2: judgements and sentences name the ``detector`` that made them (was ``level``).
+RESULT_SCHEMA_VERSION = "2"
 
 
 # --- what the models answer -------------------------------------------------------------
@@ -122,11 +122,27 @@ class Entity(BaseModel):
     in_source: bool | None = None  # the source states it word for word (None: not looked up)
 
 
-class Judgement(BaseModel):
-    """One NLI decision on one hypothesis (a sentence, or a sentence with a tagged entity)."""
+_LEVEL_DETECTORS = {"sentence": "sentence_nli", "entity": "entity_nli"}
 
-    level: Level
+
+def _from_schema_1(data: Any) -> Any:
+    """Results stored before schema 2 named the NLI ``level``; read them as detectors."""
+    if not isinstance(data, dict) or "level" not in data or "detector" in data:
+        return data
+    level = data["level"]
+    rest = {k: v for k, v in data.items() if k != "level"}
+    if rest.get("template") == "none":
+        rest["template"] = None
+    return {**rest, "detector": _LEVEL_DETECTORS.get(level, level)}
+
+
+class Judgement(BaseModel):
+    """One detector's decision on one sentence (or a sentence with a tagged entity)."""
+
+    detector: str = Field(description="the registered detector that made it, e.g. sentence_nli")
     hypothesis: str
+
+    _schema_1 = model_validator(mode="before")(_from_schema_1)
     verdict: Verdict
     label: NLILabel | None = None
     evidence: str = ""
@@ -142,7 +158,10 @@ class Judgement(BaseModel):
     source_window: int | None = Field(
         None, ge=0, description="which window of a source too long for the context decided it"
     )
-    template: str
+    template: str | None = Field(None, description="prompt template version, if one was used")
+    final: bool = Field(
+        False, description="decided for good: later detectors leave this sentence alone"
+    )
 
 
 class SentenceResult(BaseModel):
@@ -154,7 +173,9 @@ class SentenceResult(BaseModel):
     end: int
     checked: bool = Field(description="false for headings, list markers and fragments")
     verdict: Verdict | None = None
-    level: Level | None = Field(None, description="the level that decided a hallucination")
+    detector: str | None = Field(None, description="the detector that decided a hallucination")
+
+    _schema_1 = model_validator(mode="before")(_from_schema_1)
     reasons: list[str] = Field(default_factory=list)
     score: float | None = Field(
         None, description="lowest P(entailment) over this sentence's scored checks"

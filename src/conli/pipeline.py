@@ -8,40 +8,48 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from conli import detectors
 from conli.agents.nli import warm_up
+from conli.agents.nli_prompts import resolve_nli_prompt
 from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
-from conli.config import Settings
-from conli.errors import ContextOverflowError
+from conli.config import BUILT_FIELDS, Settings
+from conli.errors import ConfigError, ContextOverflowError
 from conli.graph import Deps, build_graph
 from conli.inputs import CheckInput, check_input
 from conli.models import CheckResult, Mitigation, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 from conli.run_context import Progress, scope
+from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
 
-# Characters per token is ~4 for English with Qwen/GPT tokenizers; 4.5 only refuses a
-# response that certainly cannot fit. The backend's own count is the final word.
-_CHARS_PER_TOKEN_CEILING = 4.5
 _PROMPT_OVERHEAD_TOKENS = 1200
 
 
 class Checker:
-    """Holds a backend, the NER and the compiled graph; ``check`` runs one pair."""
+    """Holds a backend, the NER, the detectors and the compiled graph; ``check`` runs one pair.
+
+    Settings are resolved once here: ``auto`` becomes the concrete NLI prompt for this
+    backend, and the detector presets become the list the graph is built from.
+    """
 
     def __init__(self, settings: Settings | None = None, backend: Backend | None = None) -> None:
-        self.settings = settings or Settings()
-        self.backend = backend or get_backend(self.settings.llm, self.settings)
+        requested = settings or Settings()
+        self.backend = backend or get_backend(requested.llm, requested)
+        self.settings = resolve(requested, self.backend)
         nlp = load_pipeline()
+        names = detectors.resolve(self.settings)
         self._deps = Deps(
             backend=self.backend,
             ner=get_recognizer(self.settings, nlp),
             nlp=nlp,
             settings=self.settings,
+            detectors=detectors.build(names),
         )
-        self._graph = build_graph()
+        self._graphs = {tuple(names): build_graph(names)}
+        self._graph = self._graphs[tuple(names)]
         # the static NLI prefix, restored from disk or prefilled once, before any check
         self.warm_up_seconds = warm_up(self.backend, self.settings)
 
@@ -87,33 +95,60 @@ class Checker:
         progress: Progress | None = None,
     ) -> CheckResult:
         """Check input that a front door already validated (``check_input``)."""
-        deps = self._deps if settings is None else replace(self._deps, settings=settings)
+        deps, graph = self._for(settings)
         self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
+        inputs = {"source": checked.source, "response": checked.response,
+                  "question": checked.question}
         with scope(deps.settings.check_deadline_seconds, progress):
-            state = self._graph.invoke(
-                {"source": checked.source, "response": checked.response}, context=deps
-            )
+            state = graph.invoke(inputs, context=deps)
         return _to_result(state, self.backend, time.perf_counter() - started)
 
+    def _for(self, settings: Settings | None) -> tuple[Deps, Any]:
+        """The run context and graph for per-call ``settings`` (None: this checker's)."""
+        if settings is None:
+            return self._deps, self._graph
+        changed = sorted(
+            name for name in BUILT_FIELDS
+            if getattr(settings, name) != getattr(self.settings, name)
+        )
+        if changed:
+            raise ConfigError(
+                f"per-call settings cannot change {', '.join(changed)}: they shaped the backend "
+                "and NER this checker built; build a new Checker for them"
+            )
+        resolved = resolve(settings, self.backend)
+        names = detectors.resolve(resolved)
+        if tuple(names) not in self._graphs:
+            self._graphs[tuple(names)] = build_graph(names)
+        deps = replace(self._deps, settings=resolved, detectors=detectors.build(names))
+        return deps, self._graphs[tuple(names)]
+
     def close(self) -> None:
-        """Release the backend."""
+        """Release the backend and the entity recognizer."""
+        self._deps.ner.close()
         self.backend.close()
 
     def _refuse_if_response_cannot_fit(self, response: str) -> None:
         """A long source is read in windows; the response is never cut, so it must fit."""
-        window = self.backend.context_window
+        window = self.backend.capabilities.context_window
         if window is None:
             return
-        lower_bound = (
-            len(response) / _CHARS_PER_TOKEN_CEILING + _PROMPT_OVERHEAD_TOKENS + MIN_WINDOW_TOKENS
-        )
+        lower_bound = at_least_tokens(len(response)) + _PROMPT_OVERHEAD_TOKENS + MIN_WINDOW_TOKENS
         if lower_bound > window:
             raise ContextOverflowError(
                 f"the response needs at least ~{int(lower_bound):,} tokens with the prompt and "
                 f"a source window, but {self.backend.name} holds {window:,}; nothing was "
                 "checked and nothing was truncated. Shorten the response or use a larger context."
             )
+
+
+def resolve(settings: Settings, backend: Backend) -> Settings:
+    """``settings`` made concrete for ``backend``: ``auto`` becomes an NLI prompt version."""
+    version = resolve_nli_prompt(settings, backend.capabilities)
+    if version == settings.nli_prompt:
+        return settings
+    return settings.model_copy(update={"nli_prompt": version})
 
 
 def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
@@ -133,7 +168,8 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         by_step[call.step].append(call)
     sentences = state["sentences"]
     templates = sorted(
-        {c.template for c in calls} | {j.template for s in sentences for j in s.judgements}
+        {c.template for c in calls}
+        | {j.template for s in sentences for j in s.judgements if j.template is not None}
     )
     scores = [s.score for s in sentences if s.score is not None]
     return CheckResult(

@@ -23,7 +23,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, ConliError, boundary
-from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, settings_from
+from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, session_settings
 from conli.inputs import check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -311,7 +311,7 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         raise ConfigError("no API keys configured: set CONLI_SERVICE_API_KEYS='[\"...\"]', or run "
                           "open on loopback with --open")
     inner = backend or get_backend(settings.llm, settings)
-    limit = settings.service_max_concurrent or inner.max_concurrency
+    limit = settings.service_max_concurrent or inner.capabilities.max_concurrency
     runner = _Runner(settings, Checker(settings, backend=inner), inner, limit)
 
     @asynccontextmanager
@@ -359,24 +359,11 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
 # --- command line -------------------------------------------------------------------------
 
 
-def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``conli serve`` on the CLI's subparsers."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "serve", help="serve /v1/check, /v1/rewrite, /v1/judge over HTTP")
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
-    parser.add_argument("--open", action="store_true",
-                        help="serve without API keys; only allowed on a loopback host")
-    parser.set_defaults(handler=run_serve)
-    return parser
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """Start uvicorn; refuse ``--open`` on a non-loopback address."""
     if args.open and not _is_loopback(args.host):
         raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
                           f"not {args.host}")
-    app = create_app(settings_from({"llm": args.llm}), open_access=args.open)
+    app = create_app(session_settings(args), open_access=args.open)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

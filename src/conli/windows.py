@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from conli.backends.base import Backend, CountsTokens
+from conli.backends.base import Backend, counts_tokens
 from conli.errors import BackendError, ContextOverflowError
+from conli.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
 
-CHARS_PER_TOKEN_FLOOR = 3.0  # English prose runs 4-4.5 chars a token; 3 leaves room for digits
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call
 OVERLAP = 0.15  # share of a window repeated from the one before
 SAFETY = 0.9  # measured chars-per-token varies inside one text
@@ -27,18 +27,20 @@ def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str
     comes from the backend's own token count of this source where it can count, else from
     a conservative characters-per-token floor.
     """
-    if backend.context_window is None:
+    window = backend.capabilities.context_window
+    if window is None:
         return [source]
-    budget = backend.context_window - reserved_tokens
+    budget = window - reserved_tokens
     if budget < MIN_WINDOW_TOKENS:
         raise ContextOverflowError(
-            f"the response and prompt leave {budget} of {backend.context_window} context "
+            f"the response and prompt leave {budget} of {window} context "
             "tokens for the source; shorten the response or use a larger context"
         )
     chars_per_token = CHARS_PER_TOKEN_FLOOR
-    if isinstance(backend, CountsTokens):
+    counter = counts_tokens(backend)
+    if counter is not None:
         try:
-            tokens = backend.count_tokens(source)
+            tokens = counter.count_tokens(source)
         except BackendError:
             tokens = None  # keep the conservative floor
         if tokens is not None and tokens <= budget:
@@ -48,14 +50,15 @@ def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str
     return source_windows(source, int(budget * chars_per_token * SAFETY))
 
 
-def estimate_tokens(backend: Backend, text: str) -> int:
-    """Tokens of ``text``: counted where the backend can, else a generous estimate."""
-    if isinstance(backend, CountsTokens):
+def tokens_of(backend: Backend, text: str) -> int:
+    """Tokens of ``text``: counted where the backend can, else a generous guess."""
+    counter = counts_tokens(backend)
+    if counter is not None:
         try:
-            return backend.count_tokens(text)
+            return counter.count_tokens(text)
         except BackendError:
             pass
-    return int(len(text) / CHARS_PER_TOKEN_FLOOR) + 1
+    return at_most_tokens(len(text))
 
 
 def source_windows(source: str, max_chars: int | None) -> list[str]:

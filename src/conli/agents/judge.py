@@ -13,7 +13,7 @@ from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeAnswer, JudgeResult
 from conli.prompts import render
-from conli.windows import estimate_tokens, windows_for
+from conli.windows import tokens_of, windows_for
 
 DEFAULT_TEMPLATE = "judge_rubric.v1"
 JUDGE_PROMPT_TOKENS = 700  # the rubric and framing around source and text
@@ -35,7 +35,7 @@ def judge(
     ``unverified``, since that window might have scored higher.
     """
     name = str(settings.judge_template) if settings.judge_template else DEFAULT_TEMPLATE
-    reserved = JUDGE_PROMPT_TOKENS + ANSWER_TOKENS + estimate_tokens(backend, text)
+    reserved = JUDGE_PROMPT_TOKENS + ANSWER_TOKENS + tokens_of(backend, text)
     try:
         windows = windows_for(backend, source, reserved)
     except ContextOverflowError as exc:

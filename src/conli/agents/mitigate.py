@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from conli.agents.nli import Hypothesis, judge_hypotheses, nli_windows
+from conli.agents.nli import Hypothesis, nli_windows, run_nli
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -149,12 +149,13 @@ def verify_rewrites(
     either way the change says so (``rewrite_verdict`` unverified, with the reason).
     """
     rewrites = [c for c in changes if c.action == "rewrite"]
-    judged, calls = judge_hypotheses(
+    judged, calls = run_nli(
         backend,
         source,
         [Hypothesis(c.index, c.after) for c in rewrites],
-        level="sentence",
+        kind="sentence",
         settings=settings,
+        detector="verify_rewrite",
     )
     by_index = {c.index: j for c, j in zip(rewrites, judged, strict=True)}
     checked = []

@@ -1,8 +1,10 @@
-"""The detection agent: chain-of-thought NLI over numbered hypotheses, in batches.
+"""The NLI agent: chain-of-thought NLI over claims, one or a numbered batch per call.
 
-Each batch is one prompt: static rules and examples, then the source, then the batch's
-hypotheses. Entailment is ``supported``; contradiction and neutral are ``hallucinated``;
-a batch that errors or never validates leaves its hypotheses ``unverified``.
+Each call is one prompt: static rules and examples, then the source, then the claims.
+Entailment is ``supported``; contradiction and neutral are ``hallucinated``; a call whose
+answer never validates leaves its claims ``unverified``. Which prompt version, answer
+shape and batch size apply comes from ``nli_prompts``; ``settings.nli_prompt`` must already
+be concrete (resolved once per run by the pipeline).
 """
 
 from __future__ import annotations
@@ -14,22 +16,17 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from conli.agents.nli_prompts import Kind, NLIPrompt, batch_size, nli_prompt
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
-from conli.backends.base import Backend, Message, PrimesPrefix
+from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Settings
 from conli.models import (
     Entity,
     Judgement,
-    Level,
-    NLIAnswer,
-    NLIClaimAnswer,
-    NLIClaimLabelAnswer,
     NLIItem,
     NLILabel,
     NLILabelOnly,
-    NLILabelOnlyAnswer,
-    NLIReasonedAnswer,
     NLIReasonedItem,
     Verdict,
 )
@@ -41,9 +38,6 @@ from conli.windows import windows_for
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
 HYPOTHESIS_TOKENS = 120  # room for one claim (a long sentence, tagged) in the prompt
 NLI_PROMPT_TOKENS = 1100  # rules, worked examples and framing around source and claims
-NLIAnswers = (
-    NLIAnswer | NLIReasonedAnswer | NLILabelOnlyAnswer | NLIClaimAnswer | NLIClaimLabelAnswer
-)
 
 
 @dataclass(frozen=True)
@@ -77,29 +71,30 @@ def tag_entity(sentence: str, start: int, end: int) -> str:
     return f"{sentence[:start]}[ {sentence[start:end]} ]{sentence[end:]}"
 
 
-def judge_hypotheses(
+def run_nli(
     backend: Backend,
     source: str,
     hypotheses: list[Hypothesis],
     *,
-    level: Level,
+    kind: Kind,
     settings: Settings,
+    detector: str | None = None,
 ) -> tuple[list[Judgement], list[CallRecord]]:
     """Judge every hypothesis; the result is in input order, one judgement each.
 
     A source too long for the context is judged window by window (every hypothesis against
     one window before the next, so each window's prefix is prefilled once); a hypothesis
-    keeps its best-supported window's judgement (``best_supported``).
+    keeps its best-supported window's judgement (``best_supported``). Judgements name
+    ``detector`` (default ``<kind>_nli``).
     """
-    settings = resolve_prompt(settings, backend)
+    call = _Call(backend, kind, settings, detector or f"{kind}_nli")
     windows = nli_windows(backend, source, settings) if hypotheses else [source]
     if len(windows) == 1:
-        return _judge_in(backend, source, hypotheses, level=level, settings=settings)
+        return call.judge_all(source, hypotheses)
     per_window: list[list[Judgement]] = []
     calls: list[CallRecord] = []
     for number, window in enumerate(windows):
-        judged, window_calls = _judge_in(backend, window, hypotheses, level=level,
-                                         settings=settings)
+        judged, window_calls = call.judge_all(window, hypotheses)
         per_window.append([j.model_copy(update={"source_window": number}) for j in judged])
         calls += window_calls
     return [best_supported(list(js)) for js in zip(*per_window, strict=True)], calls
@@ -107,29 +102,9 @@ def judge_hypotheses(
 
 def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
     """The source windows NLI calls use (one: the whole source, when it fits)."""
-    batch = batch_size(backend, settings)
+    batch = batch_size(settings, backend.capabilities)
     per_hypothesis = TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] + HYPOTHESIS_TOKENS
     return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis)
-
-
-def resolve_prompt(settings: Settings, backend: Backend) -> Settings:
-    """``settings`` with an ``auto`` NLI prompt made concrete for ``backend``.
-
-    v3 where calls hold one hypothesis (the embedded model): v1's batch wrapper would be
-    prefilled on every call for nothing. v1 elsewhere, whose batches let hosted models
-    judge several hypotheses per call.
-    """
-    if settings.nli_prompt != "auto":
-        return settings
-    one = (settings.hypotheses_per_call or backend.hypotheses_per_call) == 1
-    return settings.model_copy(update={"nli_prompt": "v3" if one else "v1"})
-
-
-def batch_size(backend: Backend, settings: Settings) -> int:
-    """Hypotheses per NLI call: the v3 prompt takes one; else settings, else the backend's."""
-    if settings.nli_prompt == "v3":
-        return 1
-    return settings.hypotheses_per_call or backend.hypotheses_per_call
 
 
 def best_supported(judgements: list[Judgement]) -> Judgement:
@@ -150,194 +125,171 @@ def best_supported(judgements: list[Judgement]) -> Judgement:
     return min(contradicted or judgements, key=score)
 
 
-def _judge_in(
-    backend: Backend,
-    source: str,
-    hypotheses: list[Hypothesis],
-    *,
-    level: Level,
-    settings: Settings,
-) -> tuple[list[Judgement], list[CallRecord]]:
-    """Judge every hypothesis against one source (or window), in input order.
-
-    With ``score_first`` (and a backend that can), each hypothesis is first scored from
-    its label token; only those below the threshold get chain-of-thought reasoning, which
-    then decides their verdict, its score and the mitigation agent's reasons.
-    """
-    workers = max(1, backend.max_concurrency)
-    scores: list[float | None] = [None] * len(hypotheses)
-    calls: list[CallRecord] = []
-    if settings.score_first and backend.scores_labels:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            def score(h: Hypothesis) -> tuple[float | None, list[CallRecord]]:
-                return score_hypothesis(backend, source, h.text, level, settings)
-
-            scored = list(pool.map(propagate(score), hypotheses))
-        scores = [score for score, _ in scored]
-        calls = [c for _, score_calls in scored for c in score_calls]
-    passed = {
-        i for i, s in enumerate(scores) if s is not None and s >= settings.entailment_threshold
-    }
-    to_reason = [h for i, h in enumerate(hypotheses) if i not in passed]
-    size = batch_size(backend, settings)
-    batches = [to_reason[i : i + size] for i in range(0, len(to_reason), size)]
-    done = [0]
-    lock = threading.Lock()
-
-    def judge_batch(batch: list[Hypothesis]) -> tuple[list[Judgement], list[CallRecord]]:
-        judged = _judge_batch(backend, source, batch, level, settings)
-        with lock:
-            done[0] += len(batch)
-            report(f"nli_{level}", done[0], len(to_reason))
-        return judged
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(propagate(judge_batch), batches))
-    reasoned = iter(j for batch_judgements, _ in results for j in batch_judgements)
-    calls += [c for _, batch_calls in results for c in batch_calls]
-    judgements = [
-        _passed_by_score(h, level, score, settings) if i in passed else next(reasoned)
-        for i, (h, score) in enumerate(zip(hypotheses, scores, strict=True))
-    ]
-    return judgements, calls
-
-
 def warm_up(backend: Backend, settings: Settings) -> float:
     """Ready the NLI prompts' static prefix on backends that keep it; return seconds taken.
 
     The embedded backend restores it from disk (or prefills and saves it once), so the
     first response of a process prefills only its own text. Others: nothing to do.
     """
-    if not isinstance(backend, PrimesPrefix):
+    primer = primes_prefix(backend)
+    if primer is None:
         return 0.0
-    return backend.prime(static_prefix(resolve_prompt(settings, backend)))
+    return primer.prime(static_prefix(settings))
 
 
 def static_prefix(settings: Settings) -> list[Message]:
     """The NLI prompts' static part (rules, worked examples), shared by every call."""
-    template = nli_template("sentence", settings)
+    template = nli_prompt(settings.nli_prompt).template("sentence")
     return render(template, source="", hypotheses=[], cot=settings.chain_of_thought).messages
 
 
-def nli_template(level: Level, settings: Settings) -> str:
-    """The versioned NLI template for ``level`` that ``settings`` choose."""
-    return f"nli_{level}.{settings.nli_prompt}"
+class _Call:
+    """The NLI calls of one kind for one run: prompt record, backend and settings fixed."""
 
+    def __init__(self, backend: Backend, kind: Kind, settings: Settings, detector: str) -> None:
+        self.backend, self.kind, self.settings, self.detector = backend, kind, settings, detector
+        self.prompt: NLIPrompt = nli_prompt(settings.nli_prompt)
+        self.template = self.prompt.template(kind)
 
-def _answer_model(settings: Settings) -> tuple[type[NLIAnswers], str | None]:
-    """The answer model (and its item's schema name, None for one-claim answers)."""
-    if settings.nli_prompt == "v3":
-        return (NLIClaimAnswer if settings.chain_of_thought else NLIClaimLabelAnswer), None
-    if not settings.chain_of_thought:
-        return NLILabelOnlyAnswer, "NLILabelOnly"
-    if settings.nli_prompt == "v2":
-        return NLIReasonedAnswer, "NLIReasonedItem"
-    return NLIAnswer, "NLIItem"
+    def judge_all(
+        self, source: str, hypotheses: list[Hypothesis]
+    ) -> tuple[list[Judgement], list[CallRecord]]:
+        """Judge every hypothesis against one source (or window), in input order.
 
+        With ``score_first`` (and a backend that can), each hypothesis is first scored
+        from its label token; only those below the threshold get chain-of-thought
+        reasoning, which then decides their verdict, score and the editor's reasons.
+        """
+        capabilities = self.backend.capabilities
+        workers = max(1, capabilities.max_concurrency)
+        scores: list[float | None] = [None] * len(hypotheses)
+        calls: list[CallRecord] = []
+        if self.settings.score_first and capabilities.scores_labels:
+            def score(h: Hypothesis) -> tuple[float | None, list[CallRecord]]:
+                return score_hypothesis(self.backend, source, h.text, self.template,
+                                        self.prompt.label_opening, self.settings)
 
-def _passed_by_score(
-    hypothesis: Hypothesis, level: Level, score: float | None, settings: Settings
-) -> Judgement:
-    return Judgement(
-        level=level,
-        hypothesis=hypothesis.text,
-        verdict="supported",
-        label="entailment",
-        reasoning=f"P(entailment) = {score:.2f} from the label token",
-        entity=hypothesis.entity,
-        score=score,
-        template=nli_template(level, settings),
-    )
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                scored = list(pool.map(propagate(score), hypotheses))
+            scores = [s for s, _ in scored]
+            calls = [c for _, score_calls in scored for c in score_calls]
+        threshold = self.settings.entailment_threshold
+        passed = {i for i, s in enumerate(scores) if s is not None and s >= threshold}
+        to_reason = [h for i, h in enumerate(hypotheses) if i not in passed]
+        size = batch_size(self.settings, capabilities)
+        batches = [to_reason[i : i + size] for i in range(0, len(to_reason), size)]
+        done = [0]
+        lock = threading.Lock()
 
+        def judge_batch(batch: list[Hypothesis]) -> tuple[list[Judgement], list[CallRecord]]:
+            judged = self.judge_batch(source, batch)
+            with lock:
+                done[0] += len(batch)
+                report(self.detector, done[0], len(to_reason))
+            return judged
 
-def _judge_batch(
-    backend: Backend,
-    source: str,
-    batch: list[Hypothesis],
-    level: Level,
-    settings: Settings,
-) -> tuple[list[Judgement], list[CallRecord]]:
-    """One call for the batch, plus one follow-up call for hypotheses the model skipped."""
-    template = nli_template(level, settings)
-    answered: dict[int, Judgement] = {}
-    calls: list[CallRecord] = []
-    pending = list(range(len(batch)))
-    error = "the model gave no judgement for this hypothesis"
-    mentions = SourceMentions(source)
-    for _ in range(2 if settings.max_reasks else 1):
-        asked = _ask(backend, source, [batch[i] for i in pending], level, settings, template)
-        calls.extend(asked.calls)
-        if asked.value is None:
-            error = asked.error or error
-            break
-        items: Sequence[NLIItem | NLIReasonedItem | NLILabelOnly] = asked.value.judgements
-        read = label_scores(asked.completion) if asked.completion else []
-        item_scores = read if len(read) == len(items) else [None] * len(items)
-        for item, score in zip(items, item_scores, strict=True):
-            original = pending[item.id]
-            evidence = getattr(item, "evidence", None)
-            answered[original] = Judgement(
-                level=level,
-                hypothesis=batch[original].text,
-                verdict=_verdict(item.label, evidence),
-                label=item.label,
-                evidence=evidence or "",
-                evidence_in_source=mentions.quotes(evidence) if evidence else None,
-                reasoning=getattr(item, "reasoning", ""),
-                entity=batch[original].entity,
-                score=score,
-                template=template,
-            )
-        pending = [i for i in pending if i not in answered]
-        if not pending:
-            break
-    for i in pending:
-        answered[i] = Judgement(
-            level=level,
-            hypothesis=batch[i].text,
-            verdict="unverified",
-            entity=batch[i].entity,
-            error=error,
-            template=template,
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(propagate(judge_batch), batches))
+        reasoned = iter(j for batch_judgements, _ in results for j in batch_judgements)
+        calls += [c for _, batch_calls in results for c in batch_calls]
+        judgements = [
+            self.passed_by_score(h, s) if i in passed else next(reasoned)
+            for i, (h, s) in enumerate(zip(hypotheses, scores, strict=True))
+        ]
+        return judgements, calls
+
+    def passed_by_score(self, hypothesis: Hypothesis, score: float | None) -> Judgement:
+        return Judgement(
+            detector=self.detector,
+            hypothesis=hypothesis.text,
+            verdict="supported",
+            label="entailment",
+            reasoning=f"P(entailment) = {score:.2f} from the label token",
+            entity=hypothesis.entity,
+            score=score,
+            template=self.template,
         )
-    return [answered[i] for i in range(len(batch))], calls
 
+    def judge_batch(
+        self, source: str, batch: list[Hypothesis]
+    ) -> tuple[list[Judgement], list[CallRecord]]:
+        """One call for the batch, plus one follow-up call for hypotheses it skipped."""
+        answered: dict[int, Judgement] = {}
+        calls: list[CallRecord] = []
+        pending = list(range(len(batch)))
+        error = "the model gave no judgement for this hypothesis"
+        mentions = SourceMentions(source)
+        for _ in range(2 if self.settings.max_reasks else 1):
+            asked = self.ask(source, [batch[i] for i in pending])
+            calls.extend(asked.calls)
+            if asked.value is None:
+                error = asked.error or error
+                break
+            items: Sequence[NLIItem | NLIReasonedItem | NLILabelOnly] = (
+                asked.value.judgements  # type: ignore[attr-defined]
+            )
+            read = label_scores(asked.completion) if asked.completion else []
+            item_scores = read if len(read) == len(items) else [None] * len(items)
+            for item, score in zip(items, item_scores, strict=True):
+                original = pending[item.id]
+                evidence = getattr(item, "evidence", None)
+                answered[original] = Judgement(
+                    detector=self.detector,
+                    hypothesis=batch[original].text,
+                    verdict=_verdict(item.label, evidence),
+                    label=item.label,
+                    evidence=evidence or "",
+                    evidence_in_source=mentions.quotes(evidence) if evidence else None,
+                    reasoning=getattr(item, "reasoning", ""),
+                    entity=batch[original].entity,
+                    score=score,
+                    template=self.template,
+                )
+            pending = [i for i in pending if i not in answered]
+            if not pending:
+                break
+        for i in pending:
+            answered[i] = Judgement(
+                detector=self.detector,
+                hypothesis=batch[i].text,
+                verdict="unverified",
+                entity=batch[i].entity,
+                error=error,
+                template=self.template,
+            )
+        return [answered[i] for i in range(len(batch))], calls
 
-def _ask(
-    backend: Backend,
-    source: str,
-    batch: list[Hypothesis],
-    level: Level,
-    settings: Settings,
-    template: str,
-) -> Asked[NLIAnswers]:
-    prompt = render(
-        template, source=source, hypotheses=[h.text for h in batch], cot=settings.chain_of_thought
-    )
-    answer_model, item = _answer_model(settings)
-    schema = (
-        exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
-        if item
-        else answer_model.model_json_schema()
-    )
+    def ask(self, source: str, batch: list[Hypothesis]) -> Asked[BaseModel]:
+        cot = self.settings.chain_of_thought
+        prompt = render(
+            self.template, source=source, hypotheses=[h.text for h in batch], cot=cot
+        )
+        answer_model, item = self.prompt.answer(cot)
+        schema = (
+            exact_items_schema(answer_model, "judgements", item, list(range(len(batch))))
+            if item
+            else answer_model.model_json_schema()
+        )
 
-    def ids_in_range(answer: BaseModel) -> None:
-        ids = [item.id for item in answer.judgements]  # type: ignore[attr-defined]
-        if len(set(ids)) != len(ids) or any(i >= len(batch) for i in ids):
-            raise ValueError(f"judgement ids must be distinct and between 0 and {len(batch) - 1}")
-        if not ids:
-            raise ValueError("no judgements given")
+        def ids_in_range(answer: BaseModel) -> None:
+            ids = [item.id for item in answer.judgements]  # type: ignore[attr-defined]
+            if len(set(ids)) != len(ids) or any(i >= len(batch) for i in ids):
+                raise ValueError(
+                    f"judgement ids must be distinct and between 0 and {len(batch) - 1}"
+                )
+            if not ids:
+                raise ValueError("no judgements given")
 
-    return ask_structured(
-        backend,
-        prompt.messages,
-        answer_model,
-        step=f"nli_{level}",
-        template=template,
-        max_tokens=64 + TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] * len(batch),
-        max_reasks=settings.max_reasks,
-        temperature=settings.temperature,
-        check=ids_in_range,
-        schema=schema,
-        top_logprobs=TOP_ALTERNATIVES if backend.scores_labels else 0,
-    )
+        return ask_structured(
+            self.backend,
+            prompt.messages,
+            answer_model,
+            step=self.detector,
+            template=self.template,
+            max_tokens=64 + TOKENS_PER_HYPOTHESIS[cot] * len(batch),
+            max_reasks=self.settings.max_reasks,
+            temperature=self.settings.temperature,
+            check=ids_in_range,
+            schema=schema,
+            top_logprobs=TOP_ALTERNATIVES if self.backend.capabilities.logprobs else 0,
+        )

@@ -4,8 +4,8 @@ Two readings share ``entailment_probability``: ``label_scores`` reads it at each
 chain-of-thought answer generated (free: the call is made anyway), and the one-token mode
 ``score_hypothesis`` prefills the answer up to the label and generates only that token.
 The one-token prompt is the chain-of-thought prompt itself, so it shares the cached prefix
-and a follow-up chain-of-thought call costs no new prefill. Both need a backend that
-reports ``scores_labels``.
+and a follow-up chain-of-thought call costs no new prefill. Both need a backend whose
+capabilities have ``scores_labels``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import math
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Completion, Message
 from conli.config import Settings
-from conli.models import Level
 from conli.prompts import render
 from conli.retry import call_with_retries
 
-LABEL_PREFILL = '{"judgements": [{"id": 0, "label": "'
-CLAIM_LABEL_PREFILL = '{"label": "'  # v3: one claim, a bare object
 _LABELS = ("entailment", "contradiction", "neutral")
 _LABEL_KEY = '"label"'
 TOP_ALTERNATIVES = 10
@@ -49,9 +46,10 @@ def label_scores(completion: Completion) -> list[float | None]:
     """P(entailment) at every ``"label"`` value the completion generated, in order."""
     scores: list[float | None] = []
     text, seen, armed = "", 0, False
-    for token, top in zip(completion.tokens, completion.top_logprobs, strict=False):
+    for generated in completion.logprobs:
+        token = generated.token
         if armed and token.strip(' "\':'):
-            scores.append(entailment_probability(top))
+            scores.append(entailment_probability(generated.top))
             armed = False
         text += token
         found = text.find(_LABEL_KEY, seen)
@@ -63,19 +61,25 @@ def label_scores(completion: Completion) -> list[float | None]:
 
 
 def score_hypothesis(
-    backend: Backend, source: str, hypothesis: str, level: Level, settings: Settings
+    backend: Backend,
+    source: str,
+    hypothesis: str,
+    template: str,
+    opening: str,
+    settings: Settings,
 ) -> tuple[float | None, list[CallRecord]]:
-    """P(entailment) for one hypothesis, or None when it could not be read."""
-    template = f"nli_{level}.{settings.nli_prompt}"
+    """P(entailment) for one hypothesis, or None when it could not be read.
+
+    ``opening`` is the prompt version's answer up to its label, prefilled.
+    """
     prompt = render(template, source=source, hypotheses=[hypothesis], cot=settings.chain_of_thought)
-    opening = CLAIM_LABEL_PREFILL if settings.nli_prompt == "v3" else LABEL_PREFILL
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
     failures: list[BaseException] = []
     completion = call_with_retries(
         lambda: backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES),
         on_failure=failures.append,
     )
-    calls = [CallRecord(f"score_{level}", template, completion.usage, len(failures))]
-    if not completion.top_logprobs:
+    calls = [CallRecord("score", template, completion.usage, len(failures), completion.logprobs)]
+    if not completion.logprobs:
         return None, calls
-    return entailment_probability(completion.top_logprobs[0]), calls
+    return entailment_probability(completion.logprobs[0].top), calls

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.backends.base import Backend, CallUsage, Completion, Message, TokenLogprob
 from conli.models import UsageTotals
 from conli.prompts import defuse, render
 from conli.retry import call_with_retries
@@ -30,12 +30,17 @@ ECHO_CHARS = 2000  # how much of an invalid answer a re-ask shows the model agai
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One model call, for usage accounting: which step, which template, what it cost."""
+    """One model call: which step, which template, what it cost, and its tokens' log-probs.
+
+    ``logprobs`` holds each generated token with its top alternatives where the backend
+    gives them (``capabilities.logprobs``), for detectors that read the model's numbers.
+    """
 
     step: str
     template: str
     usage: CallUsage
     failed_attempts: int = 0  # attempts that failed and were retried before this one
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
@@ -136,7 +141,9 @@ def ask_structured(
             ),
             on_failure=failures.append,
         )
-        calls.append(CallRecord(step, template, completion.usage, len(failures)))
+        calls.append(
+            CallRecord(step, template, completion.usage, len(failures), completion.logprobs)
+        )
         try:
             if len(completion.text) > MAX_CHARS_PER_TOKEN * max_tokens + ECHO_CHARS:
                 raise ValueError(

@@ -5,38 +5,38 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conli.backends.base import Backend, CallUsage, Completion, Message
-from conli.config import Settings
+from conli.config import BackendSettings
 from conli.errors import ConfigError
 
-Factory = Callable[[str, Settings], Backend]
+Factory = Callable[[str, BackendSettings], Backend]
 
 
-def _local(_arg: str, settings: Settings) -> Backend:
+def _local(_arg: str, settings: BackendSettings) -> Backend:
     from conli.backends.local import LocalBackend
 
     return LocalBackend(settings)
 
 
-# --- hosted backends (issue 3): each SDK is imported only inside its own module ---------
-def _openai(arg: str, settings: Settings) -> Backend:
+# Each SDK is imported only inside its own module, when its backend is asked for.
+def _openai(arg: str, settings: BackendSettings) -> Backend:
     from conli.backends.openai_backend import openai_backend
 
     return openai_backend(arg, settings)
 
 
-def _azure(arg: str, settings: Settings) -> Backend:
+def _azure(arg: str, settings: BackendSettings) -> Backend:
     from conli.backends.azure_backend import azure_backend
 
     return azure_backend(arg, settings)
 
 
-def _anthropic(arg: str, settings: Settings) -> Backend:
+def _anthropic(arg: str, settings: BackendSettings) -> Backend:
     from conli.backends.anthropic_backend import anthropic_backend
 
     return anthropic_backend(arg, settings)
 
 
-def _vllm(arg: str, settings: Settings) -> Backend:
+def _vllm(arg: str, settings: BackendSettings) -> Backend:
     from conli.backends.openai_compat import compat_backend
 
     return compat_backend(arg, settings)
@@ -50,7 +50,6 @@ _REGISTRY: dict[str, Factory] = {
     "vllm": _vllm,
     "llamacpp": _vllm,  # llama.cpp's llama-server speaks the same API
 }
-# --- end hosted backends (issue 3) ------------------------------------------------------
 
 
 def register_backend(name: str, factory: Factory) -> None:
@@ -63,7 +62,7 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_backend(spec: str, settings: Settings) -> Backend:
+def get_backend(spec: str, settings: BackendSettings) -> Backend:
     """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``."""
     name, _, arg = spec.partition(":")
     factory = _REGISTRY.get(name.strip().lower())

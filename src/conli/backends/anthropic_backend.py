@@ -12,10 +12,10 @@ import json
 import time
 from typing import Any
 
-from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.base import CallUsage, Capabilities, Completion, Message
 from conli.backends.http_errors import error_for_status
 from conli.backends.http_limits import capped_http_client, reply_cap_error
-from conli.config import Settings
+from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
     BackendError,
@@ -24,10 +24,9 @@ from conli.errors import (
     ReplyTooLargeError,
     TransientBackendError,
 )
-from conli.limits import CallLimiter, estimate_tokens, shared_limiter
+from conli.limits import CallLimiter, call_cost, shared_limiter
 
 TOOL_NAME = "answer"
-SOURCE_END = "</source>"  # our templates close the source block with this tag
 _EPHEMERAL = {"type": "ephemeral"}
 _STOP_REASONS = {"max_tokens": "length", "end_turn": "stop", "tool_use": "stop"}
 
@@ -47,15 +46,12 @@ class AnthropicBackend:
 
     name = "anthropic"
 
-    def __init__(self, model: str, settings: Settings) -> None:
+    def __init__(self, model: str, settings: BackendSettings) -> None:
         if not model.strip():
             raise ConfigError("the anthropic backend needs a model: anthropic:<model>")
         anthropic = _import_anthropic()
         self.model = model.strip()
-        self.hypotheses_per_call = settings.hosted_hypotheses_per_call
-        self.scores_labels = False  # no continuation of a prefilled answer with logprobs
-        self.max_concurrency = settings.max_concurrency
-        self.context_window: int | None = None
+        self.capabilities = Capabilities(max_concurrency=settings.max_concurrency)
         self._timeout = settings.request_timeout
         self._limiter: CallLimiter = shared_limiter(settings)
         http_client = capped_http_client(anthropic.DefaultHttpxClient, self.name)
@@ -98,7 +94,7 @@ class AnthropicBackend:
                 }
             ]
             request["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
-        estimate = estimate_tokens([m["content"] for m in messages], max_tokens)
+        estimate = call_cost([m["content"] for m in messages], max_tokens)
         with self._limiter.slot(estimate) as reservation:
             started = time.perf_counter()
             try:
@@ -120,28 +116,32 @@ class AnthropicBackend:
 def to_anthropic_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
     """System blocks and turns, with cache breakpoints after the system prompt and source.
 
-    The last user turn holding ``</source>`` is split there: the text up to and including
-    the source is one cached block, the per-call hypotheses another.
+    The last user turn with a ``stable_prefix`` (set by the prompt renderer: rules and
+    source, the same on every call of a check) is split there: the prefix is one cached
+    block, the per-call rest another.
     """
     system: list[dict[str, Any]] = [
         {"type": "text", "text": m["content"]} for m in messages if m["role"] == "system"
     ]
     if system:
         system[-1]["cache_control"] = _EPHEMERAL
-    turns: list[dict[str, Any]] = [
-        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
-    ]
-    for turn in reversed(turns):
-        text = turn["content"]
-        if turn["role"] == "user" and SOURCE_END in text:
-            cut = text.rindex(SOURCE_END) + len(SOURCE_END)
-            blocks: list[dict[str, Any]] = [
-                {"type": "text", "text": text[:cut], "cache_control": _EPHEMERAL}
-            ]
-            if text[cut:].strip():
-                blocks.append({"type": "text", "text": text[cut:].strip()})
-            turn["content"] = blocks
-            break
+    turns: list[dict[str, Any]] = []
+    cut_at: tuple[int, int] | None = None
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "user" and m.get("stable_prefix"):
+            cut_at = (len(turns), m["stable_prefix"])
+        turns.append({"role": m["role"], "content": m["content"]})
+    if cut_at is not None:
+        index, cut = cut_at
+        text = turns[index]["content"]
+        blocks: list[dict[str, Any]] = [
+            {"type": "text", "text": text[:cut], "cache_control": _EPHEMERAL}
+        ]
+        if text[cut:].strip():
+            blocks.append({"type": "text", "text": text[cut:].strip()})
+        turns[index]["content"] = blocks
     return system, turns
 
 
@@ -220,6 +220,6 @@ def _map_error(exc: Exception, timeout: float) -> BackendError:
     return BackendError(f"anthropic call failed: {exc}")
 
 
-def anthropic_backend(model: str, settings: Settings) -> AnthropicBackend:
+def anthropic_backend(model: str, settings: BackendSettings) -> AnthropicBackend:
     """``anthropic:<model>``."""
     return AnthropicBackend(model, settings)

@@ -7,11 +7,10 @@ configured ``api-version``. Credentials, in order: ``AZURE_OPENAI_API_KEY``, the
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from conli.backends.openai_backend import OpenAIChatBackend, build_client, import_openai
-from conli.config import Settings
+from conli.config import BackendSettings, provider_variable
 from conli.errors import AuthenticationError, ConfigError
 
 _ENTRA_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -26,19 +25,20 @@ def _entra_token_provider() -> Any:
     return get_bearer_token_provider(DefaultAzureCredential(), _ENTRA_SCOPE)
 
 
-def azure_backend(deployment: str, settings: Settings) -> OpenAIChatBackend:
+def azure_backend(deployment: str, settings: BackendSettings) -> OpenAIChatBackend:
     """``azure:<deployment>``: an Azure OpenAI deployment, by key or Entra token."""
     deployment = deployment.strip()
     if not deployment:
         raise ConfigError("the azure backend needs a deployment name: azure:<deployment>")
-    endpoint = settings.azure_openai_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+    endpoint = settings.azure_openai_endpoint or provider_variable("AZURE_OPENAI_ENDPOINT")
     if not endpoint:
         raise ConfigError(
             "the azure backend needs an endpoint: set AZURE_OPENAI_ENDPOINT or "
             "CONLI_AZURE_OPENAI_ENDPOINT (https://<resource>.openai.azure.com)"
         )
     credentials: dict[str, Any] = {}
-    if not (os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_AD_TOKEN")):
+    keyed = provider_variable("AZURE_OPENAI_API_KEY") or provider_variable("AZURE_OPENAI_AD_TOKEN")
+    if not keyed:
         provider = _entra_token_provider()
         if provider is None:
             raise AuthenticationError(

@@ -1,20 +1,57 @@
 """The one contract every model backend implements.
 
 A backend turns chat messages into one completion and reports what it cost. It does not
-retry, parse, or know about NLI: those live in ``retry.py`` and ``agents/``.
+retry, parse, or know about NLI or our prompts' layout: those live in ``retry.py``,
+``agents/`` and ``prompts/``. What it can do beyond that is declared once, in
+``capabilities``; callers read that record, never the backend's class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
 
 class Message(TypedDict):
-    """One chat message, in the shape every provider SDK accepts."""
+    """One chat message, in the shape every provider SDK accepts.
+
+    ``stable_prefix``: the first that many characters of ``content`` are the same in every
+    call of one check (rules, source), so a provider with a prompt cache may cache them.
+    The prompt renderer sets it; backends that cache by prefix read it.
+    """
 
     role: Literal["system", "user", "assistant"]
     content: str
+    stable_prefix: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond one chat completion, declared in one record.
+
+    - ``context_window``: tokens a prompt and its answer may hold (None: not known).
+    - ``max_concurrency``: calls worth running at once.
+    - ``judges_batches``: answers every item of a prompt holding several claims (small
+      local models judge only the first, so they get one claim per call).
+    - ``continues_assistant``: continues a trailing assistant message (a prefilled answer).
+    - ``logprobs``: how many top alternatives per generated token it can return (0: none).
+    - ``counts_tokens``, ``primes_prefix``, ``hidden_states``: implements the optional
+      ``CountsTokens``, ``PrimesPrefix`` and ``ReadsHiddenStates`` (use ``optional``).
+    """
+
+    context_window: int | None = None
+    max_concurrency: int = 1
+    judges_batches: bool = True
+    continues_assistant: bool = False
+    logprobs: int = 0
+    counts_tokens: bool = False
+    primes_prefix: bool = False
+    hidden_states: bool = False
+
+    @property
+    def scores_labels(self) -> bool:
+        """Can read P(label) from one prefilled token: continuation plus alternatives."""
+        return self.continues_assistant and self.logprobs > 0
 
 
 @dataclass(frozen=True)
@@ -49,33 +86,34 @@ def llama_cpp_split(timings: Any) -> dict[str, float | None]:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token, its log-probability and the top alternatives at its place."""
+
+    token: str
+    logprob: float
+    top: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Completion:
-    """A model's reply: its text, why it stopped, and its usage."""
+    """A model's reply: its text, why it stopped, its usage, and its tokens' log-probs.
+
+    ``logprobs`` is empty unless alternatives were asked for and the backend gives them.
+    """
 
     text: str
     usage: CallUsage
     finish_reason: str | None = None
-    top_logprobs: tuple[dict[str, float], ...] = ()  # per generated token: token -> logprob
-    tokens: tuple[str, ...] = ()  # the generated tokens, aligned with ``top_logprobs``
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """A chat model we can ask for one completion at a time.
-
-    ``hypotheses_per_call`` is how many numbered hypotheses one NLI call may carry:
-    small local models judge only the first item of a batch, hosted ones handle many.
-    ``max_concurrency`` bounds how many calls the pipeline runs at once.
-    ``scores_labels`` says the backend continues a trailing assistant message and returns
-    top log-probabilities, which the one-token NLI scoring mode needs.
-    """
+    """A chat model we can ask for one completion at a time; see ``Capabilities``."""
 
     name: str
     model: str
-    hypotheses_per_call: int
-    max_concurrency: int
-    context_window: int | None
-    scores_labels: bool
+    capabilities: Capabilities
 
     def complete(
         self,
@@ -90,7 +128,8 @@ class Backend(Protocol):
 
         With ``json_schema`` the backend constrains or requests JSON matching it where
         the provider supports that; callers still validate the text. ``top_logprobs > 0``
-        asks for that many alternatives per generated token, where supported.
+        asks for up to that many alternatives per generated token (``capabilities.logprobs``
+        caps it; a backend without log-probs ignores it).
         """
         ...
 
@@ -99,11 +138,10 @@ class Backend(Protocol):
         ...
 
 
-@runtime_checkable
 class PrimesPrefix(Protocol):
     """A backend that can keep a prompt prefix's model state across processes.
 
-    Optional beside ``Backend``: only backends with a local prompt cache implement it.
+    Optional beside ``Backend`` (``capabilities.primes_prefix``).
     """
 
     def prime(self, messages: list[Message]) -> float:
@@ -111,10 +149,48 @@ class PrimesPrefix(Protocol):
         ...
 
 
-@runtime_checkable
 class CountsTokens(Protocol):
-    """A backend that can count tokens exactly (to size source windows); optional."""
+    """A backend that can count tokens exactly (``capabilities.counts_tokens``)."""
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes in this backend's model."""
         ...
+
+
+class ReadsHiddenStates(Protocol):
+    """A backend that reads token ids in a forward pass (``capabilities.hidden_states``)."""
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids; ``special`` parses chat-template markers, else they are plain text."""
+        ...
+
+    def apply_template(self, messages: list[Message], *, generation_prompt: bool) -> str:
+        """The model's own chat template applied to ``messages``."""
+        ...
+
+    def hidden_states(self, ids: list[int]) -> Any:
+        """(len(ids), dim) final hidden states, after the output norm."""
+        ...
+
+    def next_token_logprobs(self, ids: list[int], top: int) -> dict[str, float]:
+        """The ``top`` most likely next tokens after ``ids``, with log-probabilities."""
+        ...
+
+    def output_matrix(self) -> Any:
+        """(vocabulary, dim) output matrix: hidden states times it are the logits."""
+        ...
+
+
+def counts_tokens(backend: Backend) -> CountsTokens | None:
+    """``backend`` as a token counter, if its capabilities say it is one."""
+    return cast(CountsTokens, backend) if backend.capabilities.counts_tokens else None
+
+
+def primes_prefix(backend: Backend) -> PrimesPrefix | None:
+    """``backend`` as a prefix primer, if its capabilities say it is one."""
+    return cast(PrimesPrefix, backend) if backend.capabilities.primes_prefix else None
+
+
+def reads_hidden_states(backend: Backend) -> ReadsHiddenStates | None:
+    """``backend`` as a forward-pass reader, if its capabilities say it is one."""
+    return cast(ReadsHiddenStates, backend) if backend.capabilities.hidden_states else None

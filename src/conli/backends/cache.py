@@ -16,10 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conli.backends.base import Backend, CallUsage, Completion, CountsTokens, Message
+from conli.backends.base import (
+    Backend,
+    CallUsage,
+    Completion,
+    Message,
+    TokenLogprob,
+    counts_tokens,
+)
 from conli.errors import BackendError
 from conli.files import atomic_writer
 
@@ -58,18 +66,17 @@ class CachedBackend:
         self.cache_dir = Path(cache_dir)
         self.name = inner.name
         self.model = inner.model
-        self.hypotheses_per_call = inner.hypotheses_per_call
-        self.max_concurrency = inner.max_concurrency
-        self.context_window = inner.context_window
-        self.scores_labels = inner.scores_labels
+        # the cache answers calls, nothing else: the optional readers are not passed on
+        self.capabilities = replace(inner.capabilities, primes_prefix=False, hidden_states=False)
         self.hits = 0
         self.misses = 0
 
     def count_tokens(self, text: str) -> int:
         """The inner backend's count, so windows are sized as they are without the cache."""
-        if not isinstance(self.inner, CountsTokens):
+        counter = counts_tokens(self.inner)
+        if counter is None:
             raise BackendError(f"{self.inner.name} cannot count tokens")
-        return self.inner.count_tokens(text)
+        return counter.count_tokens(text)
 
     def path_for(self, key: str) -> Path:
         """Where the entry for ``key`` lives (two-level fan-out)."""
@@ -125,10 +132,15 @@ def _read_entry(path: Path) -> Completion | None:
                 prefill_seconds=0.0,
                 decode_seconds=0.0,
             ),
-            top_logprobs=tuple(
-                {str(k): float(v) for k, v in t.items()} for t in data.get("top_logprobs", [])
+            logprobs=tuple(
+                TokenLogprob(str(token), float(chosen), {str(k): float(v) for k, v in top.items()})
+                for token, chosen, top in zip(
+                    data.get("tokens", []),
+                    data.get("logprobs") or [0.0] * len(data.get("tokens", [])),
+                    data.get("top_logprobs", []),
+                    strict=True,
+                )
             ),
-            tokens=tuple(str(t) for t in data.get("tokens", [])),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -145,8 +157,9 @@ def _write_entry(path: Path, key: str, completion: Completion) -> None:
             "completion_tokens": completion.usage.completion_tokens,
             "seconds": completion.usage.seconds,
         },
-        "top_logprobs": list(completion.top_logprobs),
-        "tokens": list(completion.tokens),
+        "tokens": [t.token for t in completion.logprobs],
+        "logprobs": [t.logprob for t in completion.logprobs],
+        "top_logprobs": [t.top for t in completion.logprobs],
     }
     with atomic_writer(path) as handle:
         json.dump(entry, handle, ensure_ascii=False)

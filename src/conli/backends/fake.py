@@ -7,9 +7,10 @@ whole graph without a model, and can script failures (exceptions) at any call.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
-from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.base import CallUsage, Capabilities, Completion, Message
 
 Reply = str | Completion | BaseException
 Responder = Callable[[list[Message]], Reply]
@@ -24,22 +25,20 @@ class ScriptedBackend:
 
     name = "fake"
     model = "scripted"
-    max_concurrency = 1
 
     def __init__(
         self,
         replies: Iterable[Reply] = (),
         *,
         responder: Responder | None = None,
-        hypotheses_per_call: int = 1,
-        context_window: int | None = None,
-        scores_labels: bool = False,
+        capabilities: Capabilities | None = None,
+        **declared: Any,
     ) -> None:
+        """``declared`` sets single ``Capabilities`` fields, e.g. ``judges_batches=True``."""
         self._replies = list(replies)
         self._responder = responder
-        self.hypotheses_per_call = hypotheses_per_call
-        self.context_window = context_window
-        self.scores_labels = scores_labels
+        base = capabilities or Capabilities(judges_batches=False)
+        self.capabilities = replace(base, **declared)
         self.calls: list[list[Message]] = []
         self.schemas: list[dict[str, Any] | None] = []
 

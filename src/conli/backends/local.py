@@ -19,10 +19,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conli.backends.base import CallUsage, Completion, Message, llama_cpp_split
+from conli.backends.base import (
+    CallUsage,
+    Capabilities,
+    Completion,
+    Message,
+    TokenLogprob,
+    llama_cpp_split,
+)
 from conli.backends.forced_prefix import forced_prefix
 from conli.backends.model_store import ensure_model
-from conli.config import Settings
+from conli.config import BackendSettings
 from conli.errors import (
     BackendError,
     BackendUnavailableError,
@@ -31,16 +38,15 @@ from conli.errors import (
     ContextOverflowError,
 )
 
+TOP_LOGPROBS = 20  # alternatives llama.cpp returns per generated token, at most
+
 
 class LocalBackend:
     """Qwen2.5-Coder-1.5B (or any GGUF) on the CPU via llama.cpp."""
 
     name = "local"
-    hypotheses_per_call = 1  # small models judge only the first item of a batch
-    max_concurrency = 1  # one slot: parallel calls would only fight for two cores
-    scores_labels = True  # llama.cpp continues a trailing assistant message
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: BackendSettings) -> None:
         try:
             import xllamacpp
         except ImportError as exc:
@@ -51,7 +57,16 @@ class LocalBackend:
         if not Path(path).is_file():
             raise BackendUnavailableError(f"model file not found: {path}")
         self.model = Path(path).name
-        self.context_window: int | None = settings.local_context
+        self.capabilities = Capabilities(
+            context_window=settings.local_context,
+            max_concurrency=1,  # one slot: parallel calls would only fight for two cores
+            judges_batches=False,  # a 1.5B model judges only the first item of a batch
+            continues_assistant=True,
+            logprobs=TOP_LOGPROBS,
+            counts_tokens=True,
+            primes_prefix=True,
+            hidden_states=True,
+        )
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
         params.n_ctx = settings.local_context
@@ -60,6 +75,12 @@ class LocalBackend:
         params.cpuparams_batch.n_threads = settings.local_threads
         params.verbosity = -1
         params.warmup = False
+        # Embedding mode serves every token's final hidden state (``hidden_states``) beside
+        # ordinary completions, which it does not slow; a whole prompt must then fit one
+        # physical batch, so the batch is the context.
+        params.embedding = True
+        params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_NONE
+        params.n_batch = params.n_ubatch = settings.local_context
         self._state_dir = settings.cache_dir / "prefix-states"
         self._state_dir.mkdir(parents=True, exist_ok=True)
         params.slot_save_path = f"{self._state_dir}{os.sep}"
@@ -67,6 +88,9 @@ class LocalBackend:
         self._lock = threading.Lock()
         self._prompt_cache = settings.local_prompt_cache
         stat = Path(path).stat()
+        self._model_path = Path(path)
+        self._output_matrix: Any = None
+        self._cache_dir = settings.cache_dir
         self._identity = [
             str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns,
             xllamacpp.__version__, settings.local_context,
@@ -92,14 +116,14 @@ class LocalBackend:
             prefill = forced_prefix(json_schema)
         sent = [*messages, {"role": "assistant", "content": prefill}] if prefill else messages
         request: dict[str, Any] = {
-            "messages": list(sent),
+            "messages": [{"role": m["role"], "content": m["content"]} for m in sent],
             "max_tokens": max_tokens,
             "temperature": temperature,
             "seed": 0,
             "cache_prompt": self._prompt_cache,
         }
         if top_logprobs:
-            request.update(logprobs=True, top_logprobs=top_logprobs)
+            request.update(logprobs=True, top_logprobs=min(top_logprobs, TOP_LOGPROBS))
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
@@ -142,11 +166,69 @@ class LocalBackend:
             raise BackendError("llama.cpp could not tokenize the text")
         return len(reply["tokens"])
 
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text``; ``special`` parses chat-template markers, else they are text."""
+        reply = self._post("/tokenize", {"content": text, "parse_special": special,
+                                         "add_special": False})
+        tokens = None if reply is None else reply.get("tokens")
+        if not isinstance(tokens, list):
+            raise BackendError("llama.cpp could not tokenize the text")
+        return [int(t) for t in tokens]
+
+    def apply_template(self, messages: list[Message], *, generation_prompt: bool) -> str:
+        """The model's own chat template applied to ``messages``, as text."""
+        reply = self._post("/apply-template", {"messages": messages,
+                                               "add_generation_prompt": generation_prompt})
+        prompt = None if reply is None else reply.get("prompt")
+        if not isinstance(prompt, str):
+            raise BackendError("llama.cpp could not apply the chat template")
+        return prompt
+
+    def hidden_states(self, ids: list[int]) -> Any:
+        """The final hidden state (after the output norm) at every position: (len(ids), dim)."""
+        import numpy as np
+
+        reply = self._post_any("/embedding", {"content": ids}, timeout=3600)
+        try:
+            rows = reply[0]["embedding"]
+            states = np.asarray(rows, dtype=np.float32)
+        except (TypeError, KeyError, IndexError, ValueError) as exc:
+            raise BackendError("llama.cpp returned no hidden states") from exc
+        if states.ndim != 2 or states.shape[0] != len(ids):
+            raise BackendError(f"llama.cpp returned hidden states of shape {states.shape}")
+        return states
+
+    def next_token_logprobs(self, ids: list[int], top: int) -> dict[str, float]:
+        """The ``top`` most likely next tokens after ``ids`` and their log-probabilities."""
+        request = {"prompt": ids, "n_predict": 1, "n_probs": top, "temperature": 0.0,
+                   "cache_prompt": self._prompt_cache}
+        reply = self._post_any("/completion", request, timeout=3600)
+        try:
+            first = reply["completion_probabilities"][0]
+            return {str(a["token"]): float(a["logprob"]) for a in first["top_logprobs"]}
+        except (TypeError, KeyError, IndexError, ValueError) as exc:
+            raise BackendError("llama.cpp returned no next-token probabilities") from exc
+
+    def output_matrix(self) -> Any:
+        """The model's output (unembedding) matrix, float32 (vocabulary, dim)."""
+        from conli.backends.lm_head import load_output_matrix
+
+        if self._output_matrix is None:  # 0.9 GB: loaded once, on first use
+            self._output_matrix = load_output_matrix(self._model_path, self._cache_dir / "lm-head")
+        return self._output_matrix
+
     def _slot_action(self, action: str, filename: str) -> bool:
         """POST llama.cpp's ``/slots/0?action=...``; True when it reports success."""
         return self._post(f"/slots/0?action={action}", {"filename": filename}) is not None
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST JSON to the in-process server's loopback port; its JSON object, or None."""
+        answer = self._post_any(path, body)
+        if answer is None:
+            return None
+        return answer if isinstance(answer, dict) else {}
+
+    def _post_any(self, path: str, body: dict[str, Any], timeout: float = 60) -> Any:
         """POST JSON to the in-process server's loopback port; its JSON reply, or None."""
         request = urllib.request.Request(
             f"{self._server.listening_address}{path}",
@@ -154,11 +236,10 @@ class LocalBackend:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with self._lock, urllib.request.urlopen(request, timeout=60) as reply:
+            with self._lock, urllib.request.urlopen(request, timeout=timeout) as reply:
                 if reply.status != 200:
                     return None
-                answer = json.loads(reply.read() or b"{}")
-                return answer if isinstance(answer, dict) else {}
+                return json.loads(reply.read() or b"{}")
         except (OSError, urllib.error.URLError, ValueError):
             return None
 
@@ -190,11 +271,14 @@ def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> 
     return Completion(
         text=text,
         finish_reason=choice.get("finish_reason"),
-        top_logprobs=tuple(
-            {alt["token"]: float(alt["logprob"]) for alt in token.get("top_logprobs", [])}
+        logprobs=tuple(
+            TokenLogprob(
+                token=str(token.get("token", "")),
+                logprob=float(token.get("logprob", 0.0)),
+                top={alt["token"]: float(alt["logprob"]) for alt in token.get("top_logprobs", [])},
+            )
             for token in tokens
         ),
-        tokens=tuple(str(token.get("token", "")) for token in tokens),
         usage=CallUsage(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             cached_tokens=int(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)),

@@ -11,10 +11,17 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from conli.backends.base import CallUsage, Completion, Message, llama_cpp_split
+from conli.backends.base import (
+    CallUsage,
+    Capabilities,
+    Completion,
+    Message,
+    TokenLogprob,
+    llama_cpp_split,
+)
 from conli.backends.http_errors import error_for_status
 from conli.backends.http_limits import capped_http_client, reply_cap_error
-from conli.config import Settings
+from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
     BackendError,
@@ -23,9 +30,10 @@ from conli.errors import (
     ReplyTooLargeError,
     TransientBackendError,
 )
-from conli.limits import CallLimiter, estimate_tokens, shared_limiter
+from conli.limits import CallLimiter, call_cost, shared_limiter
 
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
+MAX_TOP_LOGPROBS = 20  # the Chat Completions API's limit on top_logprobs
 
 
 def import_openai() -> Any:
@@ -48,16 +56,17 @@ class OpenAIChatBackend:
         *,
         name: str,
         model: str,
-        settings: Settings,
+        settings: BackendSettings,
         token_param: TokenParam = "max_completion_tokens",
         context_window: int | None = None,
     ) -> None:
         self.name = name
         self.model = model
-        self.hypotheses_per_call = settings.hosted_hypotheses_per_call
-        self.scores_labels = False  # no continuation of a prefilled answer with logprobs
-        self.max_concurrency = settings.max_concurrency
-        self.context_window = context_window
+        self.capabilities = Capabilities(
+            context_window=context_window,
+            max_concurrency=settings.max_concurrency,
+            logprobs=MAX_TOP_LOGPROBS,
+        )
         self._client = client
         self._token_param: TokenParam = token_param
         self._timeout = settings.request_timeout
@@ -80,17 +89,19 @@ class OpenAIChatBackend:
         openai = import_openai()
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in messages],
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "temperature": temperature,
             self._token_param: max_tokens,
             "timeout": self._timeout,
         }
+        if top_logprobs:
+            request.update(logprobs=True, top_logprobs=min(top_logprobs, MAX_TOP_LOGPROBS))
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": json_schema, "strict": False},
             }
-        estimate = estimate_tokens([m["content"] for m in messages], max_tokens)
+        estimate = call_cost([m["content"] for m in messages], max_tokens)
         with self._limiter.slot(estimate) as reservation:
             started = time.perf_counter()
             try:
@@ -120,6 +131,7 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
     return Completion(
         text=choice.message.content or "",
         finish_reason=choice.finish_reason,
+        logprobs=_logprobs(getattr(choice, "logprobs", None)),
         usage=CallUsage(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
@@ -127,6 +139,19 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
             seconds=seconds,
             **llama_cpp_split(getattr(reply, "timings", None)),  # llama-server's extra field
         ),
+    )
+
+
+def _logprobs(logprobs: Any) -> tuple[TokenLogprob, ...]:
+    """Chat Completions' ``choice.logprobs.content`` as ours (empty if not sent)."""
+    content = getattr(logprobs, "content", None) or []
+    return tuple(
+        TokenLogprob(
+            token=str(item.token),
+            logprob=float(item.logprob),
+            top={str(alt.token): float(alt.logprob) for alt in (item.top_logprobs or [])},
+        )
+        for item in content
     )
 
 
@@ -176,7 +201,7 @@ def build_client(factory: Any, provider: str, **kwargs: Any) -> Any:
         raise ConfigError(f"{provider}: {exc}") from exc
 
 
-def openai_backend(model: str, settings: Settings) -> OpenAIChatBackend:
+def openai_backend(model: str, settings: BackendSettings) -> OpenAIChatBackend:
     """``openai:<model>``: api.openai.com (or ``OPENAI_BASE_URL``), key from ``OPENAI_API_KEY``."""
     if not model.strip():
         raise ConfigError("the openai backend needs a model: openai:gpt-4o-mini")

@@ -7,7 +7,6 @@ model is used. The key, if the server wants one, comes from ``VLLM_API_KEY`` (ne
 
 from __future__ import annotations
 
-import os
 from urllib.parse import urlparse
 
 from conli.backends.openai_backend import (
@@ -16,7 +15,7 @@ from conli.backends.openai_backend import (
     import_openai,
     map_openai_error,
 )
-from conli.config import Settings
+from conli.config import BackendSettings, provider_variable
 from conli.errors import ConfigError
 
 
@@ -31,7 +30,7 @@ def parse_compat_spec(arg: str) -> tuple[str, str | None]:
     return url.rstrip("/"), model.strip() or None
 
 
-def compat_backend(arg: str, settings: Settings) -> OpenAIChatBackend:
+def compat_backend(arg: str, settings: BackendSettings) -> OpenAIChatBackend:
     """``vllm:URL#model``: any server speaking OpenAI's chat completions API."""
     url, model = parse_compat_spec(arg)
     openai = import_openai()
@@ -39,7 +38,7 @@ def compat_backend(arg: str, settings: Settings) -> OpenAIChatBackend:
         openai.OpenAI,
         "vllm",
         base_url=url,
-        api_key=os.environ.get("VLLM_API_KEY") or "not-needed",
+        api_key=provider_variable("VLLM_API_KEY") or "not-needed",
         timeout=settings.request_timeout,
     )
     if model is None:

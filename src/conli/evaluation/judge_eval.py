@@ -258,7 +258,7 @@ def score_tasks(
     return scored
 
 
-def mode_settings(mode: str, base: Settings) -> Settings:
+def judge_mode_settings(mode: str, base: Settings) -> Settings:
     """``reasoning`` is the default rubric; ``score_only`` the same rubric without reasoning."""
     if mode == "reasoning":
         return base

@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conli.agents.nli import nli_template, resolve_prompt, static_prefix
+from conli.agents.nli import static_prefix
+from conli.agents.nli_prompts import nli_prompt
 from conli.backends import get_backend
 from conli.backends.base import Backend, Message
 from conli.config import Settings
@@ -131,7 +132,7 @@ def _measure_inputs(examples: list[Example], settings: Settings
             text_tokens(reference.backend, f"{e.source}\n{e.response}", overhead)
             for e in examples
         ]
-        static = static_prefix(resolve_prompt(settings, reference.backend))
+        static = static_prefix(reference.settings)
         prefix = reference.backend.complete(static, max_tokens=1).usage.prompt_tokens
         context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
         return tokens, context, measure_rates(reference.backend, context)
@@ -176,7 +177,7 @@ def run_bench(args: argparse.Namespace) -> int:
             rows_b.append(_timed(ours, example))
             restore.append(ours.warm_up_seconds)
             backend_name, model = ours.backend.name, ours.backend.model
-            used = resolve_prompt(our_settings, ours.backend)  # the prompt "auto" picked
+            used = nli_prompt(ours.settings.nli_prompt)  # the prompt "auto" picked
     with _loaded(ref_settings) as reference:
         rates_after = measure_rates(reference.backend, context)
     # the faster of the two readings makes the bound lower, i.e. harder to come close to
@@ -187,7 +188,7 @@ def run_bench(args: argparse.Namespace) -> int:
     summary["B_prefix_restore_seconds_median"] = statistics.median(restore)
     summary["rates_measured"] = {"context_tokens": context, "before": rates_before,
                                  "after": rates_after}
-    templates = [nli_template("sentence", used), nli_template("entity", used)]
+    templates = [used.template("sentence"), used.template("entity")]
     meta = provenance(argv=None, backend=backend_name, model=model,
                       settings=our_settings, templates=templates,
                       data_files=[dataset_path(args.dataset, args.data_dir)], seed=args.seed,

@@ -1,12 +1,15 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-split -> select -> sentence_nli -> [entity_nli] -> merge -> [mitigate | keep] -> [judge]
+split -> select -> detector ... detector -> merge -> [mitigate | keep] -> [judge]
+
+The default detectors are the paper's two levels: sentence_nli -> entity_nli.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any, Literal
 
@@ -18,16 +21,6 @@ from conli.graph import nodes
 from conli.graph.deps import Deps
 from conli.graph.state import CheckInput, CheckOutput, CheckState
 from conli.run_context import report
-
-
-def route_after_sentences(
-    state: CheckState, runtime: Runtime[Deps]
-) -> Literal["entity_nli", "merge"]:
-    """Entity-level checks run only on sentences that passed the sentence level."""
-    if not runtime.context.settings.entity_level:
-        return "merge"
-    passed = any(j.verdict == "supported" for j in state["sentence_judgements"].values())
-    return "entity_nli" if passed else "merge"
 
 
 def route_after_merge(state: CheckState, runtime: Runtime[Deps]) -> Literal["mitigate", "keep"]:
@@ -54,27 +47,32 @@ def _timed(name: str, node: Callable[..., dict[str, Any]]) -> Callable[..., dict
     return run
 
 
-def build_graph() -> CompiledStateGraph[CheckState, Deps, CheckInput, CheckOutput]:
-    """Compile the pipeline; run it with ``graph.invoke(input, context=Deps(...))``."""
+def build_graph(
+    detectors: Sequence[str],
+) -> CompiledStateGraph[CheckState, Deps, CheckInput, CheckOutput]:
+    """Compile the pipeline with ``detectors`` in order; run it with ``context=Deps(...)``.
+
+    Each detector is one node named after it; every run's ``Deps.detectors`` must hold
+    them (``detectors.build``).
+    """
     graph = StateGraph(
         CheckState, context_schema=Deps, input_schema=CheckInput, output_schema=CheckOutput
     )
-    for name in (
-        "split",
-        "select",
-        "sentence_nli",
-        "entity_nli",
-        "merge",
-        "mitigate",
-        "keep",
-        "judge",
-    ):
-        graph.add_node(name, _timed(name, getattr(nodes, name)))
-    graph.add_edge(START, "split")
-    graph.add_edge("split", "select")
-    graph.add_edge("select", "sentence_nli")
-    graph.add_conditional_edges("sentence_nli", route_after_sentences)
-    graph.add_edge("entity_nli", "merge")
+    steps: list[tuple[str, Callable[..., dict[str, Any]]]] = [
+        ("split", nodes.split),
+        ("select", nodes.select),
+        *((name, nodes.detect(name)) for name in detectors),
+        ("merge", nodes.merge),
+        ("mitigate", nodes.mitigate),
+        ("keep", nodes.keep),
+        ("judge", nodes.judge),
+    ]
+    for name, node in steps:
+        graph.add_node(name, _timed(name, node))
+    chain = ["split", "select", *detectors, "merge"]
+    graph.add_edge(START, chain[0])
+    for before, after in itertools.pairwise(chain):
+        graph.add_edge(before, after)
     graph.add_conditional_edges("merge", route_after_merge)
     graph.add_conditional_edges("mitigate", route_to_judge)
     graph.add_conditional_edges("keep", route_to_judge)

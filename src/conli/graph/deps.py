@@ -1,15 +1,18 @@
-"""What the nodes need that is not state: the model, the NER, spaCy and the settings.
+"""What the nodes need that is not state: the model, the NER, spaCy, detectors, settings.
 
 Passed per run as LangGraph's runtime context, so one compiled graph serves any backend.
+``settings`` are resolved (``nli_prompt`` is a concrete version, never ``auto``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from conli.backends.base import Backend
 from conli.config import Settings
+from conli.detectors.base import Detector
 from conli.ner import EntityRecognizer
 
 
@@ -21,3 +24,4 @@ class Deps:
     ner: EntityRecognizer
     nlp: Any  # spaCy Language, for sentence boundaries
     settings: Settings
+    detectors: Mapping[str, Detector]

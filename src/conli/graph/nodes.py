@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
-from conli.agents.nli import Hypothesis, judge_hypotheses, tag_entity
+from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps
 from conli.graph.state import CheckState
 from conli.models import Judgement, Mitigation, SentenceResult, Verdict
-from conli.ner.grounding import SourceMentions
 from conli.segment import select_claims, split_response
+
+Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
@@ -33,78 +35,35 @@ def select(state: CheckState) -> dict[str, Any]:
     return {"segments": select_claims(state["segments"])}
 
 
-def sentence_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Judge every claim sentence against the source."""
-    claims = [s for s in state["segments"] if s.checked]
-    hypotheses = [Hypothesis(sentence=s.index, text=s.text) for s in claims]
-    deps = runtime.context
-    if not deps.settings.sentence_level:  # entity-only ablation: pass every claim on
-        skipped = {
-            s.index: Judgement(
-                level="sentence",
-                hypothesis=s.text,
-                verdict="supported",
-                reasoning="sentence level skipped (entity-only ablation)",
-                template="none",
-            )
-            for s in claims
-        }
-        return {"sentence_judgements": skipped}
-    judgements, calls = judge_hypotheses(
-        deps.backend, state["source"], hypotheses, level="sentence", settings=deps.settings
-    )
-    by_sentence = {h.sentence: j for h, j in zip(hypotheses, judgements, strict=True)}
-    return {"sentence_judgements": by_sentence, "calls": calls}
+def detect(name: str) -> Node:
+    """The node that runs detector ``name`` on the response's segments."""
+
+    def node(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        context = DetectionContext(
+            source=state["source"],
+            response=state["response"],
+            question=state.get("question"),
+            segments=state["segments"],
+            prior=state.get("judgements", {}),
+            deps=runtime.context,
+        )
+        found = runtime.context.detectors[name].detect(context)
+        return {"judgements": found.judgements, "entities": found.entities, "calls": found.calls}
+
+    node.__name__ = node.__qualname__ = name
+    node.__doc__ = f"Run the {name} detector."
+    return node
 
 
-def entity_nli(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Re-check sentences that passed, one tagged entity per hypothesis.
+def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    """Combine every detector: a sentence is supported only if every counted check passed.
 
-    By default only entities the source does not state word for word are re-checked
-    (``Settings.entity_recheck``); every entity is still listed, marked ``in_source``.
+    A detector's judgement of a sentence does not count where a detector that supersedes
+    it judged the same sentence. A claim no detector judged stays unverified.
     """
-    deps = runtime.context
-    passed = [
-        s
-        for s in state["segments"]
-        if s.checked and state["sentence_judgements"][s.index].verdict == "supported"
-    ]
-    source = SourceMentions(state["source"])
-    # without a sentence-level verdict, no entity has been in front of a judge yet
-    recheck_all = deps.settings.entity_recheck == "all" or not deps.settings.sentence_level
-    entities = {}
-    hypotheses = []
-    grouped: dict[int, list[Judgement]] = {}
-    for sentence in passed:
-        found = deps.ner.entities(sentence.text)  # a NER backend that fails fails the check
-        entities[sentence.index] = [
-            e.model_copy(
-                update={
-                    "start": e.start + sentence.start,
-                    "end": e.end + sentence.start,
-                    "in_source": source.mentions(e.text),
-                }
-            )
-            for e in found
-        ]
-        hypotheses += [
-            Hypothesis(sentence.index, tag_entity(sentence.text, e.start, e.end), entity)
-            for e, entity in zip(found, entities[sentence.index], strict=True)
-            if recheck_all or not entity.in_source
-        ]
-    judgements, calls = judge_hypotheses(
-        deps.backend, state["source"], hypotheses, level="entity", settings=deps.settings
-    )
-    for hypothesis, judgement in zip(hypotheses, judgements, strict=True):
-        grouped.setdefault(hypothesis.sentence, []).append(judgement)
-    return {"entities": entities, "entity_judgements": grouped, "calls": calls}
-
-
-def merge(state: CheckState) -> dict[str, Any]:
-    """Combine both levels: a sentence is supported only if every check entailed it."""
-    sentence_judgements = state.get("sentence_judgements", {})
-    entity_judgements = state.get("entity_judgements", {})
+    judgements = state.get("judgements", {})
     entities = state.get("entities", {})
+    detectors = runtime.context.detectors
     results = []
     for segment in state["segments"]:
         result = SentenceResult(
@@ -116,23 +75,33 @@ def merge(state: CheckState) -> dict[str, Any]:
             entities=entities.get(segment.index, []),
         )
         if segment.checked:
-            checks = [sentence_judgements[segment.index], *entity_judgements.get(segment.index, [])]
-            result = _merged(result, checks)
+            result = _merged(result, _counted(judgements.get(segment.index, []), detectors))
         results.append(result)
     return {"sentences": results}
+
+
+def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list[Judgement]:
+    """The judgements that decide: those no detector that judged too supersedes."""
+    present = {j.detector for j in checks}
+    overruled = {name for d in present if d in detectors for name in detectors[d].supersedes}
+    return [j for j in checks if j.detector not in overruled]
 
 
 def _merged(result: SentenceResult, checks: list[Judgement]) -> SentenceResult:
     failed = [j for j in checks if j.verdict == "hallucinated"]
     unknown = [j for j in checks if j.verdict == "unverified"]
-    verdict: Verdict = "hallucinated" if failed else "unverified" if unknown else "supported"
+    verdict: Verdict = (
+        "hallucinated" if failed else "unverified" if unknown or not checks else "supported"
+    )
     reasons = [_reason(j) for j in (failed or unknown)]
-    level = failed[0].level if failed else None
+    if not checks:
+        reasons = ["could not be checked: no detector judged this sentence"]
+    detector = failed[0].detector if failed else None
     scores = [j.score for j in checks if j.score is not None]
     return result.model_copy(
         update={
             "verdict": verdict,
-            "level": level,
+            "detector": detector,
             "reasons": reasons,
             "judgements": checks,
             "score": min(scores) if scores else None,

@@ -1,7 +1,7 @@
 """Graph state: the narrow input, the internal working state, and the result keys.
 
-List and dict keys that several nodes add to (model calls, timings) have reducers, so a
-node returns only what it adds.
+Keys that several nodes add to (judgements, entities, model calls, timings) have reducers,
+so a node returns only what it adds.
 """
 
 from __future__ import annotations
@@ -22,11 +22,29 @@ def merge_timings(left: dict[str, float], right: dict[str, float]) -> dict[str, 
     return merged
 
 
-class CheckInput(TypedDict):
-    """What a caller hands the graph."""
+def add_judgements(
+    left: dict[int, list[Judgement]], right: dict[int, list[Judgement]]
+) -> dict[int, list[Judgement]]:
+    """Append a detector's judgements to each segment's list."""
+    merged = {index: list(found) for index, found in left.items()}
+    for index, found in right.items():
+        merged.setdefault(index, []).extend(found)
+    return merged
+
+
+def add_entities(
+    left: dict[int, list[Entity]], right: dict[int, list[Entity]]
+) -> dict[int, list[Entity]]:
+    """Entities found by a detector, by segment (a later finding replaces an earlier one)."""
+    return {**left, **right}
+
+
+class CheckInput(TypedDict, total=False):
+    """What a caller hands the graph: ``source`` and ``response`` are required."""
 
     source: str
     response: str
+    question: str | None
 
 
 class CheckOutput(TypedDict, total=False):
@@ -45,6 +63,5 @@ class CheckState(CheckInput, CheckOutput, total=False):
     """Everything the nodes read and write along the way."""
 
     segments: list[Segment]
-    sentence_judgements: dict[int, Judgement]
-    entities: dict[int, list[Entity]]
-    entity_judgements: dict[int, list[Judgement]]
+    judgements: Annotated[dict[int, list[Judgement]], add_judgements]
+    entities: Annotated[dict[int, list[Entity]], add_entities]

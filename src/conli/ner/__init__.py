@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from conli.models import Entity
 
 if TYPE_CHECKING:
-    from conli.config import Settings
+    from conli.config import DetectionSettings
 
 
 class EntityRecognizer(Protocol):
@@ -19,9 +19,12 @@ class EntityRecognizer(Protocol):
         """Entities in ``text``, in order, without duplicates of the same surface text."""
         ...
 
+    def close(self) -> None:
+        """Release the recognizer's connections, if any."""
+        ...
 
-# --- recognizer by name (issue 3) ---------------------------------------------------------
-def get_recognizer(settings: Settings, nlp: Any) -> EntityRecognizer:
+
+def get_recognizer(settings: DetectionSettings, nlp: Any) -> EntityRecognizer:
     """Build the recognizer ``settings.ner`` names: ``spacy`` (uses ``nlp``) or ``azure``."""
     if settings.ner == "azure":
         from conli.ner.azure_ner import AzureRecognizer

@@ -9,11 +9,10 @@ entity step marks that sentence ``unverified`` instead of skipping its entity le
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from conli.backends.http_errors import error_for_status
-from conli.config import Settings
+from conli.config import DetectionSettings, provider_variable
 from conli.errors import (
     AuthenticationError,
     BackendError,
@@ -63,10 +62,10 @@ class AzureRecognizer:
 
     name = "azure"
 
-    def __init__(self, settings: Settings, *, language: str = "en") -> None:
+    def __init__(self, settings: DetectionSettings, *, language: str = "en") -> None:
         client_cls, credential_cls, self._errors = _import_sdk()
-        endpoint = settings.azure_language_endpoint or os.environ.get("AZURE_LANGUAGE_ENDPOINT")
-        key = os.environ.get("AZURE_LANGUAGE_KEY")
+        endpoint = settings.azure_language_endpoint or provider_variable("AZURE_LANGUAGE_ENDPOINT")
+        key = provider_variable("AZURE_LANGUAGE_KEY")
         if not endpoint:
             raise ConfigError(
                 "Azure NER needs an endpoint: set AZURE_LANGUAGE_ENDPOINT or "

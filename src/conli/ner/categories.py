@@ -58,7 +58,7 @@ def validate_categories(categories: list[str]) -> frozenset[str]:
     return frozenset(categories)
 
 
-# --- Azure Text Analytics (issue 3) ------------------------------------------------------
+# --- Azure Text Analytics ----------------------------------------------------------------
 # The service's categories are our canonical names. Its subcategories (e.g. DateTime's
 # DateRange and Duration, Quantity's Number and Currency) roll up to their parent, in case a
 # service version reports a subcategory where the category belongs.

@@ -17,6 +17,9 @@ class SpacyRecognizer:
         self._nlp = nlp
         self._categories = validate_categories(categories)
 
+    def close(self) -> None:
+        """Nothing to release: the spaCy pipeline is shared by the process."""
+
     def entities(self, text: str) -> list[Entity]:
         """Entities of the selected categories; the same surface text is kept once."""
         seen: set[str] = set()

@@ -1,9 +1,11 @@
 """Versioned Jinja prompt templates, rendered by one function into chat messages.
 
-A template marks where each chat message begins with ``{{ msg("system") }}``; the marker
-carries a random nonce per render, so text inside a source or response can never forge a
-message boundary. Variables are strict: a missing one is an error, not an empty string.
-User data passes through the ``data`` filter, which defuses our own delimiter tags.
+A template marks where each chat message begins with ``{{ msg("system") }}``, and where
+the part that is the same on every call of a check ends with ``{{ stable() }}`` (a prompt
+cache may keep what precedes it: ``Message.stable_prefix``). Markers carry a random nonce
+per render, so text inside a source or response can never forge one. Variables are
+strict: a missing one is an error, not an empty string. User data passes through the
+``data`` filter, which defuses our own delimiter tags and chat-template tokens.
 """
 
 from __future__ import annotations
@@ -76,13 +78,19 @@ def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) 
     marker = re.compile(rf"\x1e{nonce}:(\w+)\x1e")
     try:
         template = _environment(search).get_template(filename)
-        text = template.render(msg=lambda role: f"\x1e{nonce}:{role}\x1e", **variables)
+        text = template.render(
+            msg=lambda role: f"\x1e{nonce}:{role}\x1e", stable=lambda: f"\x1f{nonce}\x1f",
+            **variables,
+        )
     except TemplateError as exc:
         raise ConfigError(f"prompt template {filename} failed to render: {exc}") from exc
-    return Prompt(messages=_split_messages(text, marker, filename), template=version)
+    return Prompt(messages=_split_messages(text, marker, filename, f"\x1f{nonce}\x1f"),
+                  template=version)
 
 
-def _split_messages(text: str, marker: re.Pattern[str], filename: str) -> list[Message]:
+def _split_messages(
+    text: str, marker: re.Pattern[str], filename: str, stable: str
+) -> list[Message]:
     parts = marker.split(text)
     if parts[0].strip():
         raise ConfigError(f"template {filename} has text before its first msg() marker")
@@ -90,7 +98,11 @@ def _split_messages(text: str, marker: re.Pattern[str], filename: str) -> list[M
     for role, content in zip(parts[1::2], parts[2::2], strict=True):
         if role not in _ROLES:
             raise ConfigError(f"template {filename} uses unknown role {role!r}")
-        messages.append({"role": role, "content": content.strip()})  # type: ignore[typeddict-item]
+        message: Message = {"role": role, "content": content.strip()}  # type: ignore[typeddict-item]
+        if stable in message["content"]:
+            message["stable_prefix"] = message["content"].index(stable)
+            message["content"] = message["content"].replace(stable, "")
+        messages.append(message)
     if not messages:
         raise ConfigError(f"template {filename} defines no messages")
     return messages

@@ -1,0 +1,99 @@
+"""One record per version of the NLI prompt: its templates, answer models and call shape.
+
+Everything that differs between versions is here, looked up by name; ``auto`` is resolved
+to a concrete version once per run (``resolve_nli_prompt``), where the backend is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel
+
+from conli.backends.base import Capabilities
+from conli.config import DetectionSettings
+from conli.errors import ConfigError
+from conli.models import (
+    NLIAnswer,
+    NLIClaimAnswer,
+    NLIClaimLabelAnswer,
+    NLILabelOnlyAnswer,
+    NLIReasonedAnswer,
+)
+
+Kind = Literal["sentence", "entity"]  # a whole claim, or the [ tagged ] words of a claim
+
+
+@dataclass(frozen=True)
+class NLIPrompt:
+    """A version of the NLI prompt.
+
+    ``one_claim``: each call holds one claim, answered as a bare object (else a numbered
+    batch, answered as ``{"judgements": [...]}``). ``quotes_evidence``: the reasoned answer
+    quotes the source first. ``*_item``: the ``$defs`` name of a batch item (None for one
+    claim). ``label_opening``: the answer up to its label, prefilled to score from one token.
+    """
+
+    version: str
+    one_claim: bool
+    quotes_evidence: bool
+    reasoned: type[BaseModel]
+    label_only: type[BaseModel]
+    reasoned_item: str | None
+    label_only_item: str | None
+    label_opening: str
+
+    def template(self, kind: Kind) -> str:
+        """The versioned template name for ``kind``, e.g. ``nli_sentence.v3``."""
+        return f"nli_{kind}.{self.version}"
+
+    def answer(self, chain_of_thought: bool) -> tuple[type[BaseModel], str | None]:
+        """The answer model and its batch item's schema name."""
+        if chain_of_thought:
+            return self.reasoned, self.reasoned_item
+        return self.label_only, self.label_only_item
+
+
+_BATCH_LABEL = '{"judgements": [{"id": 0, "label": "'
+NLI_PROMPTS: dict[str, NLIPrompt] = {
+    "v1": NLIPrompt("v1", False, True, NLIAnswer, NLILabelOnlyAnswer, "NLIItem", "NLILabelOnly",
+                    _BATCH_LABEL),
+    "v2": NLIPrompt("v2", False, False, NLIReasonedAnswer, NLILabelOnlyAnswer, "NLIReasonedItem",
+                    "NLILabelOnly", _BATCH_LABEL),
+    "v3": NLIPrompt("v3", True, True, NLIClaimAnswer, NLIClaimLabelAnswer, None, None,
+                    '{"label": "'),
+}
+
+
+def nli_prompt(version: str) -> NLIPrompt:
+    """The record of a concrete version (``auto`` must be resolved first)."""
+    try:
+        return NLI_PROMPTS[version]
+    except KeyError:
+        raise ConfigError(
+            f"unknown NLI prompt {version!r}; known: {', '.join(NLI_PROMPTS)}"
+        ) from None
+
+
+def resolve_nli_prompt(settings: DetectionSettings, capabilities: Capabilities) -> str:
+    """The concrete version a setting means on a backend: ``auto`` is v3 for one claim a call.
+
+    v3 where calls hold one claim (the embedded model): v1's batch wrapper would be
+    prefilled on every call for nothing. v1 elsewhere, whose batches let hosted models
+    judge several claims per call.
+    """
+    if settings.nli_prompt != "auto":
+        return settings.nli_prompt
+    configured = settings.hypotheses_per_call
+    one = configured == 1 if configured is not None else not capabilities.judges_batches
+    return "v3" if one else "v1"
+
+
+def batch_size(settings: DetectionSettings, capabilities: Capabilities) -> int:
+    """Claims per NLI call: one for one-claim prompts and backends that judge only the first."""
+    if nli_prompt(settings.nli_prompt).one_claim:
+        return 1
+    if settings.hypotheses_per_call is not None:
+        return settings.hypotheses_per_call
+    return settings.hosted_hypotheses_per_call if capabilities.judges_batches else 1

@@ -1,0 +1,70 @@
+"""The one contract every detector implements, and what it is given and gives back.
+
+A detector reads the response's segments against the source and returns judgements that
+name it. Detectors run in a configured order; each sees what the ones before it decided
+(``prior``), so a cascade (entity checks after sentence checks, chain of thought after a
+cheap classifier) is a detector that reads ``prior``. The graph merges every detector's
+judgements by one rule (``graph.nodes.merge``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from conli.agents.structured import CallRecord
+from conli.models import Entity, Judgement
+from conli.segment import Segment
+
+if TYPE_CHECKING:
+    from conli.graph.deps import Deps
+
+
+@dataclass(frozen=True)
+class DetectionContext:
+    """One response as detectors see it: texts, segments, earlier judgements, run deps."""
+
+    source: str
+    response: str
+    question: str | None
+    segments: list[Segment]
+    prior: Mapping[int, list[Judgement]]
+    deps: Deps
+
+    @property
+    def claims(self) -> list[Segment]:
+        """The segments that carry a claim to check (``Segment.checked``)."""
+        return [s for s in self.segments if s.checked]
+
+    def judged(self, index: int, detector: str) -> list[Judgement]:
+        """What ``detector`` decided about segment ``index`` (empty if it did not run)."""
+        return [j for j in self.prior.get(index, []) if j.detector == detector]
+
+    def settled(self, index: int) -> bool:
+        """True when an earlier detector decided segment ``index`` for good (``final``)."""
+        return any(j.final for j in self.prior.get(index, []))
+
+
+@dataclass
+class Detection:
+    """A detector's output: judgements and entities by segment index, and its model calls."""
+
+    judgements: dict[int, list[Judgement]] = field(default_factory=dict)
+    entities: dict[int, list[Entity]] = field(default_factory=dict)
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+class Detector(Protocol):
+    """Judges segments of a response; registered by ``name`` (``detectors.register``).
+
+    ``supersedes``: detectors whose judgement of a segment this one's replaces in the
+    merge when both judged it (a second opinion that is meant to decide).
+    """
+
+    name: str
+    supersedes: frozenset[str]
+
+    def detect(self, context: DetectionContext) -> Detection:
+        """Judge the segments this detector is for; raise ``BackendError`` if it cannot run."""
+        ...

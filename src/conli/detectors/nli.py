@@ -1,0 +1,84 @@
+"""Chain-of-thought NLI as two detectors: each sentence, then the entities of passed ones.
+
+``sentence_nli`` judges every claim the earlier detectors have not settled. ``entity_nli``
+re-checks the sentences ``sentence_nli`` passed, one tagged entity at a time, by default
+only the entities the source does not state word for word; without a ``sentence_nli``
+judgement (the entity-only ablation) it re-checks every entity of every unsettled claim.
+"""
+
+from __future__ import annotations
+
+from conli.agents.nli import Hypothesis, run_nli, tag_entity
+from conli.detectors.base import Detection, DetectionContext
+from conli.models import Judgement
+from conli.ner.grounding import SourceMentions
+
+
+class SentenceNLI:
+    """CoNLI's sentence level: whether the source entails the whole sentence."""
+
+    name = "sentence_nli"
+    supersedes: frozenset[str] = frozenset()
+
+    def detect(self, context: DetectionContext) -> Detection:
+        """One NLI judgement for each unsettled claim."""
+        claims = [s for s in context.claims if not context.settled(s.index)]
+        hypotheses = [Hypothesis(s.index, s.text) for s in claims]
+        deps = context.deps
+        judgements, calls = run_nli(deps.backend, context.source, hypotheses, kind="sentence",
+                                    settings=deps.settings, detector=self.name)
+        return Detection(
+            judgements={h.sentence: [j] for h, j in zip(hypotheses, judgements, strict=True)},
+            calls=calls,
+        )
+
+
+class EntityNLI:
+    """CoNLI's entity level: whether the source supports each entity of a passed sentence."""
+
+    name = "entity_nli"
+    supersedes: frozenset[str] = frozenset()
+
+    def detect(self, context: DetectionContext) -> Detection:
+        """Entities of the sentences to re-check, and one NLI judgement per unmatched one."""
+        deps = context.deps
+        candidates = [s for s in context.claims if not context.settled(s.index)]
+        sentence_level = any(context.judged(s.index, SentenceNLI.name) for s in candidates)
+        passed = [
+            s for s in candidates
+            if not sentence_level
+            or any(j.verdict == "supported" for j in context.judged(s.index, SentenceNLI.name))
+        ]
+        # without a sentence-level verdict, no entity has been in front of a judge yet
+        recheck_all = deps.settings.entity_recheck == "all" or not sentence_level
+        source = SourceMentions(context.source)
+        found = Detection()
+        hypotheses = []
+        for sentence in passed:
+            tagged = deps.ner.entities(sentence.text)  # a NER that fails fails the check
+            entities = [
+                e.model_copy(update={"start": e.start + sentence.start,
+                                     "end": e.end + sentence.start,
+                                     "in_source": source.mentions(e.text)})
+                for e in tagged
+            ]
+            found.entities[sentence.index] = entities
+            hypotheses += [
+                Hypothesis(sentence.index, tag_entity(sentence.text, e.start, e.end), entity)
+                for e, entity in zip(tagged, entities, strict=True)
+                if recheck_all or not entity.in_source
+            ]
+        judgements, found.calls = run_nli(deps.backend, context.source, hypotheses,
+                                          kind="entity", settings=deps.settings,
+                                          detector=self.name)
+        for hypothesis, judgement in zip(hypotheses, judgements, strict=True):
+            found.judgements.setdefault(hypothesis.sentence, []).append(judgement)
+        if not sentence_level:  # the ablation: a claim with no entity passes, as in the paper
+            for sentence in passed:
+                found.judgements.setdefault(sentence.index, [_nothing_to_check(sentence.text)])
+        return found
+
+
+def _nothing_to_check(sentence: str) -> Judgement:
+    return Judgement(detector=EntityNLI.name, hypothesis=sentence, verdict="supported",
+                     reasoning="no entity to re-check (entity level only)")
