@@ -11,6 +11,7 @@ import pytest
 from conli.config import Settings
 from conli.evaluation import judge_eval as je
 from conli.evaluation.loaders import Example
+from conli.training import perturb
 from tests.eval_fakes import backend as fake_backend
 
 
@@ -19,37 +20,37 @@ def rng() -> random.Random:
 
 
 def test_swap_number_keeps_form_and_skips_years() -> None:
-    out = je.swap_number("In 2019 the hotel had 1,200 rooms.", rng())
+    out = perturb.swap_number("In 2019 the hotel had 1,200 rooms.", rng())
     assert out is not None and out.startswith("In 2019 the hotel had ") and "1,200" not in out
     assert "," in out.split("had ")[1]
-    assert je.swap_number("Opened in 2019.", rng()) is None
+    assert perturb.swap_number("Opened in 2019.", rng()) is None
 
 
 def test_swap_date_moves_month_or_year() -> None:
-    out = je.swap_date("It opened on 3 May.", rng())
+    out = perturb.swap_date("It opened on 3 May.", rng())
     assert out is not None and "May" not in out and out.startswith("It opened on 3 ")
-    year = je.swap_date("It opened in 2019.", rng())
+    year = perturb.swap_date("It opened in 2019.", rng())
     assert year is not None and "2019" not in year
 
 
 def test_negate_adds_or_removes_not() -> None:
-    negated = je.negate("The museum is open on Sundays.", rng())
+    negated = perturb.negate("The museum is open on Sundays.", rng())
     assert negated == "The museum is not open on Sundays."
-    assert je.negate("He did not win the race.", rng()) == "He did win the race."
-    assert je.negate("He didn't win.", rng()) == "He did win."
-    assert je.negate("Rain fell.", rng()) is None
+    assert perturb.negate("He did not win the race.", rng()) == "He did win the race."
+    assert perturb.negate("He didn't win.", rng()) == "He did win."
+    assert perturb.negate("Rain fell.", rng()) is None
 
 
 def test_swap_entity_uses_a_same_type_entity_from_the_source() -> None:
-    out = je.swap_entity("Alice met the mayor.", [("Alice", "PERSON")],
+    out = perturb.swap_entity("Alice met the mayor.", [("Alice", "PERSON")],
                          [("Alice", "PERSON"), ("Bob", "PERSON"), ("Paris", "GPE")], rng())
     assert out == "Bob met the mayor."
 
 
 def test_extrinsic_appends_a_clause_before_the_full_stop() -> None:
-    out = je.extrinsic_variant("The bridge opened.", rng())
+    out = perturb.extrinsic_variant("The bridge opened.", rng())
     clause = out.removeprefix("The bridge opened, ").removesuffix(".")
-    assert clause in je.EXTRINSIC_CLAUSES and out.endswith(".")
+    assert clause in perturb.EXTRINSIC_CLAUSES and out.endswith(".")
 
 
 def _item() -> je.JudgeItem:

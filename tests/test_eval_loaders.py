@@ -44,7 +44,7 @@ def test_halueval_qa_gives_two_examples_per_record_with_knowledge_as_source() ->
     assert hallucinated.response == "First for Women was started first." and hallucinated.label
     assert grounded.source.startswith("Arthur's Magazine (1844–1846) was an American literary")
     assert "Which magazine" not in grounded.source
-    assert grounded.meta["question"].startswith("Which magazine was started first")
+    assert grounded.question and grounded.question.startswith("Which magazine was started first")
     assert hallucinated.reference == "Arthur's Magazine"
 
 

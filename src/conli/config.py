@@ -78,6 +78,9 @@ class DetectionSettings(BaseModel):
         default_factory=lambda: ["cot"],
         description="detectors or presets to run, in order (conli check --detector)",
     )
+    signal_model: Path | None = Field(
+        None, description="a signal classifier artifact (JSON) instead of the shipped one"
+    )
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
@@ -130,6 +133,11 @@ class JudgeSettings(BaseModel):
     """The 1-5 rubric judge."""
 
     judge: bool = True
+    judge_mode: Literal["grounded", "rubric"] = Field(
+        "rubric",
+        description="grounded: the score comes from the sentence verdicts and the model writes "
+        "the reasoning; rubric: the model reads the rubric and gives the score",
+    )
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
 

@@ -17,7 +17,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     data.add_argument("--limit", type=int, help="examples per dataset (stratified by label)")
     data.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     data.add_argument("--no-stratify", action="store_true", help="sample without stratifying")
+    data.add_argument("--no-question", action="store_true",
+                      help="check answers without their question (to measure what it adds)")
     run = common.add_argument_group("run")
     add_session_flags(run)
     run.add_argument("--cache-dir", type=Path,
@@ -121,6 +123,9 @@ def _datasets(
         examples = load_file(path, args.format)
         loaded[examples[0].dataset if examples else path.stem] = examples
         paths.append(path)
+    if args.no_question:
+        loaded = {name: [replace(e, question=None) for e in examples]
+                  for name, examples in loaded.items()}
     if not sample:
         return loaded, paths
     sampled = {name: detection.stratified_sample(examples, args.limit, args.seed,
@@ -252,6 +257,7 @@ def _recorded(settings: Settings, outcomes: list[detection.Outcome]) -> _Recorde
 def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
     """Predictions an earlier run of the same set-up left in ``out``; refuse a different one."""
     manifest = {"ablation": args.ablation, "judge": bool(args.judge),
+                **({"no_question": True} if args.no_question else {}),
                 "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
     path = out / "run.json"
     if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != manifest:

@@ -206,12 +206,32 @@ class Mitigation(BaseModel):
     template: str | None = None
 
 
+class JudgeFinding(BaseModel):
+    """A flagged sentence as the grounded judge weighs it."""
+
+    index: int
+    sentence: str
+    severity: Literal["contradiction", "unsupported", "minor"]
+    weight: float = Field(ge=0.0, le=1.0)
+    reason: str
+
+
 class JudgeResult(BaseModel):
-    """A rubric score; ``score`` is None when the judge could not be completed."""
+    """A 1-5 score; ``score`` is None when the judge could not be completed.
+
+    ``grounded``: computed from the sentence verdicts (``findings``, ``share``), the model
+    writing only the reasoning; ``rubric``: the model reads the rubric and gives the score.
+    ``reasoning_status``: ``checked`` (every quote in it is in the judged text),
+    ``dropped`` (it quoted text that is not there, twice: the score stands without it).
+    """
 
     status: Literal["scored", "unverified"]
     score: int | None = Field(None, ge=1, le=5)
+    mode: Literal["grounded", "rubric"] = "rubric"
     reasoning: str = ""
+    reasoning_status: Literal["checked", "dropped"] = "checked"
+    share: float | None = Field(None, ge=0.0, description="weighted share of flagged sentences")
+    findings: list[JudgeFinding] = Field(default_factory=list)
     error: str | None = None
     template: str
 

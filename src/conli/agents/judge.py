@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conli.agents.grounded_judge import check_quotes
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -77,10 +78,17 @@ def _judge_once(
         return JudgeResult(
             status="unverified", error=asked.error, template=prompt.template
         ), asked.calls
+    reasoning, status, error = asked.value.reasoning, "checked", None
+    try:
+        check_quotes(reasoning, text)
+    except ValueError as exc:  # the score stands; reasoning that invents text does not
+        reasoning, status, error = "", "dropped", f"reasoning dropped: {exc}"
     result = JudgeResult(
         status="scored",
         score=asked.value.score,
-        reasoning=asked.value.reasoning,
+        reasoning=reasoning,
+        reasoning_status=status,
+        error=error,
         template=prompt.template,
     )
     return result, asked.calls

@@ -33,6 +33,8 @@ def mitigate(
     response: str,
     sentences: list[SentenceResult],
     settings: Settings,
+    *,
+    question: str | None = None,
 ) -> tuple[str, Mitigation, list[CallRecord]]:
     """Return the refined text, what changed, and the calls it took."""
     flagged = {s.index: s for s in sentences if s.verdict == "hallucinated"}
@@ -74,7 +76,8 @@ def mitigate(
     changes = [_change(r, flagged[r.id].text) for r in asked.value.rewrites]
     calls = list(asked.calls)
     if settings.verify_rewrites:
-        changes, verify_calls = verify_rewrites(backend, source, changes, settings)
+        changes, verify_calls = verify_rewrites(backend, source, changes, settings,
+                                                question=question)
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
@@ -139,7 +142,12 @@ def _change(item: RewriteItem, before: str) -> SentenceChange:
 
 
 def verify_rewrites(
-    backend: Backend, source: str, changes: list[SentenceChange], settings: Settings
+    backend: Backend,
+    source: str,
+    changes: list[SentenceChange],
+    settings: Settings,
+    *,
+    question: str | None = None,
 ) -> tuple[list[SentenceChange], list[CallRecord]]:
     """Judge each rewrite against the source; one still unsupported is removed instead.
 
@@ -156,6 +164,7 @@ def verify_rewrites(
         kind="sentence",
         settings=settings,
         detector="verify_rewrite",
+        question=question,
     )
     by_index = {c.index: j for c, j in zip(rewrites, judged, strict=True)}
     checked = []

@@ -79,15 +79,17 @@ def run_nli(
     kind: Kind,
     settings: Settings,
     detector: str | None = None,
+    question: str | None = None,
 ) -> tuple[list[Judgement], list[CallRecord]]:
     """Judge every hypothesis; the result is in input order, one judgement each.
 
     A source too long for the context is judged window by window (every hypothesis against
     one window before the next, so each window's prefix is prefilled once); a hypothesis
     keeps its best-supported window's judgement (``best_supported``). Judgements name
-    ``detector`` (default ``<kind>_nli``).
+    ``detector`` (default ``<kind>_nli``); ``question``, if the response answers one, is
+    shown with the claims.
     """
-    call = _Call(backend, kind, settings, detector or f"{kind}_nli")
+    call = _Call(backend, kind, settings, detector or f"{kind}_nli", question)
     windows = nli_windows(backend, source, settings) if hypotheses else [source]
     if len(windows) == 1:
         return call.judge_all(source, hypotheses)
@@ -146,8 +148,12 @@ def static_prefix(settings: Settings) -> list[Message]:
 class _Call:
     """The NLI calls of one kind for one run: prompt record, backend and settings fixed."""
 
-    def __init__(self, backend: Backend, kind: Kind, settings: Settings, detector: str) -> None:
+    def __init__(
+        self, backend: Backend, kind: Kind, settings: Settings, detector: str,
+        question: str | None,
+    ) -> None:
         self.backend, self.kind, self.settings, self.detector = backend, kind, settings, detector
+        self.question = question
         self.prompt: NLIPrompt = nli_prompt(settings.nli_prompt)
         self.template = self.prompt.template(kind)
 
@@ -167,7 +173,8 @@ class _Call:
         if self.settings.score_first and capabilities.scores_labels:
             def score(h: Hypothesis) -> tuple[float | None, list[CallRecord]]:
                 return score_hypothesis(self.backend, source, h.text, self.template,
-                                        self.prompt.label_opening, self.settings)
+                                        self.prompt.label_opening, self.settings,
+                                        question=self.question)
 
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 scored = list(pool.map(propagate(score), hypotheses))
@@ -262,7 +269,8 @@ class _Call:
     def ask(self, source: str, batch: list[Hypothesis]) -> Asked[BaseModel]:
         cot = self.settings.chain_of_thought
         prompt = render(
-            self.template, source=source, hypotheses=[h.text for h in batch], cot=cot
+            self.template, source=source, hypotheses=[h.text for h in batch], cot=cot,
+            question=self.question,
         )
         answer_model, item = self.prompt.answer(cot)
         schema = (

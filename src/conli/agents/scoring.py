@@ -67,12 +67,15 @@ def score_hypothesis(
     template: str,
     opening: str,
     settings: Settings,
+    *,
+    question: str | None = None,
 ) -> tuple[float | None, list[CallRecord]]:
     """P(entailment) for one hypothesis, or None when it could not be read.
 
     ``opening`` is the prompt version's answer up to its label, prefilled.
     """
-    prompt = render(template, source=source, hypotheses=[hypothesis], cot=settings.chain_of_thought)
+    prompt = render(template, source=source, hypotheses=[hypothesis],
+                    cot=settings.chain_of_thought, question=question)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
     failures: list[BaseException] = []
     completion = call_with_retries(

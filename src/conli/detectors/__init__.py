@@ -13,13 +13,19 @@ from importlib.metadata import entry_points
 from conli.config import DetectionSettings
 from conli.detectors.base import Detection, DetectionContext, Detector
 from conli.detectors.nli import EntityNLI, SentenceNLI
+from conli.detectors.signals import SignalDetector
 from conli.errors import ConfigError
 
 Factory = Callable[[], Detector]
 
-_REGISTRY: dict[str, Factory] = {SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI}
+_REGISTRY: dict[str, Factory] = {
+    SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI, SignalDetector.name: SignalDetector,
+}
 PRESETS: dict[str, tuple[str, ...]] = {
     "cot": (SentenceNLI.name, EntityNLI.name),  # CoNLI: chain-of-thought NLI, both levels
+    "fast": (SignalDetector.name,),  # the signal classifier alone: no generation
+    # the classifier first; NLI for what it does not settle, and NLI decides there
+    "hybrid": (SignalDetector.name, SentenceNLI.name, EntityNLI.name),
 }
 _LOADED_ENTRY_POINTS = False
 

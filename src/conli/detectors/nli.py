@@ -18,7 +18,7 @@ class SentenceNLI:
     """CoNLI's sentence level: whether the source entails the whole sentence."""
 
     name = "sentence_nli"
-    supersedes: frozenset[str] = frozenset()
+    supersedes: frozenset[str] = frozenset({"signals"})  # the hybrid's second opinion decides
 
     def detect(self, context: DetectionContext) -> Detection:
         """One NLI judgement for each unsettled claim."""
@@ -26,7 +26,8 @@ class SentenceNLI:
         hypotheses = [Hypothesis(s.index, s.text) for s in claims]
         deps = context.deps
         judgements, calls = run_nli(deps.backend, context.source, hypotheses, kind="sentence",
-                                    settings=deps.settings, detector=self.name)
+                                    settings=deps.settings, detector=self.name,
+                                    question=context.question)
         return Detection(
             judgements={h.sentence: [j] for h, j in zip(hypotheses, judgements, strict=True)},
             calls=calls,
@@ -37,7 +38,7 @@ class EntityNLI:
     """CoNLI's entity level: whether the source supports each entity of a passed sentence."""
 
     name = "entity_nli"
-    supersedes: frozenset[str] = frozenset()
+    supersedes: frozenset[str] = frozenset({"signals"})
 
     def detect(self, context: DetectionContext) -> Detection:
         """Entities of the sentences to re-check, and one NLI judgement per unmatched one."""
@@ -70,7 +71,7 @@ class EntityNLI:
             ]
         judgements, found.calls = run_nli(deps.backend, context.source, hypotheses,
                                           kind="entity", settings=deps.settings,
-                                          detector=self.name)
+                                          detector=self.name, question=context.question)
         for hypothesis, judgement in zip(hypotheses, judgements, strict=True):
             found.judgements.setdefault(hypothesis.sentence, []).append(judgement)
         if not sentence_level:  # the ablation: a claim with no entity passes, as in the paper

@@ -46,8 +46,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 class CheckerLike(Protocol):
     """What the runner needs from ``conli.Checker``."""
 
-    def check(self, source: str, response: str) -> CheckResult:
-        """Check one pair."""
+    def check(self, source: str, response: str, *, question: str | None = None) -> CheckResult:
+        """Check one pair (``question``: what the response answers, if anything)."""
         ...
 
 
@@ -169,7 +169,7 @@ def align_sentences(
 def predict(checker: CheckerLike, example: Example) -> Outcome:
     """Check one example; an input the checker refuses becomes ``unverified`` with its error."""
     try:
-        result = checker.check(example.source, example.response)
+        result = checker.check(example.source, example.response, question=example.question)
     except InputError as exc:
         return Outcome(
             example.id,

@@ -4,11 +4,11 @@ Formats: the CoNLI TSV suites (``<task>_raw_response.tsv`` + ``src/<DataID>.txt`
 QA and summarization JSONL (one record gives a grounded and a hallucinated example),
 AggreFact/SummaC-style JSON, FactCC JSON, and a plain JSONL format for users' own data::
 
-    {"id": "a1", "source": "...", "response": "...", "label": true,
+    {"id": "a1", "source": "...", "response": "...", "label": true, "question": "...",
      "sentences": [{"text": "...", "hallucinated": false}, ...], "reference": "..."}
 
 ``label`` is true (or 1, or "hallucinated") when the response is hallucinated; ``id``,
-``sentences`` and ``reference`` are optional. Errors name the file and line.
+``question``, ``sentences`` and ``reference`` are optional. Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class Example:
     """One (source, response) pair with its gold label; ``label`` True means hallucinated.
 
     ``sentence_labels`` pairs gold sentence texts with their labels where the data has them;
-    ``reference`` is a faithful response to compare rewrites against, where one exists.
+    ``reference`` is a faithful response to compare rewrites against, where one exists;
+    ``question`` is what the response answers (HaluEval QA), which checks read with it.
     """
 
     id: str
@@ -39,6 +40,7 @@ class Example:
     sentence_labels: tuple[tuple[str, bool], ...] | None = None
     reference: str | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    question: str | None = None  # the question the response answers, where there is one
 
 
 class DataFormatError(InputError):
@@ -131,17 +133,17 @@ def _halueval(
         source = _field(record, source_key, where)
         right = _field(record, right_key, where)
         wrong = _field(record, wrong_key, where)
-        meta = {"question": record["question"]} if "question" in record else {}
+        question = record.get("question") if isinstance(record.get("question"), str) else None
         index = number - 1
         examples.append(Example(f"{dataset}:{index}:grounded", source, right, False, dataset,
-                                reference=right, meta=meta))
+                                reference=right, question=question))
         examples.append(Example(f"{dataset}:{index}:hallucinated", source, wrong, True, dataset,
-                                reference=right, meta=meta))
+                                reference=right, question=question))
     return examples
 
 
 def load_halueval_qa(path: Path, dataset: str = "halueval_qa") -> list[Example]:
-    """Load HaluEval QA: the source is ``knowledge``; the unused question goes to meta."""
+    """Load HaluEval QA: the source is ``knowledge``; the answer is read with its question."""
     return _halueval(path, dataset, "knowledge", "right_answer", "hallucinated_answer")
 
 
@@ -199,6 +201,7 @@ def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
         if sentences and label != any(h for _, h in sentences):
             raise DataFormatError(f"{where}: label disagrees with the sentence labels")
         reference = record.get("reference")
+        question = record.get("question")
         examples.append(
             Example(
                 id=str(record.get("id", f"{name}:{number - 1}")),
@@ -208,6 +211,7 @@ def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
                 dataset=name,
                 sentence_labels=sentences,
                 reference=reference if isinstance(reference, str) else None,
+                question=question if isinstance(question, str) else None,
             )
         )
     return examples

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
+from conli.agents.grounded_judge import grounded_judge
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps
@@ -128,7 +129,8 @@ def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Rewrite or remove the hallucinated sentences; leave the rest byte-identical."""
     deps = runtime.context
     refined, mitigation, calls = mitigate_agent.mitigate(
-        deps.backend, state["source"], state["response"], state["sentences"], deps.settings
+        deps.backend, state["source"], state["response"], state["sentences"], deps.settings,
+        question=state.get("question"),
     )
     return {"refined_text": refined, "mitigation": mitigation, "calls": calls}
 
@@ -141,15 +143,54 @@ def keep(state: CheckState) -> dict[str, Any]:
 
 
 def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Score the final text 1-5, and the raw response too when it changed."""
+    """Score the final text 1-5, and the raw response too when it changed.
+
+    Grounded: from the sentence verdicts, the refined text's taken from its unchanged
+    sentences and its checked rewrites. Rubric: the model reads both texts.
+    """
     deps = runtime.context
+    changed = state["refined_text"] != state["response"]
+    if deps.settings.judge_mode == "grounded":
+        sentences = state["sentences"]
+        refined_sentences = refined_verdicts(sentences, state.get("mitigation"))
+        refined, calls = grounded_judge(deps.backend, state["refined_text"], refined_sentences,
+                                        deps.settings)
+        raw = refined
+        if changed and deps.settings.judge_raw:
+            raw, raw_calls = grounded_judge(deps.backend, state["response"], sentences,
+                                            deps.settings)
+            calls = calls + raw_calls
+        return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
     refined, calls = judge_agent.judge(
         deps.backend, state["source"], state["refined_text"], deps.settings
     )
     raw = refined
-    if state["refined_text"] != state["response"] and deps.settings.judge_raw:
+    if changed and deps.settings.judge_raw:
         raw, raw_calls = judge_agent.judge(
             deps.backend, state["source"], state["response"], deps.settings
         )
         calls = calls + raw_calls
     return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
+
+
+def refined_verdicts(
+    sentences: list[SentenceResult], mitigation: Mitigation | None
+) -> list[SentenceResult]:
+    """The sentences of the refined text with what is known of each.
+
+    Untouched sentences keep their verdicts; a rewrite carries the verdict of its re-check
+    (unverified if it was not re-checked); a removed sentence is gone.
+    """
+    changes = {c.index: c for c in (mitigation.changes if mitigation else [])}
+    out = []
+    for sentence in sentences:
+        change = changes.get(sentence.index)
+        if change is None:
+            out.append(sentence)
+        elif change.action == "rewrite":
+            verdict = change.rewrite_verdict or "unverified"
+            out.append(sentence.model_copy(update={
+                "text": change.after, "verdict": verdict, "judgements": [],
+                "reasons": [] if verdict == "supported" else [change.note or "not re-checked"],
+            }))
+    return out

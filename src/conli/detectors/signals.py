@@ -1,0 +1,97 @@
+"""The signal detector: a trained classifier over forward-pass and word signals, no generation.
+
+Seed 002's SynCheck fuses cheap per-sentence signals of likelihood, uncertainty and
+context influence with a small trained aggregator; seed 001 adds word overlap. This
+detector reads the response once with the source and once without (``signals.reader``),
+computes each sentence's features (``signals.features``) and scores them with the shipped
+classifier (``signals.model``). Its reason is built from the signals: what the source never
+states, and the source sentence closest to the claim.
+
+In the hybrid preset it runs first: a sentence it scores below the model's band is settled
+(``final``); the rest go to chain-of-thought NLI, which supersedes it there.
+"""
+
+from __future__ import annotations
+
+from conli.backends.base import reads_hidden_states
+from conli.detectors.base import Detection, DetectionContext
+from conli.errors import ConfigError
+from conli.models import Judgement
+from conli.signals.features import SentenceSignals, sentence_signals
+from conli.signals.lexical import SourceWords, entity_texts
+from conli.signals.model import ARTIFACT, SignalModel, load_model
+from conli.signals.reader import READ_TEMPLATE, read
+
+_QUOTE_CHARS = 160
+
+
+class SignalDetector:
+    """Sentence verdicts from the signal classifier (``--detector signals``)."""
+
+    name = "signals"
+    supersedes: frozenset[str] = frozenset()
+
+    def detect(self, context: DetectionContext) -> Detection:
+        """Read the response, score each claim, and say which signals decided."""
+        deps = context.deps
+        reader = reads_hidden_states(deps.backend)
+        if reader is None:
+            raise ConfigError(
+                f"the signals detector reads the model's hidden states, which "
+                f"{deps.backend.name} does not serve; use the embedded model (--llm local) "
+                "or --detector cot"
+            )
+        model = load_model(deps.settings.signal_model or ARTIFACT)
+        claims = [s for s in context.claims if not context.settled(s.index)]
+        if not claims:
+            return Detection()
+        reading = read(reader, context.source, context.response, context.segments,
+                       question=context.question, probe=set())
+        arrays = {"segment": reading.segment, "logp": reading.logp,
+                  "logp_plain": reading.logp_plain, "kl": reading.kl,
+                  "entropy": reading.entropy, "hidden": reading.hidden}
+        signals = sentence_signals(arrays, claims, SourceWords.of(context.source),
+                                   entity_texts(deps.nlp, claims))
+        return Detection(judgements={
+            claim.index: [self._judge(claim.text, signals.get(claim.index), model)]
+            for claim in claims
+        })
+
+    def _judge(self, text: str, signals: SentenceSignals | None, model: SignalModel) -> Judgement:
+        if signals is None:
+            return self._unverified(text, "the reading gave this sentence no tokens")
+        try:
+            p = model.probability(signals.values)
+        except (KeyError, ValueError) as exc:
+            return self._unverified(text, f"a signal could not be computed: {exc}")
+        flagged = p >= model.threshold
+        return Judgement(
+            detector=self.name,
+            hypothesis=text,
+            verdict="hallucinated" if flagged else "supported",
+            evidence=signals.overlap.closest[:_QUOTE_CHARS],
+            evidence_in_source=True if signals.overlap.closest else None,
+            reasoning=reason(signals, p),
+            score=1.0 - p,
+            template=f"{READ_TEMPLATE}+{model.version}",
+            final=p < model.band[0],
+        )
+
+    def _unverified(self, text: str, error: str) -> Judgement:
+        return Judgement(detector=self.name, hypothesis=text, verdict="unverified", error=error)
+
+
+def reason(signals: SentenceSignals, p: float) -> str:
+    """A short account of the signals: what the source lacks, how well it covers the claim."""
+    words = signals.overlap
+    parts = []
+    if words.novel_numbers:
+        parts.append(f"numbers the source never states: {', '.join(words.novel_numbers)}")
+    if words.novel_entities:
+        parts.append(f"names the source never states: {', '.join(words.novel_entities)}")
+    if words.novel_words and not parts:
+        parts.append(f"words the source never uses: {', '.join(words.novel_words[:6])}")
+    parts.append(f"the closest source sentence holds {words.best_sentence:.0%} of its words")
+    unexplained = signals.values["pmi_low"]
+    parts.append(f"the source made {unexplained:.0%} of its tokens less likely")
+    return f"P(unsupported) = {p:.2f} from the signals; " + "; ".join(parts)

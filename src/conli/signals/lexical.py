@@ -1,0 +1,116 @@
+"""Word-level signals of seed 001 (§3.1): how much of a sentence the source's words cover.
+
+Words are lower-cased, stemmed (Porter, as rouge-score does) and stop words dropped, so
+"opened"/"opens" match and "the" never counts as support. Numbers keep their digits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from conli.ner.grounding import SourceMentions
+from conli.segment import Segment
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d))+[.!?]*")  # "2.4" does not end one
+# spaCy labels that name something (numbers and dates are compared as numbers instead)
+NAME_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT",
+                         "WORK_OF_ART", "LAW", "LANGUAGE"})
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> object:
+    from nltk.stem import porter
+
+    return porter.PorterStemmer()
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_stemmer().stem(word))  # type: ignore[attr-defined]
+
+
+def content_words(text: str) -> list[str]:
+    """Stemmed content words of ``text``, in order (stop words dropped)."""
+    stop = _stop_words()
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in stop]
+
+
+def numbers(text: str) -> list[str]:
+    """Numbers in ``text`` as written, without thousands separators."""
+    return [n.replace(",", "") for n in _NUMBER.findall(text)]
+
+
+@dataclass(frozen=True)
+class SourceWords:
+    """A source's content words, per sentence and in all, for overlap lookups."""
+
+    words: frozenset[str]
+    sentences: tuple[frozenset[str], ...]
+    texts: tuple[str, ...]  # the source sentences ``sentences`` index, as written
+    numbers: frozenset[str]
+    mentions: SourceMentions
+
+    @classmethod
+    def of(cls, source: str) -> SourceWords:
+        """Index ``source`` once for every sentence of a response."""
+        found = [(m.group().strip(), frozenset(content_words(m.group())))
+                 for m in _SENTENCE.finditer(source)]
+        found = [(text, words) for text, words in found if words]
+        return cls(
+            words=frozenset().union(*(w for _, w in found)) if found else frozenset(),
+            sentences=tuple(w for _, w in found),
+            texts=tuple(t for t, _ in found),
+            numbers=frozenset(numbers(source)),
+            mentions=SourceMentions(source),
+        )
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How a sentence's words stand against the source."""
+
+    precision: float  # share of its content words found anywhere in the source (ROUGE-1 P)
+    best_sentence: float  # the same share against the single best source sentence
+    closest: str  # that source sentence ("" if none shares a word)
+    novel_words: list[str]  # content words the source never uses
+    novel_numbers: list[str]  # numbers the source never states
+    novel_entities: list[str]  # names the source never states word for word
+
+
+def overlap(sentence: str, source: SourceWords, entities: Iterable[str] = ()) -> Overlap:
+    """The word-level signals of ``sentence`` against an indexed source."""
+    words = content_words(sentence)
+    unique = set(words)
+    found = [w for w in words if w in source.words]
+    shared = [len(unique & s) for s in source.sentences]
+    best = max(range(len(shared)), key=shared.__getitem__, default=None)
+    best_count = shared[best] if best is not None else 0
+    return Overlap(
+        precision=len(found) / len(words) if words else 1.0,
+        best_sentence=best_count / len(unique) if unique else 1.0,
+        closest=source.texts[best] if best is not None and best_count else "",
+        novel_words=sorted({w for w in words if w not in source.words}),
+        novel_numbers=[n for n in numbers(sentence) if n not in source.numbers],
+        novel_entities=[e for e in entities if not source.mentions.mentions(e)],
+    )
+
+
+def entity_texts(nlp: Any, segments: Iterable[Segment]) -> dict[int, list[str]]:
+    """The names spaCy finds in each checked segment (for the novel-entity signal)."""
+    return {
+        s.index: [e.text for e in nlp(s.text).ents if e.label_ in NAME_LABELS]
+        for s in segments if s.checked
+    }

@@ -1,0 +1,1 @@
+"""Training the signal detector: synthetic errors, features, the classifier artifact."""
