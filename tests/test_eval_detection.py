@@ -108,7 +108,7 @@ def test_run_over_a_real_checker_scores_by_hand() -> None:
 
 
 class _Refusing:
-    def check(self, source: str, response: str) -> CheckResult:
+    def check(self, source: str, response: str, question: str | None = None) -> CheckResult:
         raise EmptyInputError("the response is empty")
 
 
