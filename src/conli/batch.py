@@ -4,6 +4,11 @@ IN holds one JSON object per line with ``id``, ``source`` and ``response``. Each
 appended to OUT as one JSON line, flushed and fsynced as soon as it is done, so a crash or
 Ctrl-C loses no finished record; re-running the same command skips ids already in OUT
 (dropping a torn last line first). A record that fails is written with its error.
+
+Two engines share everything but the scheduling: ``--engine local`` (threads in this
+process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch_ray``,
+imported only when asked for). Both decide what each input line becomes with ``Intake``,
+run records with ``make_worker`` and write OUT with one ``LogAppender``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.progress import (
@@ -57,6 +62,8 @@ from conli.pipeline import Checker
 
 Record = dict[str, Any]
 Worker = Callable[[Record], Record]
+Engine = Literal["local", "ray"]
+ENGINES: tuple[Engine, ...] = ("local", "ray")
 
 
 @dataclass
@@ -174,19 +181,52 @@ def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
     """Yield ``(line number, record)``, or ``(line number, error message)`` for a bad line."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                yield number, f"line {number} is not valid JSON (UTF-8): {exc}"
-                continue
-            if not isinstance(record, dict):
-                yield number, f"line {number} is not a JSON object"
-            elif not _usable_id(record.get("id")):
-                yield number, f"line {number} has no usable id (a string or an integer)"
-            else:
-                yield number, record
+            if line.strip():
+                yield number, parse_line(number, line)
+
+
+def parse_line(number: int, line: bytes) -> Record | str:
+    """One non-empty input line as a record, or the message saying why it cannot be one."""
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        return f"line {number} is not valid JSON (UTF-8): {exc}"
+    if not isinstance(record, dict):
+        return f"line {number} is not a JSON object"
+    if not _usable_id(record.get("id")):
+        return f"line {number} has no usable id (a string or an integer)"
+    return record
+
+
+Admission = Literal["skip", "error", "run"]
+
+
+class Intake:
+    """Decides, in IN's line order, what each line becomes: skipped, an error record, or run.
+
+    Both engines use it, so resume (keys in OUT are skipped), unreadable lines and repeated
+    ids (error records, never retried) behave the same whichever engine runs the records.
+    """
+
+    def __init__(self, done: set[str]) -> None:
+        self.done = done
+        self._first_line: dict[str, int] = {}
+
+    def admit(self, number: int, item: Record | str) -> tuple[Admission, Record]:
+        """What line ``number`` (``parse_line``'s result) becomes, and its record."""
+        key = f"line {number}" if isinstance(item, str) else json.dumps(item["id"])
+        bad = item if isinstance(item, str) else None
+        if bad is None and key in self._first_line:
+            bad = f"line {number} repeats the id of line {self._first_line[key]}"
+            key = f"line {number}"
+        self._first_line.setdefault(key, number)
+        if key in self.done:
+            return "skip", {}
+        if bad is not None:  # unreadable line or duplicate id: recorded, never retried
+            return "error", {"id": None, "line": number, "ok": False, "retryable": False,
+                             "error": {"type": "InputError", "message": bad}}
+        assert isinstance(item, dict)
+        return "run", item
 
 
 # --- the work -----------------------------------------------------------------------------
@@ -221,6 +261,12 @@ def make_worker(
     return work
 
 
+def stopped_record(record: Record, error: BaseException) -> Record:
+    """The OUT record of the input record whose error stopped the run (``work`` raised)."""
+    return {"id": record["id"], "source": record.get("source"),
+            "response": record.get("response"), **failure(error)}
+
+
 def failure(error: BaseException) -> Record:
     """The ``ok: false`` part of a record; ``retryable`` when a re-run may cure it."""
     return {"ok": False, "retryable": boundary(error).exit_code != 2,
@@ -239,7 +285,8 @@ class _RateColumn(ProgressColumn):
         return Text(f"{task.speed or 0.0:.2f} rec/s", style="progress.data.speed")
 
 
-def _progress(enabled: bool) -> Progress:
+def progress_bar(enabled: bool) -> Progress:
+    """The stderr progress bar both engines show: records done, rate and ETA."""
     return Progress(
         TextColumn("[bold]conli batch"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
@@ -264,13 +311,12 @@ def run(
         raise InputError(f"cannot read input file {str(in_path)!r}")
     started = time.perf_counter()
     summary = Summary()
-    done = done_ids(out_path)
-    first_line: dict[str, int] = {}
-    total = max(count_lines(in_path) - len(done), 0)
+    intake = Intake(done_ids(out_path))
+    total = max(count_lines(in_path) - len(intake.done), 0)
     writer = LogAppender(out_path)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
     pending: dict[Future[Record], Record] = {}
-    bar = _progress(progress)
+    bar = progress_bar(progress)
     task = bar.add_task("records", total=total)
 
     def emit(record: Record) -> None:
@@ -287,8 +333,7 @@ def run(
                 if error is None:
                     emit(future.result())
                     continue
-                emit({"id": record["id"], "source": record.get("source"),
-                      "response": record.get("response"), **failure(error)})
+                emit(stopped_record(record, error))
                 summary.stopped = f"{type(error).__name__}: {error}"
 
     try:
@@ -296,19 +341,13 @@ def run(
             for number, item in read_records(in_path):
                 if summary.stopped:
                     break
-                key = f"line {number}" if isinstance(item, str) else json.dumps(item["id"])
-                bad = item if isinstance(item, str) else None
-                if bad is None and key in first_line:
-                    bad = f"line {number} repeats the id of line {first_line[key]}"
-                    key = f"line {number}"
-                first_line.setdefault(key, number)
-                if key in done:
+                admission, record = intake.admit(number, item)
+                if admission == "skip":
                     summary.skipped += 1
-                elif bad is not None:  # unreadable line or duplicate id: recorded, never retried
-                    emit({"id": None, "line": number, "ok": False, "retryable": False,
-                          "error": {"type": "InputError", "message": bad}})
-                elif isinstance(item, dict):
-                    pending[pool.submit(work, item)] = item
+                elif admission == "error":
+                    emit(record)
+                else:
+                    pending[pool.submit(work, record)] = record
                     drain(block_until=2 * concurrency - 1)  # bounded memory however big IN is
             drain(block_until=0)
             bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
@@ -333,7 +372,8 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
         "batch", help="check a JSONL file of {id, source, response} records, resumably",
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
-    parser.add_argument("input", type=Path, help="JSONL input: one {id, source, response} per line")
+    parser.add_argument("input", help="JSONL input: one {id, source, response} per line (with "
+                        "--engine ray also a URI Ray can read, e.g. s3://bucket/in.jsonl)")
     parser.add_argument("output", type=Path, help="JSONL results; appended to, and resumed from")
     parser.add_argument("--mode", choices=MODES, default="rewrite",
                         help="check: detect only; rewrite: detect and rewrite; "
@@ -341,8 +381,20 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--judge", action="store_true",
                         help="in check/rewrite mode, also score before/after with the rubric judge")
     add_session_flags(parser)
-    parser.add_argument("--concurrency", type=int, help="records at once (default: the backend's)")
+    parser.add_argument("--concurrency", type=int,
+                        help="records at once; with --engine ray, per actor (default: the "
+                             "backend's)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--engine", choices=ENGINES, default="local",
+                        help="local: threads in this process; ray: an actor pool on Ray "
+                             "(pip install 'conli[ray]')")
+    ray = parser.add_argument_group("--engine ray")
+    ray.add_argument("--address", help="Ray cluster to join: auto, HOST:PORT or ray://HOST:PORT "
+                                       "(default: start a local Ray on this machine)")
+    ray.add_argument("--actors", type=int, help="actors, each holding one backend (default 1)")
+    ray.add_argument("--cpus-per-actor", type=float,
+                     help="CPUs Ray reserves per actor; the embedded model runs that many "
+                          "threads (default 1)")
     parser.set_defaults(handler=run_batch)
     return parser
 
@@ -356,24 +408,47 @@ def run_batch(args: argparse.Namespace) -> int:
     settings = session_settings(args)
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
-    if not args.input.is_file():
-        raise InputError(f"cannot read input file {str(args.input)!r}")
-    if args.input.resolve() == args.output.resolve():
+    if args.engine == "ray":
+        from conli.batch_ray import run_batch_ray  # Ray is imported only for this engine
+
+        summary = run_batch_ray(args, settings)
+    else:
+        given = [flag for flag, value in (("--address", args.address), ("--actors", args.actors),
+                                          ("--cpus-per-actor", args.cpus_per_actor)) if value]
+        if given:
+            raise InputError(f"{', '.join(given)} needs --engine ray")
+        summary = _run_local(args, settings)
+    print(summary.format(), file=sys.stderr)
+    return exit_code(summary)
+
+
+def check_paths(in_path: Path, out_path: Path) -> None:
+    """Refuse, before any work, an unreadable IN, IN as OUT, or an OUT that cannot grow."""
+    if not in_path.is_file():
+        raise InputError(f"cannot read input file {str(in_path)!r}")
+    if in_path.resolve() == out_path.resolve():
         raise InputError("input and output must be different files")
-    ensure_appendable(args.output)
+    ensure_appendable(out_path)
+
+
+def exit_code(summary: Summary) -> int:
+    """0 every record ok, 1 some records failed, 3 stopped by the backend, 130 interrupted."""
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
+    if summary.stopped:
+        return 3
+    return 1 if summary.errors else 0
+
+
+def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:
+    in_path = Path(args.input)
+    check_paths(in_path, args.output)
     # Records run ``limit`` at a time; each backend itself caps its calls in flight (the
     # local model's lock, the hosted backends' shared limiter).
     backend = get_backend(settings.llm, settings)
     limit = args.concurrency or settings.batch_concurrency or backend.capabilities.max_concurrency
     try:
         work = make_worker(settings, args.mode, backend, with_judge=args.judge)
-        summary = run(args.input, args.output, work, concurrency=limit,
-                      progress=not args.no_progress)
+        return run(in_path, args.output, work, concurrency=limit, progress=not args.no_progress)
     finally:
         backend.close()
-    print(summary.format(), file=sys.stderr)
-    if summary.interrupted:
-        return EXIT_INTERRUPTED
-    if summary.stopped:
-        return 3
-    return 1 if summary.errors else 0

@@ -1,0 +1,391 @@
+"""``conli batch --engine ray``: the same batch as a Ray Data pipeline on a Ray cluster.
+
+Pass 1, on the driver, streams IN once (a local path, or a URI pyarrow reads: ``s3://``,
+``gs://``, ``hdfs://``) and decides with the local engine's ``Intake`` what each line
+becomes: skipped (its key is in OUT), an error record (unreadable, repeated id) or run;
+so resume and bad lines behave exactly as locally. Pass 2 reads IN with Ray Data, keeping
+only the lines to run, in blocks of about one actor call's worth of records, and maps them
+through a fixed pool of actors, each holding one backend and one ``make_worker`` worker
+and running ``concurrency`` records at a time in threads. The driver streams the results
+back and is OUT's only writer: it skips any key already written, so a block that Ray runs
+again after its actor died (Ray restarts the actor and retries the task) is written once.
+
+Ray is imported here only; ``conli.batch`` imports this module for ``--engine ray`` alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+import ray.data
+from ray.data.datasource import FileBasedDatasource
+
+from conli import backends
+from conli.backends.base import Backend
+from conli.batch import (
+    Intake,
+    Record,
+    Summary,
+    check_paths,
+    done_ids,
+    make_worker,
+    parse_line,
+    progress_bar,
+    record_key,
+    stopped_record,
+)
+from conli.config import Settings
+from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
+from conli.files import LogAppender, ensure_appendable, json_line
+from conli.frontdoor import Mode
+
+_CHUNK = 1 << 20  # IN is read in 1 MiB chunks, whatever its size
+_ROWS_PER_READ = 4096  # rows the reader hands on at a time; Ray Data cuts them to size
+_CALLS_PER_ACTOR = 2  # blocks an actor works on at once, so its threads never wait for one
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every actor needs to build its backend and worker, exactly as the driver was asked.
+
+    ``factory`` is the backend factory the spec names in the driver's registry, shipped to
+    the actors (by reference, or by value for a closure), so a backend the driver's program
+    registered is the one the actors build. ``settings`` is the driver's ``Settings``
+    object: actors never read their own environment for them.
+    """
+
+    settings: Settings
+    factory: backends.Factory
+    arg: str
+    mode: Mode
+    with_judge: bool = False
+    concurrency: int | None = None
+    cpus_per_actor: float = 1.0
+
+
+def make_plan(settings: Settings, mode: Mode, *, with_judge: bool = False,
+              concurrency: int | None = None, cpus_per_actor: float = 1.0) -> Plan:
+    """The plan for ``settings.llm``; an unknown backend is a ``ConfigError``, as locally."""
+    name, _, arg = settings.llm.partition(":")
+    factory = backends._REGISTRY.get(name.strip().lower())
+    if factory is None:
+        raise ConfigError(f"unknown backend {name!r}; valid backends: "
+                          f"{', '.join(backends.backend_names())}")
+    return Plan(settings, factory, arg, mode, with_judge, concurrency, cpus_per_actor)
+
+
+# --- IN: one Ray Data source, numbered exactly as the local engine numbers lines -----------
+
+
+class JsonlLines(FileBasedDatasource):
+    """IN's non-empty lines as rows ``{line, text}``: split on newline bytes, numbered from 1.
+
+    The same lines and numbers as ``conli.batch.read_records``, streamed in chunks, so an
+    error record names the same line whichever engine wrote it. With ``wanted`` (a bitmap
+    of line numbers) only those lines are read out.
+    """
+
+    def __init__(self, path: str, *, wanted: bytes | None = None) -> None:
+        super().__init__(path)
+        self._wanted = wanted
+
+    def _read_stream(self, f: Any, path: str) -> Iterator[pa.Table]:
+        numbers: list[int] = []
+        texts: list[bytes] = []
+        for number, line in _numbered_lines(f):
+            if line.strip() and (self._wanted is None or _marked(self._wanted, number)):
+                numbers.append(number)
+                texts.append(line)
+                if len(numbers) >= _ROWS_PER_READ:
+                    yield _lines_table(numbers, texts)
+                    numbers, texts = [], []
+        if numbers:
+            yield _lines_table(numbers, texts)
+
+
+def _numbered_lines(f: Any) -> Iterator[tuple[int, bytes]]:
+    """``enumerate(binary file, 1)`` over a pyarrow stream: lines keep their newline."""
+    number, rest = 0, b""
+    while chunk := f.read(_CHUNK):
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        for part in parts:
+            number += 1
+            yield number, part + b"\n"
+    if rest:
+        yield number + 1, rest
+
+
+def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
+    return pa.table({"line": pa.array(numbers, pa.int64()), "text": pa.array(texts, pa.binary())})
+
+
+def _scan(in_uri: str) -> Iterator[tuple[int, Record | str, int]]:
+    """Pass 1, on the driver: each non-empty line's record (or why it is unusable) and size."""
+    try:
+        if _is_uri(in_uri):
+            filesystem, path = pafs.FileSystem.from_uri(in_uri)
+        else:
+            filesystem, path = pafs.LocalFileSystem(), in_uri
+        stream = filesystem.open_input_stream(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"cannot read input file {in_uri!r}: {exc}") from exc
+    with stream:
+        for number, line in _numbered_lines(stream):
+            if line.strip():
+                yield number, parse_line(number, line), len(line)
+
+
+def _mark(bitmap: bytearray, number: int) -> None:
+    if number >> 3 >= len(bitmap):
+        bitmap.extend(bytes((number >> 3) + 1 - len(bitmap)))
+    bitmap[number >> 3] |= 1 << (number & 7)
+
+
+def _marked(bitmap: bytes, number: int) -> bool:
+    return number >> 3 < len(bitmap) and bool(bitmap[number >> 3] & (1 << (number & 7)))
+
+
+# --- the actors ---------------------------------------------------------------------------
+
+
+class CheckActor:
+    """A Ray Data actor: one backend and its worker, a block's records run in threads.
+
+    Its threads are shared by the blocks it holds at once (``_CALLS_PER_ACTOR``). Every
+    record comes back as its OUT line; ``stop`` carries the error that should end the run
+    (``make_worker``'s only exceptions), ``broken`` one that kept the actor from starting.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self._backend: Backend | None = None
+        self._broken: BaseException | None = None
+        limit = plan.concurrency or 1
+        try:
+            settings = _actor_settings(plan)
+            self._backend = plan.factory(plan.arg, settings)
+            self._work = make_worker(settings, plan.mode, self._backend,
+                                     with_judge=plan.with_judge)
+            limit = (plan.concurrency or settings.batch_concurrency
+                     or self._backend.capabilities.max_concurrency)
+        except Exception as exc:  # reported with the first block, raised by the driver
+            self._broken = exc
+        self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-ray")
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        """Run one block of input lines; the results keep the block's order."""
+        lines = [int(n) for n in batch["line"]]
+        items = [parse_line(n, bytes(t)) for n, t in zip(lines, batch["text"], strict=True)]
+        results = list(self._threads.map(self._one, lines, items))
+        return {"line": lines, "out": [r[0] for r in results], "stop": [r[1] for r in results],
+                "broken": [r[2] for r in results]}
+
+    def _one(self, number: int, item: Record | str) -> tuple[bytes, str, str]:
+        if self._broken is not None:
+            exc = self._broken
+            return b"", f"{type(exc).__name__}: {exc}", str(boundary(exc).exit_code)
+        if isinstance(item, str):  # pass 1 admitted only readable lines: IN changed since
+            return json_line({"id": None, "line": number, "ok": False, "retryable": False,
+                              "error": {"type": "InputError", "message": item}}), "", ""
+        try:
+            return json_line(self._work(item)), "", ""
+        except Exception as exc:  # the worker raises only what should stop the run
+            return json_line(stopped_record(item, exc)), f"{type(exc).__name__}: {exc}", ""
+
+    def __del__(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._backend is not None:
+            self._backend.close()
+
+
+def _actor_settings(plan: Plan) -> Settings:
+    """The driver's settings; the embedded model's threads follow the CPUs Ray reserved."""
+    settings = plan.settings
+    if "local_threads" in settings.model_fields_set:
+        return settings
+    threads = max(1, round(plan.cpus_per_actor))
+    return settings.model_copy(update={"local_threads": threads})
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Use the caller's Ray, else join ``address``, else start a local Ray; leave it after."""
+    if ray.is_initialized():
+        yield
+        return
+    ray.init(address=address or "local", include_dashboard=False,
+             logging_level=logging.WARNING)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def run_ray(
+    in_uri: str,
+    out_path: Path,
+    plan: Plan,
+    *,
+    actors: int = 1,
+    progress: bool = True,
+) -> Summary:
+    """Run IN through ``actors`` actors on the current Ray session, appending results to OUT.
+
+    An error every later record would share (bad credentials, a backend that cannot start)
+    is written for its record and stops the run, as locally; one that kept the actors from
+    building their backend is raised (``ConfigError`` or ``BackendUnavailableError``).
+    """
+    started = time.perf_counter()
+    summary = Summary()
+    intake = Intake(done_ids(out_path))
+    written: set[str] = set()
+    writer = LogAppender(out_path)
+    bar = progress_bar(progress)
+    _quiet_ray_data()
+
+    def emit(record: Record) -> bool:
+        key = record_key(record)
+        if key in written or key in intake.done:
+            return False  # a retried block's record, already in OUT
+        written.add(key)
+        writer.write(record)
+        summary.add(record)
+        bar.advance(task)
+        return True
+
+    try:
+        with bar:
+            task = bar.add_task("records", total=None)
+            wanted = bytearray()
+            to_run = to_run_bytes = 0
+            for number, item, size in _scan(in_uri):
+                admission, record = intake.admit(number, item)
+                if admission == "skip":
+                    summary.skipped += 1
+                elif admission == "error":
+                    emit(record)
+                else:
+                    _mark(wanted, number)
+                    to_run += 1
+                    to_run_bytes += size
+            bar.update(task, total=summary.processed + to_run)
+            if to_run:
+                block_bytes = _block_rows(plan) * to_run_bytes // max(to_run, 1)
+                for row in _pass_two(in_uri, bytes(wanted), plan, actors=actors,
+                                     block_bytes=block_bytes):
+                    if row["broken"]:
+                        error_class = ConfigError if row["broken"] == "2" else \
+                            BackendUnavailableError
+                        raise error_class(f"the Ray actors could not start: {row['stop']}")
+                    if emit(json.loads(row["out"])) and row["stop"]:
+                        summary.stopped = row["stop"]
+                        break
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        writer.close()
+        summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _block_rows(plan: Plan) -> int:
+    """Records per block: one actor call's worth of threads, so each block is soon done."""
+    return plan.concurrency or plan.settings.batch_concurrency or plan.settings.max_concurrency
+
+
+def _pass_two(in_uri: str, wanted: bytes, plan: Plan, *, actors: int,
+              block_bytes: int) -> Iterator[dict[str, Any]]:
+    """The results of the wanted lines of IN, as the actors finish their blocks.
+
+    Blocks of about ``block_bytes`` (one actor call's worth of records) spread the records
+    over the actors. The read needs no CPU, so the actors may hold every CPU there is.
+    """
+    dataset = (
+        _read(JsonlLines(in_uri, wanted=wanted), in_uri)
+        .map_batches(
+            CheckActor,
+            fn_constructor_kwargs={"plan": plan},
+            batch_size=None,
+            compute=ray.data.ActorPoolStrategy(
+                size=actors, max_concurrent_calls_per_actor=_CALLS_PER_ACTOR,
+                max_tasks_in_flight_per_actor=_CALLS_PER_ACTOR,
+                enable_true_multi_threading=True),
+            num_cpus=plan.cpus_per_actor,
+        )
+    )
+    dataset.context.target_max_block_size = max(block_bytes, 1)
+    yield from _rows(dataset)
+
+
+def _read(source: JsonlLines, in_uri: str) -> ray.data.Dataset:
+    """Read IN; a local path is read on the driver's node, where it was found."""
+    here = ray.get_runtime_context().get_node_id()
+    selector = None if _is_uri(in_uri) else {"ray.io/node-id": here}
+    dataset: ray.data.Dataset = ray.data.read_datasource(source, num_cpus=0,
+                                                         label_selector=selector)
+    return dataset
+
+
+def _rows(dataset: ray.data.Dataset) -> Iterator[dict[str, Any]]:
+    """Stream a dataset's rows; stopping early stops its execution."""
+    rows = iter(dataset.iter_rows())
+    try:
+        yield from rows
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+
+
+def _quiet_ray_data() -> None:
+    """Our progress bar and summary replace Ray Data's own bars and execution logs."""
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def _is_uri(given: str) -> bool:
+    return "://" in given and bool(urlparse(given).scheme)
+
+
+def run_batch_ray(args: argparse.Namespace, settings: Settings) -> Summary:
+    """``conli batch --engine ray``: check the flags, join or start Ray, run."""
+    actors = 1 if args.actors is None else args.actors
+    if actors < 1:
+        raise InputError("--actors must be at least 1")
+    cpus = 1.0 if args.cpus_per_actor is None else args.cpus_per_actor
+    if cpus <= 0:
+        raise InputError("--cpus-per-actor must be above 0")
+    if _is_uri(args.input):
+        ensure_appendable(args.output)
+        in_uri = args.input
+    elif (args.address or "").startswith("ray://"):
+        raise InputError("through Ray Client (ray://) IN must be a URI the cluster reads, "
+                         "e.g. s3://bucket/in.jsonl")
+    else:
+        check_paths(Path(args.input), args.output)
+        in_uri = str(Path(args.input).resolve())
+    plan = make_plan(settings, args.mode, with_judge=args.judge, concurrency=args.concurrency,
+                     cpus_per_actor=cpus)
+    with ray_session(args.address):
+        return run_ray(in_uri, args.output, plan, actors=actors, progress=not args.no_progress)
