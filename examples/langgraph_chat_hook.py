@@ -8,6 +8,10 @@ judge scores. The app is invoked with ``context=checker.deps``, which LangGraph 
 to the subgraph. The chat node and the model are fakes so this runs without a network or a
 GPU; swap in your chat model and ``Checker(Settings(llm=...))``.
 
+Then the same chat model streams its reply: a node forwards the chunks to conli's
+``astream_check`` as they arrive and passes each sentence's verdict on to the app's own
+stream (LangGraph's ``stream_mode="custom"``) as soon as that sentence is complete.
+
 Run: python examples/langgraph_chat_hook.py
 """
 
@@ -16,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 
 from conli import Checker, Settings, acheck
@@ -25,8 +31,10 @@ from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.graph import Deps
 from conli.graph.state import CheckOutput
+from conli.hook import astream_check
 
 SOURCE = "The Riverside Public Library opened in 1962. It is run by the city council."
+DRAFT = "The library opened in 1962. It is run by a private charity."
 
 
 class ChatState(CheckOutput, total=False):
@@ -40,8 +48,14 @@ class ChatState(CheckOutput, total=False):
 
 def fake_chat_model(state: ChatState) -> dict[str, Any]:
     """Stands in for a chat model node: drafts an answer with one unsupported sentence."""
-    draft = "The library opened in 1962. It is run by a private charity."
-    return {"response": draft}
+    return {"response": DRAFT}
+
+
+async def fake_chat_stream(question: str) -> AsyncIterator[str]:
+    """Stands in for a chat SDK's streamed reply: the same draft, a few characters at a time."""
+    for at in range(0, len(DRAFT), 5):
+        await asyncio.sleep(0.01)
+        yield DRAFT[at : at + 5]
 
 
 def reply(state: ChatState) -> dict[str, Any]:
@@ -79,6 +93,43 @@ def build_app(checker: Checker) -> Any:
     return app.compile()
 
 
+def build_streaming_app(checker: Checker) -> Any:
+    """A chat app whose reply is checked while it streams, sentence by sentence."""
+
+    async def chat_and_check(state: ChatState) -> dict[str, Any]:
+        write = get_stream_writer()
+        chunks: list[str] = []
+
+        async def forwarded() -> AsyncIterator[str]:  # the reply as the user sees it arrive
+            async for chunk in fake_chat_stream(state["question"]):
+                chunks.append(chunk)
+                yield chunk
+
+        sentences = []
+        async for event in astream_check(state["source"], forwarded(), checker=checker,
+                                         question=state["question"]):
+            if event.event == "sentence":
+                sentences.append(event.sentence)
+                write({"sentence": event.sentence.text, "verdict": event.sentence.verdict,
+                       "reply_so_far": len("".join(chunks))})
+        return {"response": "".join(chunks), "sentences": sentences}
+
+    app = StateGraph(ChatState)
+    app.add_node("chat", chat_and_check)
+    app.add_edge(START, "chat")
+    app.add_edge("chat", END)
+    return app.compile()
+
+
+async def stream_demo(checker: Checker) -> None:
+    """Print each verdict the moment the app streams it, while the reply is still arriving."""
+    app = build_streaming_app(checker)
+    inputs = {"question": "Who runs the library?", "source": SOURCE}
+    async for update in app.astream(inputs, stream_mode="custom"):
+        print(f"streamed: [{update['verdict']}] {update['sentence']} "
+              f"(after {update['reply_so_far']} of {len(DRAFT)} characters)")
+
+
 def main() -> None:
     """Run the app once as a graph, then use the async hook directly."""
     checker = Checker(Settings(), backend=ScriptedBackend(responder=fake_model))
@@ -94,6 +145,9 @@ def main() -> None:
     # The same check as an async post-edit hook, reusing the checker's graph and backend.
     result = asyncio.run(acheck(SOURCE, state["response"], checker=checker))
     print("acheck:  ", result.verdict, "|", result.refined_text)
+
+    # The reply checked while it streams: a verdict per sentence as soon as it is complete.
+    asyncio.run(stream_demo(checker))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -230,5 +231,7 @@ def test_schemathesis_finds_no_server_errors(tmp_path: Path) -> None:
              "--checks", "not_a_server_error", "--max-examples", "15", "--seed", "5",
              "--workers", "1", "--generation-database", "none", "--no-color"],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
+                 "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
         )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

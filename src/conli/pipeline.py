@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conli import detectors
 from conli.agents.nli import warm_up
@@ -24,6 +24,9 @@ from conli.nlp import load_pipeline
 from conli.run_context import Progress, scope
 from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
+
+if TYPE_CHECKING:
+    from conli.streaming import DoneEvent, SentenceEvent
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 
@@ -103,6 +106,28 @@ class Checker:
         with scope(deps.settings.check_deadline_seconds, progress):
             state = graph.invoke(inputs, context=deps)
         return _to_result(state, self.backend, time.perf_counter() - started)
+
+    def astream(
+        self,
+        source: str,
+        chunks: AsyncIterable[str],
+        *,
+        question: str | None = None,
+        settings: Settings | None = None,
+    ) -> AsyncGenerator[SentenceEvent | DoneEvent, None]:
+        """Check a reply as it streams in: each sentence's verdict as soon as it is complete.
+
+        ``chunks`` is the reply as a chat SDK streams it. A sentence is complete once the next
+        one has started or the stream has ended; each is checked on its own, detect only
+        (``settings`` minus rewrite and judge), in a worker thread, and yielded in order as a
+        ``SentenceEvent`` (offsets index the whole reply), then one ``DoneEvent``. A bad
+        source raises ``InputError`` from this call, before any chunk is read; a
+        ``BackendError`` ends the iteration with that error. Closing the iterator stops the
+        reading and starts no further check (one already running finishes first).
+        """
+        from conli.streaming import stream_check  # it builds on this module
+
+        return stream_check(self, source, chunks, question=question, settings=settings)
 
     def _for(self, settings: Settings | None) -> tuple[Deps, Any]:
         """The run context and graph for per-call ``settings`` (None: this checker's)."""

@@ -3,7 +3,8 @@
 The checker (and its compiled graph) is built once in ``create_app``; each request runs in
 a worker thread, with a per-request timeout and a concurrency limit that answers 429 with
 ``Retry-After`` when full. Every error is an RFC 9457 problem (``application/problem+json``);
-a body the API cannot use is a 4xx, never a 500.
+a body the API cannot use is a 4xx, never a 500. ``/v1/check/stream`` reads an NDJSON body
+while it arrives and answers one NDJSON line per sentence as each completes (``streaming``).
 """
 
 import argparse
@@ -11,7 +12,7 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,11 +23,23 @@ from conli import __version__
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import ConfigError, ConliError, boundary
+from conli.errors import ConfigError, ConliError, InputTooLargeError, boundary
 from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, session_settings
 from conli.inputs import check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
+from conli.streaming import (
+    NDJSON,
+    Events,
+    Relay,
+    StreamChunk,
+    StreamClosed,
+    StreamLine,
+    StreamOpening,
+    ndjson_lines,
+    read_request,
+    retry_seconds,
+)
 
 _MISSING_EXTRA: str | None = None
 try:
@@ -36,6 +49,8 @@ try:
     from fastapi.responses import JSONResponse
     from fastapi.security import APIKeyHeader
     from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
+    from starlette.responses import Response, StreamingResponse
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - the [service] extra is not installed
     _MISSING_EXTRA = str(exc)
@@ -44,6 +59,7 @@ log = logging.getLogger("conli.service")
 
 PROBLEM = "application/problem+json"
 API_KEY_HEADER = "X-API-Key"
+STREAM_PATH = "/v1/check/stream"
 
 
 class CheckRequest(BaseModel):
@@ -142,6 +158,9 @@ class _Guard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        if scope["path"] == STREAM_PATH:  # read by the route as it arrives, counted here
+            await self.app(scope, self._capped(receive), send)
+            return
         body, refusal = await self._read_body(scope, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -197,6 +216,21 @@ class _Guard:
                 break
         return b"".join(chunks), None
 
+    def _capped(self, receive: "Receive") -> "Receive":
+        """``receive`` that fails (413) once the body passes the limit."""
+        size = 0
+
+        async def capped() -> "Message":
+            nonlocal size
+            message = await receive()
+            size += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+            if size > self.max_body:
+                raise InputTooLargeError(f"the request body is over the limit of "
+                                         f"{self.max_body:,} bytes")
+            return message
+
+        return capped
+
     def _too_large(self, path: str) -> "JSONResponse":
         return problem_response(413, "too-large", "request body too large",
                                 f"the limit is {self.max_body:,} bytes", instance=path)
@@ -211,11 +245,15 @@ class _Runner:
         self.in_flight = 0
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def job(self, mode: Mode, body: CheckRequest) -> Callable[[], BaseModel]:
-        """Return the blocking work for one request; its texts are validated once, there."""
-        settings = mode_settings(self.settings, mode).model_copy(
+    def settings_for(self, mode: Mode) -> Settings:
+        """The settings of one request in ``mode``, with the service's sentence limit."""
+        return mode_settings(self.settings, mode).model_copy(
             update={"max_response_sentences": self.settings.service_max_sentences}
         )
+
+    def job(self, mode: Mode, body: CheckRequest) -> Callable[[], BaseModel]:
+        """Return the blocking work for one request; its texts are validated once, there."""
+        settings = self.settings_for(mode)
         checker = self.checker
 
         def run() -> BaseModel:
@@ -230,14 +268,18 @@ class _Runner:
 
         return run
 
-    async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
-        """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
+    def admit(self) -> None:
+        """Take a slot, or answer 429 with ``Retry-After`` when every slot is taken."""
         if self.in_flight >= self.limit:
             retry = str(self.settings.service_retry_after_seconds)
             raise ProblemError(429, "busy", "too many requests in flight",
                                f"{self.limit} requests are running; retry in {retry}s",
                                headers={"Retry-After": retry})
         self.in_flight += 1
+
+    async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
+        """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
+        self.admit()
         future = asyncio.get_running_loop().run_in_executor(self.pool, job)
         future.add_done_callback(self._release)
         try:
@@ -248,9 +290,87 @@ class _Runner:
                                f"the limit is {self.settings.service_timeout_seconds:g}s") from None
 
     def _release(self, future: "asyncio.Future[BaseModel]") -> None:
-        self.in_flight -= 1
+        self.release()
         if not future.cancelled():
             future.exception()  # retrieved: a late failure after a timeout is not re-logged
+
+    def release(self) -> None:
+        """Free a slot."""
+        self.in_flight -= 1
+
+    def stream(self, opening: StreamOpening, chunks: AsyncGenerator[str, None]) -> Events:
+        """A streamed check of ``chunks``; the source is validated here, before any is read."""
+        if self.checker is None:
+            raise ConfigError("this service has no checker to stream with")
+        return self.checker.astream(opening.source, chunks, question=opening.question,
+                                    settings=self.settings_for("check"))
+
+
+if _MISSING_EXTRA is None:
+
+    class _NDJSONStream(StreamingResponse):
+        """A streamed NDJSON answer that leaves ``receive`` to the route reading the body.
+
+        Starlette's own would listen on ``receive`` for the client leaving, and drop the body
+        messages the route is still reading; the stream's reader notices the client leaving.
+        """
+
+        media_type = NDJSON
+
+        async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+            await self.stream_response(send)
+
+    class _NDJSONLines(JSONResponse):
+        """The stream's answer as the OpenAPI shows it: JSON documents, one per line."""
+
+        media_type = NDJSON
+
+
+async def _body(request: "Request", read: asyncio.Event) -> AsyncIterator[bytes]:
+    """The request body as it arrives; ``read`` is set once all of it is in."""
+    try:
+        async for data in request.stream():
+            yield data
+    except ClientDisconnect:
+        raise StreamClosed("the client left mid-stream") from None
+    read.set()
+
+
+async def _left(read: asyncio.Event, receive: "Receive") -> None:
+    """Return once the client has left (until the body is in, its reader notices that)."""
+    await read.wait()
+    while (await receive())["type"] != "http.disconnect":
+        continue
+
+
+async def _open_stream(runner: _Runner, request: "Request") -> "Response":
+    """Read and validate the opening line, take a slot, then answer as sentences complete."""
+    read = asyncio.Event()
+    try:
+        opening, chunks = await read_request(ndjson_lines(_body(request, read)))
+    except StreamClosed:
+        return Response(status_code=400)  # gone before it said what to check: nobody to tell
+    events = runner.stream(opening, chunks)
+    runner.admit()
+    relay = Relay(events, timeout=runner.settings.service_timeout_seconds,
+                  retry_after=runner.settings.service_retry_after_seconds,
+                  left=_left(read, request.receive), on_end=runner.release)
+    return _NDJSONStream(relay.lines(), headers={"Cache-Control": "no-cache",
+                                                 "X-Accel-Buffering": "no"})
+
+
+_STREAM_BODY = {"requestBody": {"required": True, "description": (
+    "NDJSON, sent as the reply streams in (chunked): the first line "
+    '{"source": ..., "question": ...}, then one {"text": ...} line per chunk of the reply. '
+    "The Content-Type is not checked: the same lines as text/plain (what a browser's fetch() "
+    "sends with a string body) are read the same way."),
+    "content": {
+        NDJSON: {"schema": {"oneOf": [StreamOpening.model_json_schema(),
+                                      StreamChunk.model_json_schema()]}},
+        "text/plain": {"schema": {"type": "string", "example": (
+            '{"source": "The library opened in 1962."}\n{"text": "It opened in 19"}\n'
+            '{"text": "62."}\n')}},
+    }}}
 
 
 def _error_handlers(app: "FastAPI", settings: Settings) -> None:
@@ -280,8 +400,7 @@ def _error_handlers(app: "FastAPI", settings: Settings) -> None:
         answer = boundary(exc)
         headers = {}
         if answer.http_status == 503:
-            wait = getattr(exc, "retry_after", None) or settings.service_retry_after_seconds
-            headers["Retry-After"] = str(max(1, round(wait)))
+            headers["Retry-After"] = str(retry_seconds(exc, settings.service_retry_after_seconds))
         if answer.http_status == 500:
             log.error("configuration error on %s: %s", request.url.path, exc)
         return problem_response(answer.http_status, answer.slug, answer.title, str(exc),
@@ -353,7 +472,19 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
         return await runner.run(runner.job("judge", body))
 
+    @app.post(STREAM_PATH, response_class=_NDJSONLines, response_model=StreamLine,
+              response_description=_STREAMED, responses=errors, dependencies=security,
+              tags=["conli"], openapi_extra=_STREAM_BODY)
+    async def check_stream(request: Request) -> Response:
+        """Detect while the reply streams in: one NDJSON line per sentence as it completes."""
+        return await _open_stream(runner, request)
+
     return app
+
+
+_STREAMED = ("NDJSON, one line per event as it happens: a `sentence` line for each sentence as "
+             "soon as the next begins (or the body ends), then one `done` line; a failure after "
+             "the answer began is an `error` line (the problem's fields), the last line.")
 
 
 # --- command line -------------------------------------------------------------------------

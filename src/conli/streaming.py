@@ -1,0 +1,562 @@
+"""Check a reply while it streams in: each sentence's verdict as soon as the sentence is complete.
+
+A sentence is complete once the next one has started or the stream has ended: the reply
+so far is re-cut by the project's own splitter (``segment.split_response``) as it grows, so
+"Dr. Smith", "2.4 million" and "U.S." end a sentence where ``check`` ends it, and what was
+handed on is remembered by offset, never checked twice. Each sentence is checked alone,
+detect only, by the checker's graph in a worker thread while the loop reads on.
+
+Also the NDJSON protocol of ``POST /v1/check/stream``: its request lines and its answer lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import itertools
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from conli import errors
+from conli.config import Settings
+from conli.inputs import CheckInput, decode_text, validate_text
+from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
+from conli.pipeline import response_verdict
+from conli.segment import Segment, is_claim, split_response
+
+if TYPE_CHECKING:
+    from conli.pipeline import Checker
+
+log = logging.getLogger("conli.streaming")
+
+NDJSON = "application/x-ndjson"
+_OPENING = '{"source": ..., "question": ...}'
+
+# --- what a stream yields -----------------------------------------------------------------
+
+
+class SentenceEvent(BaseModel):
+    """One complete sentence of the reply and its verdict (``checked`` false: not a claim)."""
+
+    event: Literal["sentence"] = "sentence"
+    sentence: SentenceResult = Field(description="as in check's result: offsets index the reply")
+    usage: UsageTotals = Field(default_factory=UsageTotals, description="this sentence's calls")
+    latency_seconds: float = Field(
+        description="from the sentence's completion (the next one began, or the reply ended) "
+        "to this verdict"
+    )
+
+
+class DoneEvent(BaseModel):
+    """The end of the reply: the verdict over every sentence, computed as ``check`` does."""
+
+    event: Literal["done"] = "done"
+    verdict: Verdict
+    support_score: float | None = Field(None, description="lowest sentence score, if scored")
+    sentences: int = Field(description="sentences in the reply, checked or not")
+    response_chars: int = Field(description="characters in the whole reply")
+    backend: str
+    model: str
+    usage: UsageTotals
+    templates: list[str]
+    seconds: float = Field(description="from the start of the stream to this summary")
+
+
+Events = AsyncGenerator[SentenceEvent | DoneEvent, None]
+
+
+# --- the streamed check -------------------------------------------------------------------
+
+
+def stream_check(
+    checker: Checker,
+    source: str,
+    chunks: AsyncIterable[str],
+    *,
+    question: str | None = None,
+    settings: Settings | None = None,
+) -> Events:
+    """Validate the source now, then yield each sentence's verdict as it completes, and a summary.
+
+    ``InputError`` for a bad source or question is raised by this call, before any chunk is
+    read; the reply is validated sentence by sentence with the same limits, and the whole
+    reply may not exceed ``max_response_chars``.
+    """
+    limits = (settings or checker.settings).model_copy(update={"mitigate": False, "judge": False})
+    source = validate_text(source, name="source", max_chars=limits.max_source_chars)
+    if question is not None:
+        question = validate_text(question, name="question", max_chars=limits.max_source_chars)
+    return _Stream(checker, source, question, limits).events(chunks)
+
+
+_NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")
+_FINAL = re.compile(r"[.!?…][\"'”’)\]]*$")  # a sentence's final stop, maybe quoted
+
+
+def _begun(text: str) -> bool:
+    """The segment does not begin in lowercase, as a continuation of the one before may."""
+    return not text[:1].islower()
+
+
+@dataclass(frozen=True)
+class _Completed:
+    """A segment that will not change any more, and when it became so (``time.monotonic``)."""
+
+    segment: Segment
+    at: float
+
+
+class _Cutter:
+    """Reads the chunks and re-cuts the reply as it grows, each in a task of its own.
+
+    At most one cut runs at a time, on the reply as it is when it starts: chunks that
+    arrive meanwhile wait for the next cut, so a slow cut never falls further behind.
+    """
+
+    def __init__(self, nlp: Any, limits: Settings) -> None:
+        # sentence boundaries come from the parser alone: the cut skips the other components
+        skip = [name for name in _NOT_FOR_BOUNDARIES if name in getattr(nlp, "pipe_names", ())]
+        self.nlp = functools.partial(nlp, disable=skip) if skip else nlp
+        self.limits = limits
+        self.text = ""
+        self.done_upto = 0  # the end of the last segment handed on
+        self.count = 0  # segments handed on
+        self.ready: deque[_Completed] = deque()
+        self.changed, self.grown = asyncio.Event(), asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self, chunks: AsyncIterable[str]) -> None:
+        """Start reading ``chunks`` and cutting, alongside the checks."""
+        self.tasks = [asyncio.create_task(self._read(chunks)),
+                      asyncio.create_task(self._keep_cutting())]
+
+    async def stop(self) -> None:
+        """Stop reading and cutting (no effect once the reply has ended)."""
+        for task in self.tasks:
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(self.tasks)
+        for task in self.tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: it was raised to the consumer, or is moot
+
+    async def next(self) -> _Completed | None:
+        """The next complete segment; None once the reply has ended; a failure, at once."""
+        reader = self.tasks[0]
+        while True:
+            self.changed.clear()
+            for task in self.tasks:
+                failure = None if not task.done() or task.cancelled() else task.exception()
+                if failure is not None:
+                    raise failure
+            if self.ready:
+                return self.ready.popleft()
+            if reader.done():
+                return None
+            await self.changed.wait()
+
+    async def _read(self, chunks: AsyncIterable[str]) -> None:
+        iterator = aiter(chunks)
+        try:
+            async for chunk in iterator:
+                self._append(chunk)
+                if chunk.strip():  # only a visible character can start the next sentence
+                    self.grown.set()
+            self.tasks[1].cancel()  # the last cut is made on the whole reply
+            validate_text(self.text, name="response", max_chars=self.limits.max_response_chars)
+            self._complete(await self._split(), final=True)
+        finally:
+            self.changed.set()
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _keep_cutting(self) -> None:
+        try:
+            while True:
+                await self.grown.wait()
+                self.grown.clear()
+                self._complete(await self._split(), final=False)
+        finally:
+            self.changed.set()
+
+    def _append(self, chunk: object) -> None:
+        if not isinstance(chunk, str):
+            raise errors.EncodingError(f"each chunk must be a string, not {type(chunk).__name__}")
+        limit = self.limits.max_response_chars
+        if len(self.text) + len(chunk) > limit:
+            raise errors.InputTooLargeError(
+                f"response has over {limit:,} characters, over the limit of {limit:,}; "
+                "raise CONLI_MAX_RESPONSE_CHARS if you mean it"
+            )
+        self.text += chunk
+
+    async def _split(self) -> list[Segment]:
+        """The segments from the start of the line being written, offsets into the whole reply."""
+        line_start = self.text.rfind("\n", 0, self.done_upto) + 1
+        found = await asyncio.to_thread(split_response, self.text[line_start:], self.nlp)
+        return [replace(s, start=s.start + line_start, end=s.end + line_start) for s in found]
+
+    def _complete(self, segments: list[Segment], *, final: bool) -> None:
+        """Hand on every new segment that a later one follows (every one, when ``final``)."""
+        fresh = [s for s in map(self._unsent, segments) if s is not None]
+        limit = self.limits.max_response_sentences
+        if limit is not None and self.count + len(fresh) > limit:
+            raise errors.InputTooLargeError(
+                f"the response has at least {self.count + len(fresh)} sentences, over the limit "
+                f"of {limit}"
+            )
+        settled = len(self.text) if final else self._settled(segments)
+        for segment in fresh:
+            if segment.end <= settled:
+                self._hand_on(segment)
+
+    def _settled(self, segments: list[Segment]) -> int:
+        """Where the last cut lies that more text will not move (0: none yet).
+
+        A cut holds once it falls at a line's end, or after a full stop, "!", "?" or "…" when
+        the next segment does not begin in lowercase: the splitter cuts "the U.S. i" but not
+        "the U.S. in", "groups... we h" but not "groups... we have". Any other cut holds
+        once a later cut does, or the reply ends.
+        """
+        for before, after in reversed(list(itertools.pairwise(segments))):
+            if "\n" in self.text[before.end : after.start] or (
+                _FINAL.search(before.text) and _begun(after.text)
+            ):
+                return before.end
+        return 0
+
+    def _unsent(self, segment: Segment) -> Segment | None:
+        """``segment`` less what was handed on already (None if nothing is left of it)."""
+        if segment.end <= self.done_upto:
+            return None
+        if segment.start >= self.done_upto:
+            return segment
+        rest = self.text[self.done_upto : segment.end]  # re-cut across a sentence handed on
+        start = segment.end - len(rest.lstrip())
+        return replace(segment, start=start, text=rest.lstrip()) if rest.strip() else None
+
+    def _hand_on(self, segment: Segment) -> None:
+        validate_text(segment.text, name="response", max_chars=self.limits.max_response_chars)
+        self.ready.append(_Completed(replace(segment, index=self.count), time.monotonic()))
+        self.count += 1
+        self.done_upto = segment.end
+        self.changed.set()
+
+
+class _Stream:
+    """One streamed check: the cutter reads, this checks each sentence in order and reports."""
+
+    def __init__(self, checker: Checker, source: str, question: str | None,
+                 limits: Settings) -> None:
+        self.checker, self.source, self.question, self.limits = checker, source, question, limits
+        self.cutter = _Cutter(checker.deps.nlp, limits)
+        self.running: asyncio.Future[CheckResult] | None = None
+        self.templates: set[str] = set()
+        self.started = 0.0
+
+    async def events(self, chunks: AsyncIterable[str]) -> Events:
+        """Yield each sentence as it is checked, then the summary; stop all work when closed."""
+        self.started = time.monotonic()
+        self.cutter.start(chunks)
+        done: list[SentenceEvent] = []
+        try:
+            async for event in self._sentences():
+                done.append(event)
+                yield event
+            yield self._summary(done)
+        finally:
+            await self.cutter.stop()
+            if self.running is not None and not self.running.done():
+                await asyncio.wait([self.running])  # a running check cannot be interrupted
+
+    async def _sentences(self) -> AsyncIterator[SentenceEvent]:
+        """Claims are checked; others pass unchecked, as ``select_claims`` decides for ``check``.
+
+        A reply with no claim at all is itself the claim: non-claims wait until a claim
+        shows they stay unchecked, or the end shows they are all there is to check.
+        """
+        held: list[_Completed] = []
+        claimed = False
+        while (item := await self.cutter.next()) is not None:
+            if item.segment.checked and is_claim(item.segment.text):
+                claimed = True
+                for waiting in held:
+                    yield self._unchecked(waiting)
+                held.clear()
+                yield await self._check(item)
+            elif claimed:
+                yield self._unchecked(item)
+            else:
+                held.append(item)
+        for waiting in held:  # no claim: check every candidate, as ``select_claims`` does
+            if waiting.segment.checked:
+                yield await self._check(waiting)
+            else:
+                yield self._unchecked(waiting)
+
+    def _unchecked(self, item: _Completed) -> SentenceEvent:
+        s = item.segment
+        sentence = SentenceResult(index=s.index, text=s.text, start=s.start, end=s.end,
+                                  checked=False)
+        return SentenceEvent(sentence=sentence, latency_seconds=time.monotonic() - item.at)
+
+    async def _check(self, item: _Completed) -> SentenceEvent:
+        """Run the graph on this sentence alone in a worker thread; the loop keeps reading."""
+        checked = CheckInput(source=self.source, response=item.segment.text,
+                             question=self.question)
+        work = functools.partial(contextvars.copy_context().run, self.checker.run, checked,
+                                 settings=self._settings_now())
+        self.running = asyncio.get_running_loop().run_in_executor(None, work)
+        result = await asyncio.shield(self.running)
+        self.templates.update(result.templates)
+        return SentenceEvent(sentence=placed(result, item.segment), usage=result.usage,
+                             latency_seconds=time.monotonic() - item.at)
+
+    def _settings_now(self) -> Settings:
+        """The limits, with what is left of the stream's deadline (one deadline per stream)."""
+        deadline = self.limits.check_deadline_seconds
+        if deadline is None:
+            return self.limits
+        left = self.started + deadline - time.monotonic()
+        if left <= 0:
+            raise errors.DeadlineExceededError(
+                "the streamed check ran past its deadline (CONLI_CHECK_DEADLINE_SECONDS); "
+                "no further model call was started"
+            )
+        return self.limits.model_copy(update={"check_deadline_seconds": left})
+
+    def _summary(self, done: list[SentenceEvent]) -> DoneEvent:
+        sentences = [event.sentence for event in done]
+        scores = [s.score for s in sentences if s.score is not None]
+        backend = self.checker.backend
+        return DoneEvent(
+            verdict=response_verdict(s.verdict for s in sentences),
+            support_score=min(scores) if scores else None,
+            sentences=len(sentences),
+            response_chars=len(self.cutter.text),
+            backend=backend.name,
+            model=backend.model,
+            usage=total_usage([event.usage for event in done]),
+            templates=sorted(self.templates),
+            seconds=time.monotonic() - self.started,
+        )
+
+
+def placed(result: CheckResult, segment: Segment) -> SentenceResult:
+    """The check of one sentence alone, as that sentence of the whole reply.
+
+    Offsets (the sentence's, its entities') are moved to index the whole reply. Should the
+    splitter cut the sentence differently when it stands alone, its parts are merged by the
+    rule ``check`` applies to a response.
+    """
+    parts = result.sentences
+    entities = [_moved(e, segment.start) for p in parts for e in p.entities]
+    judgements = [
+        j.model_copy(update={"entity": _moved(j.entity, segment.start)}) if j.entity else j
+        for p in parts for j in p.judgements
+    ]
+    where = {"index": segment.index, "text": segment.text, "start": segment.start,
+             "end": segment.end, "entities": entities, "judgements": judgements}
+    if len(parts) == 1:
+        return parts[0].model_copy(update=where)
+    checked = [p for p in parts if p.checked]
+    scores = [p.score for p in checked if p.score is not None]
+    return SentenceResult(
+        **where,
+        checked=bool(checked),
+        verdict=response_verdict(p.verdict for p in checked) if checked else None,
+        detector=next((p.detector for p in checked if p.detector), None),
+        reasons=[reason for p in checked for reason in p.reasons],
+        score=min(scores) if scores else None,
+    )
+
+
+def _moved(entity: Entity, offset: int) -> Entity:
+    return entity.model_copy(update={"start": entity.start + offset, "end": entity.end + offset})
+
+
+def total_usage(usages: list[UsageTotals]) -> UsageTotals:
+    """The sum of some sentences' usage; prefill/decode only where every call reported them."""
+    spent = [u.model_dump() for u in usages if u.calls]
+    if not spent:
+        return UsageTotals()
+    return UsageTotals.model_validate({
+        key: None if any(u[key] is None for u in spent) else sum(u[key] for u in spent)
+        for key in UsageTotals.model_fields
+    })
+
+
+# --- over HTTP: POST /v1/check/stream reads NDJSON lines and answers NDJSON lines --------
+
+
+class ErrorEvent(BaseModel):
+    """Over HTTP: the stream failed after it began (RFC 9457 problem fields); the last line."""
+
+    event: Literal["error"] = "error"
+    type: str = Field(description="a URI naming the kind of problem, as in the problem answers")
+    title: str
+    status: int = Field(description="the HTTP status the same failure gets from /v1/check")
+    detail: str = ""
+    retry_after: int | None = Field(None, description="seconds to wait before retrying (503)")
+
+
+StreamLine = Annotated[SentenceEvent | DoneEvent | ErrorEvent, Field(discriminator="event")]
+
+
+class StreamClosed(Exception):
+    """The client went away mid-stream: nothing more to check, and nobody to tell."""
+
+
+class StreamOpening(BaseModel):
+    """The first line of a streamed request: what the reply must be faithful to."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "source": "The Riverside Public Library opened in 1962 and is run by the city council.",
+        "question": "Who runs the library?",
+    }]})
+
+    source: str = Field(description="the document the reply must be faithful to")
+    question: str | None = Field(None, description="the question the reply answers, if any")
+
+
+class StreamChunk(BaseModel):
+    """Every later line: the next chunk of the reply, as the chat model streamed it."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"text": "The library opened in 19"},
+    ]})
+
+    text: str = Field(description="the chunk, appended to the reply as is")
+
+
+async def ndjson_lines(body: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """The non-blank lines of a byte stream as each completes; the last may lack its newline."""
+    buffer = bytearray()
+    async for data in body:
+        searched = len(buffer)
+        buffer += data
+        while (newline := buffer.find(b"\n", searched)) >= 0:
+            line = bytes(buffer[:newline])
+            del buffer[: newline + 1]
+            searched = 0
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield bytes(buffer)
+
+
+async def read_request(
+    lines: AsyncIterator[bytes],
+) -> tuple[StreamOpening, AsyncGenerator[str, None]]:
+    """Read the opening line; return it and the reply's chunks, read as they arrive."""
+    first = await anext(lines, None)
+    if first is None:
+        raise errors.EmptyInputError(f"the body is empty; its first line is {_OPENING}")
+    return _parsed(StreamOpening, first, 1), _chunks(lines)
+
+
+async def _chunks(lines: AsyncIterator[bytes]) -> AsyncGenerator[str, None]:
+    number = 1
+    async for line in lines:
+        number += 1
+        yield _parsed(StreamChunk, line, number).text
+
+
+Line = TypeVar("Line", StreamOpening, StreamChunk)
+
+
+def _parsed(model: type[Line], line: bytes, number: int) -> Line:
+    """One request line as ``model``; an ``InputError`` names the line and what is wrong."""
+    text = decode_text(line, name=f"line {number}")
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "line"
+        shape = _OPENING if model is StreamOpening else '{"text": ...}'
+        raise errors.InputError(f"line {number} is not {shape}: {where}: {first['msg']}") from None
+
+
+class Relay:
+    """Runs a stream in a task of its own and relays its events as NDJSON lines.
+
+    The task ends when the reply is checked, when the stream fails, or when ``left``
+    returns (the client left: no further sentence is checked; one already running
+    finishes first); ``on_end`` is called then (the service frees the request's slot).
+    A failure after the answer began is one error line; ``timeout`` ends it with a 504 line.
+    """
+
+    def __init__(self, events: Events, *, timeout: float, retry_after: int,
+                 left: Coroutine[Any, Any, None], on_end: Callable[[], None]) -> None:
+        self.timeout, self.retry_after = timeout, retry_after
+        self.queue: asyncio.Queue[SentenceEvent | DoneEvent | BaseException | None] = (
+            asyncio.Queue()
+        )
+        self.task = asyncio.create_task(self._pump(events))
+        self.task.add_done_callback(lambda _: on_end())
+        self.watch = asyncio.create_task(left)
+        self.watch.add_done_callback(lambda _: self.task.cancel())
+
+    async def _pump(self, events: Events) -> None:
+        try:
+            async for event in events:
+                self.queue.put_nowait(event)
+        except Exception as exc:
+            self.queue.put_nowait(exc)
+        finally:
+            self.queue.put_nowait(None)
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """One line per event, until the summary, an error, or the time limit."""
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.timeout
+        try:
+            while (line := await self._next(ends - loop.time())) is not None:
+                yield line.model_dump_json().encode() + b"\n"
+                if isinstance(line, ErrorEvent):
+                    return
+        finally:
+            self.watch.cancel()
+            self.task.cancel()
+
+    async def _next(self, left: float) -> SentenceEvent | DoneEvent | ErrorEvent | None:
+        try:
+            item = await asyncio.wait_for(self.queue.get(), left)
+        except TimeoutError:
+            return ErrorEvent(type="urn:conli:problem:timeout", status=504,
+                              title="the check took too long",
+                              detail=f"the limit is {self.timeout:g}s")
+        if isinstance(item, BaseException):
+            return error_event(item, retry_after=self.retry_after)
+        return item
+
+
+def error_event(exc: BaseException, *, retry_after: int) -> ErrorEvent | None:
+    """The line for a stream that failed after its answer began (None: the client left).
+
+    Statuses come from the one table, ``errors.boundary``, as ``/v1/check``'s do.
+    """
+    if isinstance(exc, StreamClosed):
+        return None
+    answer = errors.boundary(exc)
+    if answer is errors.UNEXPECTED:
+        log.error("unexpected error in a stream", exc_info=exc)
+    return ErrorEvent(type=f"urn:conli:problem:{answer.slug}", title=answer.title,
+                      status=answer.http_status,
+                      detail=str(exc) if isinstance(exc, errors.ConliError) else "",
+                      retry_after=retry_seconds(exc, retry_after)
+                      if answer.http_status == 503 else None)
+
+
+def retry_seconds(exc: BaseException, default: int) -> int:
+    """Seconds to wait after a 503: the provider's ``Retry-After`` if it gave one."""
+    return max(1, round(getattr(exc, "retry_after", None) or default))

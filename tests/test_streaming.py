@@ -1,0 +1,542 @@
+"""Streamed checks: ``Checker.astream`` and ``POST /v1/check/stream`` over real loopback HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from pydantic import TypeAdapter
+
+from conli.backends.base import Message
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+from conli.errors import (
+    AuthenticationError,
+    EmptyInputError,
+    EncodingError,
+    InputTooLargeError,
+)
+from conli.pipeline import Checker
+from conli.streaming import DoneEvent, SentenceEvent, StreamLine
+from tests import scripted
+from tests.conftest import claims_of, kind_of, rule_responder
+
+SOURCE = (
+    "The Millbrook pool cost 2.4 million dollars. It was designed by Dr. Jones of Millbrook. "
+    "It moved to the U.S. in 1990."
+)
+CHUNKS = ["The pool cost 2.", "4 million dollars. Dr", ". Smith designed it"]
+DETECT = {"mitigate": False, "judge": False}
+
+
+def _checker(settings: Settings, **backend: Any) -> tuple[Checker, ScriptedBackend]:
+    model = ScriptedBackend(responder=rule_responder(bad=("Smith", "FALSE")), **backend)
+    return Checker(settings.model_copy(update=DETECT), backend=model), model
+
+
+async def _chunks(parts: list[str], pause: float = 0.0) -> AsyncIterator[str]:
+    for part in parts:
+        yield part
+        await asyncio.sleep(pause)
+
+
+async def _collect(events: AsyncIterator[SentenceEvent | DoneEvent]) -> list[Any]:
+    return [event async for event in events]
+
+
+def _pieces(text: str, rng: random.Random, longest: int) -> list[str]:
+    """``text`` cut at random places into pieces of 1..``longest`` characters."""
+    pieces, at = [], 0
+    while at < len(text):
+        size = rng.randint(1, longest)
+        pieces.append(text[at : at + size])
+        at += size
+    return pieces
+
+
+# --- Checker.astream ----------------------------------------------------------------------
+
+
+def test_each_sentence_arrives_as_soon_as_the_next_begins_and_matches_check(
+    settings: Settings,
+) -> None:
+    checker, _ = _checker(settings)
+    first_verdict = asyncio.Event()
+    produced: list[str] = []
+
+    async def reply() -> AsyncIterator[str]:
+        for part in CHUNKS[:-1]:
+            produced.append(part)
+            yield part
+        # the last chunk is held back until the first sentence's verdict has arrived
+        await asyncio.wait_for(first_verdict.wait(), 10)
+        produced.append(CHUNKS[-1])
+        yield CHUNKS[-1]
+
+    async def run() -> list[Any]:
+        events = []
+        async for event in checker.astream(SOURCE, reply()):
+            if isinstance(event, SentenceEvent) and event.sentence.index == 0:
+                assert produced == CHUNKS[:-1]  # verdict before the stream is over
+                first_verdict.set()
+            events.append(event)
+        return events
+
+    events = asyncio.run(run())
+    expected = checker.check(SOURCE, "".join(CHUNKS))
+    assert [e.sentence for e in events[:-1]] == expected.sentences
+    assert [s.text for s in expected.sentences] == [
+        "The pool cost 2.4 million dollars.", "Dr. Smith designed it"]
+    assert [s.verdict for s in expected.sentences] == ["supported", "hallucinated"]
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.verdict == expected.verdict == "hallucinated"
+    assert done.sentences == 2 and done.response_chars == len("".join(CHUNKS))
+    assert done.usage.calls == sum(e.usage.calls for e in events[:-1]) > 0
+    assert all(e.latency_seconds >= 0 for e in events[:-1])
+
+
+REPLIES = [
+    "The pool cost 2.4 million dollars. Dr. Smith designed it. It moved to the U.S. in 1990.",
+    "# The pool\nWhat did it cost? The pool cost 2.4 million dollars.\n\n"
+    "- Dr. Smith designed it.\n- It has six lanes",
+    "Arthur's Magazine",
+    "Summary:\nThe pool cost 3.5 million. It opened on Saturday, June 14.  It was designed by "
+    "Dr. Smith, who moved to the U.S. in 1990. About 800 people came",
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES)
+def test_any_chunking_yields_exactly_the_sentences_check_finds(
+    settings: Settings, reply: str
+) -> None:
+    checker, _ = _checker(settings)
+    expected = checker.check(SOURCE, reply).sentences
+    rng = random.Random(7)
+    for longest in (1, 3, 8, 40):
+        events = asyncio.run(_collect(checker.astream(SOURCE, _chunks(_pieces(reply, rng,
+                                                                               longest)))))
+        assert [e.sentence for e in events[:-1]] == expected, longest
+        assert all(reply[s.start : s.end] == s.text for s in expected)
+
+
+def test_a_stream_ending_mid_sentence_completes_that_sentence(settings: Settings) -> None:
+    checker, _ = _checker(settings)
+    parts = ["The pool cost 2.4 mil", "lion dollars. Dr. Smith desi"]
+    events = asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts))))
+    *sentences, done = events
+    assert [(e.sentence.text, e.sentence.verdict) for e in sentences] == [
+        ("The pool cost 2.4 million dollars.", "supported"),
+        ("Dr. Smith desi", "hallucinated"),
+    ]
+    assert sentences[1].sentence.start == len("The pool cost 2.4 million dollars. ")
+    assert isinstance(done, DoneEvent) and done.verdict == "hallucinated"
+
+
+def test_a_backend_error_mid_stream_raises_and_nothing_after_is_supported(
+    settings: Settings,
+) -> None:
+    base = rule_responder()
+
+    def respond(messages: list[Message]) -> str:
+        if kind_of(messages) == "nli" and any("Smith" in c for c in claims_of(messages)):
+            raise AuthenticationError("the key was rejected")
+        return base(messages)
+
+    checker = Checker(settings.model_copy(update=DETECT),
+                      backend=ScriptedBackend(responder=respond))
+    seen: list[Any] = []
+
+    async def run() -> None:
+        async for event in checker.astream(SOURCE, _chunks([*CHUNKS, ". It has six lanes."])):
+            seen.append(event)
+
+    with pytest.raises(AuthenticationError):
+        asyncio.run(run())
+    assert [e.sentence.verdict for e in seen] == ["supported"]
+
+
+def test_a_bad_source_is_refused_before_any_chunk_is_read(settings: Settings) -> None:
+    checker, model = _checker(settings)
+    read: list[str] = []
+
+    async def reply() -> AsyncIterator[str]:
+        read.append("started")
+        yield "The pool cost 2.4 million dollars."
+
+    with pytest.raises(EmptyInputError):
+        checker.astream("   ", reply())
+    with pytest.raises(EncodingError):
+        checker.astream(SOURCE, reply(), question="who\x1b[2J?")
+    assert read == [] and model.calls == []
+
+
+@pytest.mark.parametrize(("update", "parts", "error"), [
+    ({"max_response_chars": 60}, ["The pool cost 2.4 million dollars. ", "Dr. Smith designed "
+                                  "it in a hurry."], InputTooLargeError),
+    ({"max_response_sentences": 2}, ["One fact holds here. ", "Two facts hold here. ",
+                                     "Three facts hold here."], InputTooLargeError),
+    ({}, ["  ", "\n"], EmptyInputError),
+    ({}, ["The pool cost 2.4 million dollars. It has \x07 six lanes. And more."], EncodingError),
+])
+def test_the_reply_is_held_to_the_same_limits_as_check(
+    settings: Settings, update: dict[str, Any], parts: list[str], error: type[Exception]
+) -> None:
+    checker, _ = _checker(settings)
+    with pytest.raises(error):
+        asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts),
+                                             settings=checker.settings.model_copy(update=update))))
+
+
+def test_closing_the_stream_stops_reading_and_checking(settings: Settings) -> None:
+    checker, model = _checker(settings)
+    closed: list[str] = []
+
+    async def reply() -> AsyncIterator[str]:
+        try:
+            for i in range(50):
+                yield f"Fact number {i} is stated here. "
+                await asyncio.sleep(0.01)
+        finally:
+            closed.append("closed")
+
+    async def run() -> int:
+        events = checker.astream(SOURCE, reply())
+        async for _ in events:
+            break
+        await events.aclose()
+        calls = len(model.calls)
+        await asyncio.sleep(0.3)
+        assert len(model.calls) == calls
+        return calls
+
+    assert asyncio.run(run()) < 10
+    assert closed == ["closed"]
+
+
+def test_the_deadline_covers_the_whole_stream(settings: Settings) -> None:
+    checker, _ = _checker(settings)
+    timed = checker.settings.model_copy(update={"check_deadline_seconds": 0.2})
+    parts = [f"Fact number {i} is stated here. " for i in range(8)]
+    from conli.errors import DeadlineExceededError
+
+    with pytest.raises(DeadlineExceededError):
+        asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts, pause=0.05),
+                                             settings=timed)))
+
+
+# --- POST /v1/check/stream over real loopback HTTP -----------------------------------------
+
+pytest.importorskip("fastapi")
+from tests.test_service import KEY, serving  # noqa: E402
+
+STREAM = "/v1/check/stream"
+LINES: TypeAdapter[Any] = TypeAdapter(StreamLine)
+HTTP_SOURCE = "The Riverside library opened in 1962. The city council runs it. It has a cafe."
+
+
+class RawStream:
+    """A bare HTTP/1.1 client: sends a chunked NDJSON body and reads the answer meanwhile.
+
+    httpx sends the whole request body before it reads the response, so it cannot show
+    that a verdict arrives while the body is still being sent; this client can.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.buffer = b""
+        self.status = 0
+        self.headers: dict[str, str] = {}
+
+    @classmethod
+    async def open(cls, base: str, *, key: str | None = KEY) -> RawStream:
+        url = urlsplit(base)
+        assert url.hostname is not None and url.port is not None
+        reader, writer = await asyncio.open_connection(url.hostname, url.port)
+        auth = f"X-API-Key: {key}\r\n" if key else ""
+        writer.write((f"POST {STREAM} HTTP/1.1\r\nHost: {url.netloc}\r\n{auth}"
+                      "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      ).encode())
+        await writer.drain()
+        return cls(reader, writer)
+
+    async def send(self, line: dict[str, Any] | bytes) -> None:
+        data = line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n"
+        self.writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+        await self.writer.drain()
+
+    async def end(self) -> None:
+        self.writer.write(b"0\r\n\r\n")
+        await self.writer.drain()
+
+    async def head(self) -> int:
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
+        status_line, *fields = head.decode().split("\r\n")
+        self.status = int(status_line.split()[1])
+        self.headers = {k.lower(): v.strip() for k, _, v in (f.partition(":") for f in fields if f)}
+        return self.status
+
+    async def body(self) -> bytes:
+        """The whole answer body (after ``head``), chunked or sized."""
+        if "content-length" in self.headers:
+            return await self.reader.readexactly(int(self.headers["content-length"]))
+        while (line := await self.line()) is not None:
+            self.buffer = json.dumps(line).encode()
+        return self.buffer
+
+    async def line(self) -> dict[str, Any] | None:
+        """The next NDJSON line of a chunked answer; None at its end."""
+        while b"\n" not in self.buffer:
+            size = int((await asyncio.wait_for(self.reader.readline(), 10)).strip() or b"0", 16)
+            if size == 0:
+                return None
+            self.buffer += await self.reader.readexactly(size)
+            await self.reader.readexactly(2)
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        parsed: dict[str, Any] = json.loads(line)
+        LINES.validate_python(parsed)  # every line is one of the documented events
+        return parsed
+
+    async def rest(self) -> list[dict[str, Any]]:
+        lines = []
+        while (line := await self.line()) is not None:
+            lines.append(line)
+        return lines
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
+
+
+def _settings(**update: Any) -> Settings:
+    return Settings(service_api_keys=[KEY], **update)
+
+
+def _run(coroutine: Callable[[], Any]) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine(), 30))
+
+
+def test_http_verdicts_arrive_while_the_body_is_still_being_sent() -> None:
+    reply = "The library opened in 1962. The library is FALSE run by a charity."
+    with serving(_settings()) as base:
+
+        async def talk() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            await client.send({"text": "The library opened in 19"})
+            await client.send({"text": "62. The"})
+            assert await client.head() == 200
+            assert client.headers["content-type"].startswith("application/x-ndjson")
+            first = await client.line()  # the body is not finished: no end chunk sent yet
+            await client.send({"text": " library is FALSE run by a charity."})
+            await client.end()
+            return [first, *await client.rest()]
+
+        lines = _run(talk)
+        whole = httpx.post(f"{base}/v1/check", json={"source": HTTP_SOURCE, "response": reply},
+                           headers={"X-API-Key": KEY}).json()
+    assert [line["event"] for line in lines] == ["sentence", "sentence", "done"]
+    assert [line["sentence"] for line in lines[:2]] == whole["sentences"]
+    assert lines[2]["verdict"] == whole["verdict"] == "hallucinated"
+
+
+def test_http_body_ending_mid_sentence_completes_it() -> None:
+    with serving(_settings()) as base:
+
+        async def talk() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send(b'{"source": ' + json.dumps(HTTP_SOURCE).encode() + b"}\n")
+            await client.send(b'{"text": "The library opened in 1962. It is run by the city co')
+            await client.send(b'un"}')  # the last line need not end with a newline
+            await client.end()
+            assert await client.head() == 200
+            return await client.rest()
+
+        lines = _run(talk)
+    assert [(line.get("sentence") or {}).get("text") for line in lines] == [
+        "The library opened in 1962.", "It is run by the city coun", None]
+    assert lines[-1]["event"] == "done" and lines[-1]["sentences"] == 2
+
+
+@pytest.mark.parametrize("body_finished", [False, True])
+def test_http_client_leaving_stops_model_calls_and_frees_the_slot(body_finished: bool) -> None:
+    model = scripted.backend(sleep=0.25)
+    settings = _settings(service_max_concurrent=1)
+    sentences = [f"The library opened in 1962 and fact {n} holds." for n in range(8)]
+    with serving(settings, backend=model) as base:
+
+        def last_checked() -> int:  # the highest sentence any model call was about
+            found = [re.findall(r"fact \[? ?(\d+)", m[-1]["content"]) for m in model.calls]
+            return max(int(n) for numbers in found for n in numbers)
+
+        async def talk() -> int:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            for sentence in sentences:
+                await client.send({"text": sentence + " "})
+            if body_finished:
+                await client.end()
+            assert await client.head() == 200
+            first = await client.line()
+            assert first is not None and first["sentence"]["index"] == 0
+            client.abort()
+            return last_checked()
+
+        at_leaving = _run(talk)
+        time.sleep(1.5)  # long enough for several more sentences had the work gone on
+        assert last_checked() <= at_leaving + 1  # at most the check already starting
+        assert last_checked() < len(sentences) - 2
+        answer = httpx.post(f"{base}/v1/check", json={"source": HTTP_SOURCE,
+                            "response": "The library opened in 1962."},
+                            headers={"X-API-Key": KEY}, timeout=30)
+        assert answer.status_code == 200  # the only slot is free again
+
+
+def test_http_stream_needs_the_api_key() -> None:
+    with serving(_settings()) as base:
+
+        async def talk(key: str | None) -> int:
+            client = await RawStream.open(base, key=key)
+            await client.send({"source": HTTP_SOURCE})
+            status = await client.head()
+            problem = json.loads(await client.body())
+            assert problem["status"] == 401 and client.headers["content-type"].startswith(
+                "application/problem+json")
+            return status
+
+        assert _run(lambda: talk(None)) == 401
+        assert _run(lambda: talk("wrong")) == 401
+
+
+@pytest.mark.parametrize(("first", "status"), [
+    (b'{"source": "   "}\n', 422),
+    (b'{"source": "s", "extra": 1}\n', 422),
+    (b"not json\n", 422),
+    (b"\xff\xfe\n", 422),
+    (b'{"source": "' + b"s" * 3_000 + b'"}\n', 413),
+])
+def test_http_a_bad_opening_line_is_a_problem_before_any_answer(first: bytes, status: int) -> None:
+    with serving(_settings(service_max_body_bytes=2_000)) as base:
+
+        async def talk() -> int:
+            client = await RawStream.open(base)
+            await client.send(first)
+            await client.end()
+            code = await client.head()
+            assert json.loads(await client.body())["status"] == code
+            return code
+
+        assert _run(talk) == status
+        empty = httpx.post(f"{base}{STREAM}", content=b"", headers={"X-API-Key": KEY})
+        assert empty.status_code == 422
+
+
+def test_http_failures_after_the_answer_began_are_one_error_line() -> None:
+    settings = _settings(service_max_body_bytes=600)
+    with serving(settings) as base:
+
+        async def too_long() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            await client.send({"text": "The library opened in 1962. It"})
+            assert await client.head() == 200
+            lines = [await client.line()]
+            for _ in range(20):  # past the body limit while streaming
+                await client.send({"text": " has a cafe and it has a cafe."})
+            return [*lines, *await client.rest()]
+
+        lines = _run(too_long)
+        assert lines[0]["event"] == "sentence"
+        assert lines[-1]["event"] == "error" and lines[-1]["status"] == 413
+
+        async def bad_line() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            await client.send({"chunk": "wrong key"})
+            await client.end()
+            assert await client.head() == 200
+            return await client.rest()
+
+        (error,) = _run(bad_line)
+        assert error["status"] == 422 and "line 2" in error["detail"]
+
+
+def test_http_backend_failure_mid_stream_is_an_error_line_never_supported() -> None:
+    def respond(messages: list[Message]) -> str:
+        if any("charity" in c for c in claims_of(messages)):
+            raise AuthenticationError("the key was rejected")
+        return scripted.responder()(messages)
+
+    model = ScriptedBackend(responder=respond, judges_batches=True)
+    with serving(_settings(), backend=model) as base:
+
+        async def talk() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            await client.send({"text": "The library opened in 1962. It is run by a charity."})
+            await client.end()
+            assert await client.head() == 200
+            return await client.rest()
+
+        lines = _run(talk)
+    assert [line["event"] for line in lines] == ["sentence", "error"]
+    assert lines[0]["sentence"]["verdict"] == "supported"
+    assert lines[1]["status"] == 502 and lines[1]["type"] == "urn:conli:problem:backend"
+
+
+def test_http_stream_takes_a_slot_and_answers_504_at_the_time_limit() -> None:
+    settings = _settings(service_max_concurrent=1, service_timeout_seconds=0.6)
+    with serving(settings) as base:
+
+        async def talk() -> list[dict[str, Any]]:
+            holder = await RawStream.open(base)
+            await holder.send({"source": HTTP_SOURCE})
+            await holder.send({"text": "The library opened in 1962. It"})
+            assert await holder.head() == 200
+            busy = httpx.AsyncClient()
+            refused = await busy.post(f"{base}/v1/check", headers={"X-API-Key": KEY},
+                                      json={"source": HTTP_SOURCE, "response": "It has a cafe."})
+            assert refused.status_code == 429 and refused.headers["retry-after"]
+            lines = await holder.rest()  # the body never ends: the time limit does
+            await asyncio.sleep(0.2)
+            again = await busy.post(f"{base}/v1/check", headers={"X-API-Key": KEY},
+                                    json={"source": HTTP_SOURCE, "response": "It has a cafe."})
+            assert again.status_code == 200
+            await busy.aclose()
+            return lines
+
+        lines = _run(talk)
+    assert [line["event"] for line in lines] == ["sentence", "error"]
+    assert lines[1]["status"] == 504
+
+
+def test_http_stream_is_in_the_openapi() -> None:
+    with serving(_settings()) as base:
+        schema = httpx.get(f"{base}/openapi.json").json()
+    route = schema["paths"][STREAM]["post"]
+    assert set(route["requestBody"]["content"]) == {"application/x-ndjson", "text/plain"}
+    answer = route["responses"]["200"]["content"]["application/x-ndjson"]["schema"]
+    assert answer["discriminator"]["propertyName"] == "event"
+    assert {"401", "413", "422", "429"} <= set(route["responses"])
+
+
+def test_langgraph_example_streams_verdicts_before_the_reply_ends() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "langgraph_chat_hook.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          timeout=120, check=True)
+    streamed = re.findall(r"streamed: \[(\w+)\] (.*) \(after (\d+) of 59", done.stdout)
+    assert [(verdict, text) for verdict, text, _ in streamed] == [
+        ("supported", "The library opened in 1962."),
+        ("hallucinated", "It is run by a private charity."),
+    ]
+    assert int(streamed[0][2]) < 59 and int(streamed[1][2]) == 59  # the first came mid-reply
