@@ -145,10 +145,10 @@ def _rows(seed: int) -> list[ExampleRows]:
 
 
 def test_training_is_deterministic_and_scores_left_out_sets() -> None:
-    first, second = fit(_rows(0)), fit(_rows(0))
+    first, second = fit(_rows(0), FEATURE_NAMES), fit(_rows(0), FEATURE_NAMES)
     assert first.to_json() == second.to_json()
     assert first.coef[FEATURE_NAMES.index("novel_numbers")] > 0
-    held = leave_one_dataset_out(_rows(0))
+    held = leave_one_dataset_out(_rows(0), features=FEATURE_NAMES)
     assert [h.dataset for h in held] == ["a", "b", "c"]
     assert all(h.auroc is not None and h.auroc > 0.8 for h in held)
 
