@@ -53,8 +53,10 @@ def test_unknown_detector_lists_the_known_ones(files: list[str], capsys) -> None
 
 
 def test_presets_expand_and_the_level_switches_apply() -> None:
-    assert detectors.resolve(Settings()) == ["sentence_nli", "entity_nli"]
-    assert detectors.resolve(Settings(entity_level=False)) == ["sentence_nli"]
+    assert detectors.resolve(Settings(detectors=["cot"])) == ["sentence_nli", "entity_nli"]
+    assert detectors.resolve(Settings(detectors=["cot"], entity_level=False)) == ["sentence_nli"]
+    assert detectors.resolve(Settings(detectors=["fused"])) == [
+        "sentence_nli", "entity_nli", "fused"]
     assert detectors.resolve(Settings(detectors=["word", "cot", "word"])) == [
         "word", "sentence_nli", "entity_nli"]
     with pytest.raises(ConfigError):

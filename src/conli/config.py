@@ -75,11 +75,15 @@ class DetectionSettings(BaseModel):
     """Which detectors run, and how chain-of-thought NLI and the entity level behave."""
 
     detectors: list[str] = Field(
-        default_factory=lambda: ["cot"],
-        description="detectors or presets to run, in order (conli check --detector)",
+        default_factory=lambda: ["auto"],
+        description="detectors or presets to run, in order (conli check --detector); auto: "
+        "fused on a backend that serves the model's own numbers (the embedded one), else cot",
     )
     signal_model: Path | None = Field(
         None, description="a signal classifier artifact (JSON) instead of the shipped one"
+    )
+    fused_model: Path | None = Field(
+        None, description="a fused (NLI + signals) classifier artifact instead of the shipped one"
     )
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))

@@ -57,7 +57,8 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
     parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
     parser.add_argument(
         "--detector", action="append", metavar="NAME",
-        help="detector or preset to run (repeatable, in order; default: cot, or "
+        help="detector or preset to run (repeatable, in order: cot, fused, fast, hybrid; "
+        "default auto: fused on the embedded model, else cot; or "
         "CONLI_DETECTORS); see conli.detectors",
     )
 

@@ -169,11 +169,17 @@ class Checker:
 
 
 def resolve(settings: Settings, backend: Backend) -> Settings:
-    """``settings`` made concrete for ``backend``: ``auto`` becomes an NLI prompt version."""
+    """``settings`` made concrete for ``backend``: each ``auto`` becomes a choice.
+
+    The NLI prompt version for the backend's capabilities; the ``auto`` detector becomes
+    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``.
+    """
     version = resolve_nli_prompt(settings, backend.capabilities)
-    if version == settings.nli_prompt:
+    preset = "fused" if backend.capabilities.hidden_states else "cot"
+    chosen = [preset if name == "auto" else name for name in settings.detectors]
+    if version == settings.nli_prompt and chosen == settings.detectors:
         return settings
-    return settings.model_copy(update={"nli_prompt": version})
+    return settings.model_copy(update={"nli_prompt": version, "detectors": chosen})
 
 
 def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:

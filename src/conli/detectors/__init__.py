@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 
 from conli.config import DetectionSettings
 from conli.detectors.base import Detection, DetectionContext, Detector
+from conli.detectors.fused import FusedDetector
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
 from conli.errors import ConfigError
@@ -20,12 +21,15 @@ Factory = Callable[[], Detector]
 
 _REGISTRY: dict[str, Factory] = {
     SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI, SignalDetector.name: SignalDetector,
+    FusedDetector.name: FusedDetector,
 }
 PRESETS: dict[str, tuple[str, ...]] = {
     "cot": (SentenceNLI.name, EntityNLI.name),  # CoNLI: chain-of-thought NLI, both levels
     "fast": (SignalDetector.name,),  # the signal classifier alone: no generation
     # the classifier first; NLI for what it does not settle, and NLI decides there
     "hybrid": (SignalDetector.name, SentenceNLI.name, EntityNLI.name),
+    # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
+    "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name),
 }
 _LOADED_ENTRY_POINTS = False
 
@@ -36,9 +40,9 @@ def register(name: str, factory: Factory) -> None:
 
 
 def names() -> list[str]:
-    """Every registered detector and preset name."""
+    """Every registered detector and preset name, and ``auto`` (resolved per backend)."""
     _load_entry_points()
-    return sorted({*_REGISTRY, *PRESETS})
+    return sorted({*_REGISTRY, *PRESETS, "auto"})
 
 
 def resolve(settings: DetectionSettings) -> list[str]:

@@ -17,6 +17,7 @@ from conli.backends.base import reads_hidden_states
 from conli.detectors.base import Detection, DetectionContext
 from conli.errors import ConfigError
 from conli.models import Judgement
+from conli.segment import Segment
 from conli.signals.features import SentenceSignals, sentence_signals
 from conli.signals.lexical import SourceWords, entity_texts
 from conli.signals.model import ARTIFACT, SignalModel, load_model
@@ -33,25 +34,11 @@ class SignalDetector:
 
     def detect(self, context: DetectionContext) -> Detection:
         """Read the response, score each claim, and say which signals decided."""
-        deps = context.deps
-        reader = reads_hidden_states(deps.backend)
-        if reader is None:
-            raise ConfigError(
-                f"the signals detector reads the model's hidden states, which "
-                f"{deps.backend.name} does not serve; use the embedded model (--llm local) "
-                "or --detector cot"
-            )
-        model = load_model(deps.settings.signal_model or ARTIFACT)
+        model = load_model(context.deps.settings.signal_model or ARTIFACT)
         claims = [s for s in context.claims if not context.settled(s.index)]
         if not claims:
             return Detection()
-        reading = read(reader, context.source, context.response, context.segments,
-                       question=context.question, probe=set())
-        arrays = {"segment": reading.segment, "logp": reading.logp,
-                  "logp_plain": reading.logp_plain, "kl": reading.kl,
-                  "entropy": reading.entropy, "hidden": reading.hidden}
-        signals = sentence_signals(arrays, claims, SourceWords.of(context.source),
-                                   entity_texts(deps.nlp, claims))
+        signals = read_signals(context, claims)
         return Detection(judgements={
             claim.index: [self._judge(claim.text, signals.get(claim.index), model)]
             for claim in claims
@@ -79,6 +66,29 @@ class SignalDetector:
 
     def _unverified(self, text: str, error: str) -> Judgement:
         return Judgement(detector=self.name, hypothesis=text, verdict="unverified", error=error)
+
+
+def read_signals(context: DetectionContext, claims: list[Segment]) -> dict[int, SentenceSignals]:
+    """One reading of the response (with and without the source): each claim's features.
+
+    A ``ConfigError`` if the backend cannot serve the model's own numbers; a claim the
+    reading gave no tokens is missing from the result (its check is unverified).
+    """
+    deps = context.deps
+    reader = reads_hidden_states(deps.backend)
+    if reader is None:
+        raise ConfigError(
+            f"the signal detectors read the model's hidden states, which "
+            f"{deps.backend.name} does not serve; use the embedded model (--llm local) "
+            "or --detector cot"
+        )
+    reading = read(reader, context.source, context.response, context.segments,
+                   question=context.question, probe=set())
+    arrays = {"segment": reading.segment, "logp": reading.logp,
+              "logp_plain": reading.logp_plain, "kl": reading.kl,
+              "entropy": reading.entropy, "hidden": reading.hidden}
+    return sentence_signals(arrays, claims, SourceWords.of(context.source),
+                            entity_texts(deps.nlp, claims))
 
 
 def reason(signals: SentenceSignals, p: float) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 
 from conli.errors import ConfigError
 
-ARTIFACT = Path(__file__).parent / "signals.v1.json"
+ARTIFACT = Path(__file__).parent / "signals.v1.json"  # --detector fast and hybrid
+FUSED_ARTIFACT = Path(__file__).parent / "fused.v1.json"  # --detector fused
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,13 @@ class SignalModel:
     threshold: float  # flag a sentence at or above this P(hallucinated)
     band: tuple[float, float]  # hybrid: below band[0] the signals decide, else NLI does
     training: dict[str, Any] = field(default_factory=dict, compare=False)
+    # fused: an NLI flag stands (P = 1) on a sentence where one of these values is above 0
+    keep_nli_flag_if: tuple[str, ...] = ()
 
     def probability(self, values: dict[str, float]) -> float:
         """P(hallucinated); ``ValueError`` if a feature is missing or not finite."""
+        if values.get("nli_flagged") and any(values[k] > 0 for k in self.keep_nli_flag_if):
+            return 1.0
         total = self.intercept
         for name, mean, scale, weight in zip(
             self.features, self.mean, self.scale, self.coef, strict=True
@@ -51,10 +56,11 @@ class SignalModel:
     def to_json(self) -> dict[str, Any]:
         """The artifact's JSON form."""
         return {
-            "name": "signals", "version": self.version, "features": list(self.features),
+            "name": self.version.split(".")[0], "version": self.version,
+            "features": list(self.features),
             "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef),
             "intercept": self.intercept, "threshold": self.threshold, "band": list(self.band),
-            "training": self.training,
+            "keep_nli_flag_if": list(self.keep_nli_flag_if), "training": self.training,
         }
 
     @classmethod
@@ -69,6 +75,7 @@ class SignalModel:
                 threshold=float(data["threshold"]),
                 band=(float(data["band"][0]), float(data["band"][1])),
                 training=dict(data.get("training", {})),
+                keep_nli_flag_if=tuple(str(k) for k in data.get("keep_nli_flag_if", ())),
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ConfigError(f"the signal model artifact is malformed: {exc}") from exc

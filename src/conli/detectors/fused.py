@@ -1,0 +1,89 @@
+"""The fused detector: chain-of-thought NLI's verdict weighed with the model's own reading.
+
+Chain-of-thought NLI on the embedded model ranks sentences poorly (its label probability
+is near 1 for most of them), while the share of a sentence's tokens that the source makes
+*less* likely (``pmi_low``, seed 002's context influence) ranks well but has no reason to
+give. A small logistic regression over both, per sentence, trained on the dev sets
+(``eval/train_detector.py``), decides; its artifact is ``signals/fused.v1.json``.
+
+It runs after ``sentence_nli`` and ``entity_nli`` and supersedes them: its judgement keeps
+their reasoning and quoted evidence, so a rewrite still has a model-written reason. A
+sentence NLI could not check stays unverified: the signals never pass it on their own.
+"""
+
+from __future__ import annotations
+
+from conli.detectors.base import Detection, DetectionContext
+from conli.detectors.nli import EntityNLI, SentenceNLI
+from conli.detectors.signals import read_signals, reason
+from conli.models import Judgement
+from conli.signals.features import SentenceSignals
+from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
+from conli.signals.reader import READ_TEMPLATE
+
+NLI_DETECTORS = (SentenceNLI.name, EntityNLI.name)
+NLI_UNSCORED = 0.5  # the support score a sentence gets when NLI read no label probability
+
+
+def nli_features(judgements: list[Judgement]) -> dict[str, float]:
+    """What the classifier reads of NLI's judgements of one sentence (as in training)."""
+    scores = [j.score for j in judgements if j.score is not None]
+    return {
+        "nli_support": min(scores) if scores else NLI_UNSCORED,
+        "nli_flagged": float(any(j.verdict != "supported" for j in judgements)),
+    }
+
+
+class FusedDetector:
+    """Sentence verdicts from NLI's judgement and the reading, weighed together."""
+
+    name = "fused"
+    supersedes: frozenset[str] = frozenset(NLI_DETECTORS)
+
+    def detect(self, context: DetectionContext) -> Detection:
+        """Read the response once, then weigh each claim's NLI judgements with its signals."""
+        model = load_model(context.deps.settings.fused_model or FUSED_ARTIFACT)
+        claims = [s for s in context.claims if not context.settled(s.index)]
+        if not claims:
+            return Detection()
+        signals = read_signals(context, claims)
+        out: dict[int, list[Judgement]] = {}
+        for claim in claims:
+            nli = [j for name in NLI_DETECTORS for j in context.judged(claim.index, name)]
+            out[claim.index] = [self._judge(claim.text, nli, signals.get(claim.index), model)]
+        return Detection(judgements=out)
+
+    def _judge(self, text: str, nli: list[Judgement], signals: SentenceSignals | None,
+               model: SignalModel) -> Judgement:
+        if not nli:
+            return self._unverified(text, "chain-of-thought NLI did not judge this sentence")
+        failed = [j for j in nli if j.verdict == "unverified"]
+        if failed:  # never passed on the signals alone
+            return self._unverified(text, failed[0].error or "NLI could not check it")
+        if signals is None:
+            return self._unverified(text, "the reading gave this sentence no tokens")
+        try:
+            p = model.probability({**signals.values, **nli_features(nli)})
+        except (KeyError, ValueError) as exc:
+            return self._unverified(text, f"a signal could not be computed: {exc}")
+        flagged = p >= model.threshold
+        lead = next((j for j in nli if j.verdict == "hallucinated"), nli[0])
+        said = "; ".join(j.reasoning for j in nli if j.verdict == "hallucinated" and j.reasoning)
+        numbers = ", ".join(signals.overlap.novel_numbers)
+        if p == 1.0 and said and numbers:  # an NLI flag the model keeps (keep_nli_flag_if)
+            said += f" (numbers the source never states: {numbers})"
+        if flagged and not said:
+            said = "chain-of-thought NLI found it supported, but " + reason(signals, p)
+        elif not flagged and said:
+            said = f"overruled (P(unsupported) = {p:.2f} with the signals): {said}"
+        return Judgement(
+            detector=self.name, hypothesis=text,
+            verdict="hallucinated" if flagged else "supported",
+            label=lead.label, evidence=lead.evidence, evidence_in_source=lead.evidence_in_source,
+            reasoning=said or lead.reasoning, score=1.0 - p,
+            entity=lead.entity if flagged else None,
+            template=f"{lead.template}+{READ_TEMPLATE}+{model.version}",
+        )
+
+    def _unverified(self, text: str, error: str) -> Judgement:
+        return Judgement(detector=self.name, hypothesis=text, verdict="unverified", error=error)
