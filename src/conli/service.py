@@ -28,9 +28,7 @@ from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, se
 from conli.inputs import check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.streaming import (
-    NDJSON,
-    Events,
+from conli.stream_http import (
     Relay,
     StreamChunk,
     StreamClosed,
@@ -40,6 +38,7 @@ from conli.streaming import (
     read_request,
     retry_seconds,
 )
+from conli.streaming import NDJSON, Events
 
 _MISSING_EXTRA: str | None = None
 try:
