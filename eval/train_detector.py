@@ -48,38 +48,40 @@ from conli.training.train import (
 LIMIT, PER_DATASET = 100, 15
 
 
-def second_opinion(path: Path, rows: list[ExampleRows]) -> dict[tuple[str, str], list[str | None]]:
-    """Each row's sentence verdicts from a stored detection run, in the rows' order."""
-    stored: dict[tuple[str, str], dict[int, str | None]] = {}
+Stored = dict[tuple[str, str], dict[int, dict[str, Any]]]
+
+
+def stored_run(path: Path) -> Stored:
+    """A stored detection run's checked sentences, by (dataset, example id) and index."""
+    stored: Stored = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         if record.get("result"):
             stored[(record["dataset"], record["example_id"])] = {
-                s["index"]: s.get("verdict") for s in record["result"]["sentences"] if s["checked"]
+                s["index"]: s for s in record["result"]["sentences"] if s["checked"]
             }
-    return {(r.dataset, r.example_id): [stored[(r.dataset, r.example_id)].get(s.index)
-                                        for s in r.sentences]
-            for r in rows if (r.dataset, r.example_id) in stored}
+    return stored
 
 
-def with_nli(path: Path, rows: list[ExampleRows]) -> list[ExampleRows]:
-    """The rows a stored detection run judged, each sentence's values joined with what the
+def second_opinion(stored: Stored, rows: list[ExampleRows]) -> SecondOpinion:
+    """Each row's sentence verdicts in the stored run, in the rows' order."""
+    return {key: [stored[key][s.index].get("verdict") if s.index in stored[key] else None
+                  for s in r.sentences]
+            for r in rows if (key := (r.dataset, r.example_id)) in stored}
+
+
+def with_nli(stored: Stored, rows: list[ExampleRows]) -> list[ExampleRows]:
+    """The rows the stored run judged whole, each sentence's values joined with what the
     fused detector reads of that run's NLI judgements (``nli_features``)."""
-    stored: dict[tuple[str, str], dict[int, list[Judgement]]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("result"):
-            stored[(record["dataset"], record["example_id"])] = {
-                s["index"]: [Judgement.model_validate(j) for j in s["judgements"]]
-                for s in record["result"]["sentences"] if s["checked"]
-            }
     out = []
     for row in rows:
         judged = stored.get((row.dataset, row.example_id))
-        if judged is None or not all(judged.get(s.index) for s in row.sentences):
+        if judged is None or not all(judged.get(s.index, {}).get("judgements")
+                                     for s in row.sentences):
             continue
-        sentences = [replace(s, values={**s.values, **nli_features(judged[s.index])})
-                     for s in row.sentences]
+        sentences = [replace(s, values={**s.values, **nli_features(
+            [Judgement.model_validate(j) for j in judged[s.index]["judgements"]])})
+            for s in row.sentences]
         out.append(replace(row, sentences=sentences))
     return out
 
@@ -199,10 +201,11 @@ def main() -> int:
     if not args.no_synthetic:
         synthetic = synthetic_examples(planned, nlp, seed=SEED, per_dataset=PER_DATASET)
         rows += load_rows(args.readings / f"synthetic-{PER_DATASET}", synthetic, nlp)
-    cot = second_opinion(args.cot, rows)
+    stored = stored_run(args.cot)
+    cot = second_opinion(stored, rows)
     progress = lambda d: print(f"holding out {d}", file=sys.stderr)  # noqa: E731
     held = leave_one_dataset_out(rows, cot, progress=progress)
-    judged = with_nli(args.cot, [r for r in rows if not r.synthetic])
+    judged = with_nli(stored, [r for r in rows if not r.synthetic])
     held_fused = leave_one_dataset_out(judged, features=FUSED_FEATURES, version=FUSED_VERSION,
                                        keep=FUSED_KEEP, progress=progress)
     report: dict[str, Any] = {

@@ -37,6 +37,11 @@ class DetectionContext:
         """The segments that carry a claim to check (``Segment.checked``)."""
         return [s for s in self.segments if s.checked]
 
+    @property
+    def unsettled(self) -> list[Segment]:
+        """The claims no earlier detector decided for good: what is left to judge."""
+        return [s for s in self.claims if not self.settled(s.index)]
+
     def judged(self, index: int, detector: str) -> list[Judgement]:
         """What ``detector`` decided about segment ``index`` (empty if it did not run)."""
         return [j for j in self.prior.get(index, []) if j.detector == detector]

@@ -43,7 +43,7 @@ class FusedDetector:
     def detect(self, context: DetectionContext) -> Detection:
         """Read the response once, then weigh each claim's NLI judgements with its signals."""
         model = load_model(context.deps.settings.fused_model or FUSED_ARTIFACT)
-        claims = [s for s in context.claims if not context.settled(s.index)]
+        claims = context.unsettled
         if not claims:
             return Detection()
         signals = read_signals(context, claims)
@@ -62,15 +62,17 @@ class FusedDetector:
             return self._unverified(text, failed[0].error or "NLI could not check it")
         if signals is None:
             return self._unverified(text, "the reading gave this sentence no tokens")
+        values = {**signals.values, **nli_features(nli)}
         try:
-            p = model.probability({**signals.values, **nli_features(nli)})
+            p = model.probability(values)
+            kept = model.keeps_nli_flag(values)
         except (KeyError, ValueError) as exc:
             return self._unverified(text, f"a signal could not be computed: {exc}")
         flagged = p >= model.threshold
         lead = next((j for j in nli if j.verdict == "hallucinated"), nli[0])
         said = "; ".join(j.reasoning for j in nli if j.verdict == "hallucinated" and j.reasoning)
         numbers = ", ".join(signals.overlap.novel_numbers)
-        if p == 1.0 and said and numbers:  # an NLI flag the model keeps (keep_nli_flag_if)
+        if kept and said and numbers:
             said += f" (numbers the source never states: {numbers})"
         if flagged and not said:
             said = "chain-of-thought NLI found it supported, but " + reason(signals, p)

@@ -22,7 +22,7 @@ class SentenceNLI:
 
     def detect(self, context: DetectionContext) -> Detection:
         """One NLI judgement for each unsettled claim."""
-        claims = [s for s in context.claims if not context.settled(s.index)]
+        claims = context.unsettled
         hypotheses = [Hypothesis(s.index, s.text) for s in claims]
         deps = context.deps
         judgements, calls = run_nli(deps.backend, context.source, hypotheses, kind="sentence",
@@ -43,7 +43,7 @@ class EntityNLI:
     def detect(self, context: DetectionContext) -> Detection:
         """Entities of the sentences to re-check, and one NLI judgement per unmatched one."""
         deps = context.deps
-        candidates = [s for s in context.claims if not context.settled(s.index)]
+        candidates = context.unsettled
         sentence_level = any(context.judged(s.index, SentenceNLI.name) for s in candidates)
         passed = [
             s for s in candidates

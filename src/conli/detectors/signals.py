@@ -35,7 +35,7 @@ class SignalDetector:
     def detect(self, context: DetectionContext) -> Detection:
         """Read the response, score each claim, and say which signals decided."""
         model = load_model(context.deps.settings.signal_model or ARTIFACT)
-        claims = [s for s in context.claims if not context.settled(s.index)]
+        claims = context.unsettled
         if not claims:
             return Detection()
         signals = read_signals(context, claims)

@@ -39,9 +39,14 @@ class SignalModel:
     # fused: an NLI flag stands (P = 1) on a sentence where one of these values is above 0
     keep_nli_flag_if: tuple[str, ...] = ()
 
+    def keeps_nli_flag(self, values: dict[str, float]) -> bool:
+        """True when NLI flagged the sentence and one of ``keep_nli_flag_if`` is above 0."""
+        return bool(values.get("nli_flagged")) and any(
+            values[k] > 0 for k in self.keep_nli_flag_if)
+
     def probability(self, values: dict[str, float]) -> float:
         """P(hallucinated); ``ValueError`` if a feature is missing or not finite."""
-        if values.get("nli_flagged") and any(values[k] > 0 for k in self.keep_nli_flag_if):
+        if self.keeps_nli_flag(values):
             return 1.0
         total = self.intercept
         for name, mean, scale, weight in zip(

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows
@@ -62,7 +61,7 @@ def fit(rows: Sequence[ExampleRows], features: Sequence[str] = FAST_FEATURES,
     real = [r for r in rows if not r.synthetic]
     threshold = best_threshold([response_score(model, r) for r in real], [r.label for r in real],
                                [r.dataset for r in real])
-    return _with(model, threshold=threshold, band=(threshold, 1.0))
+    return replace(model, threshold=threshold, band=(threshold, 1.0))
 
 
 def response_score(model: SignalModel, row: ExampleRows) -> float:
@@ -186,9 +185,3 @@ def leave_one_dataset_out(
             hybrid_balanced_accuracy=hybrid, nli_share=share, scores=scores, gold=gold,
         ))
     return out
-
-
-def _with(model: SignalModel, **changes: Any) -> SignalModel:
-    from dataclasses import replace
-
-    return replace(model, **changes)
