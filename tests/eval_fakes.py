@@ -2,7 +2,8 @@
 
 A claim is entailed iff its text (entity tags removed, end punctuation dropped) occurs in
 the source; the editor replaces each flagged sentence by the source's first sentence; the
-judge scores round(5 - 4 * share of the text's sentences not found in the source).
+judge scores round(5 - 4 * share of the text's sentences not found in the source); the
+grounded judge's reasoning quotes the first flagged sentence.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ def _between(text: str, tag: str) -> str:
 
 def respond(messages: list[Message]) -> str:
     system = messages[0]["content"]
+    if "reasoning behind a faithfulness score" in system:
+        flagged = re.findall(r"<finding [^>]*>(.*?) \|", messages[-1]["content"])
+        return json.dumps({"reasoning": f'"{flagged[0]}" is not supported.' if flagged
+                           else "Every sentence is supported."})
     user = next(m["content"] for m in reversed(messages) if "<source>" in m["content"])
     source = _between(user, "source")
     if "You grade how faithful" in system:

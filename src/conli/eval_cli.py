@@ -90,8 +90,12 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                              help="residuals and the 0-100%% hallucination progression")
     judge.add_argument("--sentences", type=int, default=5,
                        help="gold responses are cut to this many sentences (default 5)")
-    judge.add_argument("--modes", nargs="+", choices=["reasoning", "score_only"],
-                       default=["reasoning", "score_only"])
+    judge.add_argument("--modes", nargs="+", choices=["grounded", "reasoning", "score_only"],
+                       default=["grounded", "reasoning"],
+                       help="grounded: scored from cot verdicts; reasoning/score_only: the "
+                       "rubric judge with and without reasoning")
+    judge.add_argument("--reasoning-items", type=int, default=10,
+                       help="grounded mode writes reasoning for this many items' end texts")
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
     parser.set_defaults(handler=lambda args: parser.error("choose detect, rewrite or judge"))
@@ -321,9 +325,12 @@ def run_judge(args: argparse.Namespace) -> int:
             items += found
             tasks = judge_eval.plan_tasks(found, args.seed)
             for mode in args.modes:
-                scored += judge_eval.score_tasks(
+                shown = _progress(args.progress, f"judge {mode}")
+                scored += (judge_eval.score_grounded(backend, found, tasks, settings,
+                                                     args.reasoning_items, shown)
+                           if mode == "grounded" else judge_eval.score_tasks(
                     backend, found, tasks, judge_eval.judge_mode_settings(mode, settings), mode,
-                    _progress(args.progress, f"judge {mode}"))
+                    shown))
     finally:
         backend.close()
     if not items:
@@ -338,9 +345,12 @@ def run_judge(args: argparse.Namespace) -> int:
         "items": [item.__dict__ for item in items],
         "residuals": judge_eval.residual_table(scored),
         "progression": progression,
+        "targets": judge_eval.targets(scored),
+        "intervals": judge_eval.bootstrap_intervals(scored, args.seed),
         "plot": plot,
         "scores": [{"item": s.task.item, "task": s.task.task, "pct": s.task.pct, "mode": s.mode,
-                    "expected": s.task.expected, "score": s.score, "error": s.error}
+                    "expected": s.task.expected, "score": s.score, "error": s.error,
+                    "seconds": s.seconds, "reasoning_status": s.reasoning_status}
                    for s in scored],
     }
     return _finish(out, payload, report.judge_markdown(payload))

@@ -7,6 +7,11 @@ Synthetic variants here are rule-based: an *intrinsic* variant contradicts the s
 swapping a number, a date, a named entity (for another of the same type from the source)
 or by negating an auxiliary; an *extrinsic* variant appends a clause the source does not
 support. LLM-written variants (the seed's table 7) are not implemented yet.
+
+Modes: ``reasoning`` and ``score_only`` ask the rubric judge; ``grounded`` checks the text
+with chain-of-thought NLI (preset ``cot``: its verdicts are one claim per call, so the
+disk cache shares them between every text an item's sentences appear in) and computes the
+score from the verdicts; it writes reasoning for the end texts of ``reasoning_items`` items.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
+from time import perf_counter
 from typing import Any
 
+from conli.agents.grounded_judge import grounded_judge, grounded_score
 from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -49,10 +56,11 @@ def build_items(
 ) -> list[JudgeItem]:
     """Gold (non-hallucinated) examples with at least ``sentences`` sentences, cut to that many."""
     rng = random.Random(seed)
-    items = []
+    items: list[JudgeItem] = []
+    seen: set[str] = set()
     for example in examples:
-        if example.label:
-            continue
+        if example.label or example.source in seen:
+            continue  # one item a document: the bootstrap resamples documents
         gold = split(example.response)[:sentences]
         if len(gold) < sentences:
             continue
@@ -63,6 +71,7 @@ def build_items(
             intrinsic.append(found[0] if found else None)
             rules.append(found[1] if found else None)
         extrinsic = [extrinsic_variant(s, rng, example.source) for s in gold]
+        seen.add(example.source)
         items.append(JudgeItem(example.id, example.source, gold, intrinsic, extrinsic, rules))
         if limit is not None and len(items) >= limit:
             break
@@ -116,6 +125,8 @@ class Scored:
     score: int | None
     template: str
     error: str | None = None
+    seconds: float | None = None  # the judge's own time: detection is not counted
+    reasoning_status: str | None = None
 
 
 def score_tasks(
@@ -126,8 +137,41 @@ def score_tasks(
     sources = {item.id: item.source for item in items}
     scored = []
     for number, task in enumerate(tasks, start=1):
+        started = perf_counter()
         result, _ = judge(backend, sources[task.item], task.text, settings)
-        scored.append(Scored(task, mode, result.score, result.template, result.error))
+        scored.append(Scored(task, mode, result.score, result.template, result.error,
+                             perf_counter() - started, result.reasoning_status))
+        if progress is not None:
+            progress(number, len(tasks))
+    return scored
+
+
+def score_grounded(
+    backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
+    reasoning_items: int, progress: Callable[[int, int], None] | None = None,
+) -> list[Scored]:
+    """Check each task's text with ``cot``, score it from the verdicts; reason on a sample.
+
+    Reasoning is written for the gold text and the 100% texts of the first
+    ``reasoning_items`` items (it never changes the score, so the rest skip it).
+    """
+    from conli.pipeline import Checker
+
+    checker = Checker(settings.model_copy(update={
+        "detectors": ["cot"], "mitigate": False, "judge": False}), backend)
+    sources = {item.id: item.source for item in items}
+    reasoned = {item.id for item in items[:reasoning_items]}
+    scored = []
+    for number, task in enumerate(tasks, start=1):
+        sentences = checker.check(sources[task.item], task.text).sentences
+        if task.item in reasoned and (task.task == "gold_full" or task.pct == 100):
+            started = perf_counter()
+            result, _ = grounded_judge(backend, task.text, sentences, settings)
+            scored.append(Scored(task, "grounded", result.score, result.template, result.error,
+                                 perf_counter() - started, result.reasoning_status))
+        else:
+            score, _, _ = grounded_score(sentences)
+            scored.append(Scored(task, "grounded", score, "judge_grounded.v1"))
         if progress is not None:
             progress(number, len(tasks))
     return scored
@@ -187,13 +231,96 @@ def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]
                            if any(v is not None for v in values) else None)
                      for pct, values in sorted(by_pct.items())}
             unverified = {pct: sum(v is None for v in values) for pct, values in by_pct.items()}
-            first, last = means[min(means)], means[max(means)]
-            steps = len(means) - 1
-            delta = (last - first) / steps if first is not None and last is not None and steps \
-                else None
             out[mode][kind] = {"mean_score": means, "unverified": unverified,
-                               "delta_per_step": delta, "items": len(by_pct[0])}
+                               "delta_per_step": _delta(means), "items": len(by_pct[0])}
     return out
+
+
+def _delta(means: dict[int, float | None]) -> float | None:
+    """Score change per 20% of hallucinated sentences, end to end (seed 003's table 4).
+
+    With 5-sentence texts this is the mean step; with 3-sentence texts (0, 33, 67, 100%)
+    the same slope, so texts of either length compare.
+    """
+    first, last = means.get(0), means.get(max(means))
+    if first is None or last is None or max(means) == 0:
+        return None
+    return (last - first) * 20 / max(means)
+
+
+def targets(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    """Per mode: the share of gold texts scored 5 and of 100% texts scored 2 or less."""
+    out: dict[str, dict[str, Any]] = {}
+    for mode in sorted({s.mode for s in scored}):
+        gold = [s.score for s in scored if s.mode == mode and s.task.task == "gold_full"]
+        full = [s.score for s in scored
+                if s.mode == mode and s.task.task.startswith("progression") and s.task.pct == 100]
+        timed = [s.seconds for s in scored if s.mode == mode and s.seconds is not None]
+        statuses = [s.reasoning_status for s in scored
+                    if s.mode == mode and s.reasoning_status is not None]
+        out[mode] = {
+            "gold_scored_5": _share([s == 5 for s in gold]), "gold_n": len(gold),
+            "all_hallucinated_at_most_2": _share([s is not None and s <= 2 for s in full]),
+            "all_hallucinated_n": len(full),
+            "judge_seconds_mean": mean(timed) if timed else None, "judge_calls_timed": len(timed),
+            "reasoning_checked": _share([s == "checked" for s in statuses]),
+            "reasoning_n": len(statuses),
+        }
+    return out
+
+
+def _share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def bootstrap_intervals(
+    scored: Sequence[Scored], seed: int, resamples: int = 2000
+) -> dict[str, dict[str, list[float] | None]]:
+    """95% percentile intervals, resampling documents: overall residual and Δ per step."""
+    items = sorted({s.task.item for s in scored})
+    out: dict[str, dict[str, list[float] | None]] = {}
+    for mode in sorted({s.mode for s in scored}):
+        mine = [s for s in scored if s.mode == mode]
+        statistics = {"residual_all": _residual_all, "delta_intrinsic": _delta_of("intrinsic"),
+                      "delta_extrinsic": _delta_of("extrinsic")}
+        out[mode] = {name: _interval(mine, items, statistic, seed, resamples)
+                     for name, statistic in statistics.items()}
+    return out
+
+
+def _residual_all(rows: Sequence[Scored]) -> float | None:
+    """The overall residual of one mode's rows."""
+    table = next(iter(residual_table(rows).values()), {})
+    value = table.get("all", {}).get("residual")
+    return None if value is None else float(value)
+
+
+def _delta_of(kind: str) -> Callable[[Sequence[Scored]], float | None]:
+    """The Δ per step of one kind, over one mode's rows."""
+    def delta(rows: Sequence[Scored]) -> float | None:
+        value = next(iter(progression(rows).values()), {}).get(kind, {}).get("delta_per_step")
+        return None if value is None else float(value)
+    return delta
+
+
+def _interval(rows: Sequence[Scored], items: Sequence[str],
+              statistic: Callable[[Sequence[Scored]], float | None], seed: int,
+              resamples: int) -> list[float] | None:
+    import numpy as np  # the eval extra's, imported here so `conli check` never needs them
+    from scipy.stats import bootstrap
+
+    by_item = {item: [r for r in rows if r.task.item == item] for item in items}
+    if len(items) < 2 or statistic(rows) is None:
+        return None
+
+    def on(indices: Any) -> float:
+        value = statistic([r for i in indices for r in by_item[items[int(i)]]])
+        return float("nan") if value is None else value
+
+    result = bootstrap((np.arange(len(items)),), on, vectorized=False, n_resamples=resamples,
+                       method="percentile", random_state=seed)
+    low, high = result.confidence_interval
+    return [float(low), float(high)]
 
 
 def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path) -> Path:

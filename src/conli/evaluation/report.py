@@ -170,22 +170,41 @@ def rewrite_markdown(payload: dict[str, Any]) -> str:
     return "\n".join([*lines, ""])
 
 
+def _ci(interval: list[float] | None) -> str:
+    return f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""
+
+
 def judge_markdown(payload: dict[str, Any]) -> str:
-    """Residual table and progression table per prompt mode."""
+    """Residual table, progression table and the targets per judge mode."""
+    intervals = payload.get("intervals", {})
     lines = ["# Judge evaluation", "", *_header(payload["provenance"]),
              "| mode | task | n | residual | residual (unverified as 4) | unverified |",
              "|---|---|---|---|---|---|"]
     for mode, tasks in payload["residuals"].items():
         for task, row in tasks.items():
-            lines.append(f"| {mode} | {task} | {row['n']} | {_num(row['residual'])} | "
+            ci = intervals.get(mode, {}).get("residual_all") if task == "all" else None
+            lines.append(f"| {mode} | {task} | {row['n']} | {_num(row['residual'])}{_ci(ci)} | "
                          f"{_num(row['residual_unverified_as_4'])} | {row['unverified']} |")
-    lines += ["", "| mode | kind | items | 0% | 20% | 40% | 60% | 80% | 100% | Δ per step |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    pcts = sorted({int(p) for kinds in payload["progression"].values()
+                   for row in kinds.values() for p in row["mean_score"]})
+    lines += ["", f"| mode | kind | items | {' | '.join(f'{p}%' for p in pcts)} | "
+              "Δ per 20% step |", "|---|---|---|" + "---|" * (len(pcts) + 1)]
     for mode, kinds in payload["progression"].items():
         for kind, row in kinds.items():
-            cells = " | ".join(_num(row["mean_score"].get(p)) for p in (0, 20, 40, 60, 80, 100))
+            means = {int(p): v for p, v in row["mean_score"].items()}
+            cells = " | ".join(_num(means.get(p)) for p in pcts)
+            ci = intervals.get(mode, {}).get(f"delta_{kind}")
             lines.append(f"| {mode} | {kind} | {row['items']} | {cells} | "
-                         f"{_num(row['delta_per_step'])} |")
+                         f"{_num(row['delta_per_step'])}{_ci(ci)} |")
+    if payload.get("targets"):
+        lines += ["", "| mode | gold text scored 5 | 100% hallucinated scored <= 2 | "
+                  "judge s a call (timed) | reasoning checked |", "|---|---|---|---|---|"]
+        for mode, row in payload["targets"].items():
+            lines.append(
+                f"| {mode} | {_pct(row['gold_scored_5'])} of {row['gold_n']} | "
+                f"{_pct(row['all_hallucinated_at_most_2'])} of {row['all_hallucinated_n']} | "
+                f"{_num(row['judge_seconds_mean'])} ({row['judge_calls_timed']}) | "
+                f"{_pct(row['reasoning_checked'])} of {row['reasoning_n']} |")
     if payload.get("plot"):
         lines += ["", f"![progression]({Path(payload['plot']).name})"]
     return "\n".join([*lines, ""])
