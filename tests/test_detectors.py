@@ -53,12 +53,16 @@ def test_unknown_detector_lists_the_known_ones(files: list[str], capsys) -> None
 
 
 def test_presets_expand_and_the_level_switches_apply() -> None:
-    assert detectors.resolve(Settings(detectors=["cot"])) == ["sentence_nli", "entity_nli"]
-    assert detectors.resolve(Settings(detectors=["cot"], entity_level=False)) == ["sentence_nli"]
+    cover = ["coverage_overlap", "coverage_nli"]  # presets judge points when given some
+    assert detectors.resolve(Settings(detectors=["cot"])) == ["sentence_nli", "entity_nli",
+                                                               *cover]
+    assert detectors.resolve(Settings(detectors=["cot"], entity_level=False)) == [
+        "sentence_nli", *cover]
     assert detectors.resolve(Settings(detectors=["fused"])) == [
-        "sentence_nli", "entity_nli", "fused"]
+        "sentence_nli", "entity_nli", "fused", *cover]
+    assert detectors.resolve(Settings(detectors=["fast"])) == ["signals", "coverage_overlap"]
     assert detectors.resolve(Settings(detectors=["word", "cot", "word"])) == [
-        "word", "sentence_nli", "entity_nli"]
+        "word", "sentence_nli", "entity_nli", *cover]
     with pytest.raises(ConfigError):
         detectors.resolve(Settings(detectors=["entity_nli"], entity_level=False))
 

@@ -23,6 +23,7 @@ from typing import Any
 from conli import __version__
 from conli.batch import add_batch_parser
 from conli.config import Settings
+from conli.coverage import read_points
 from conli.display import printable
 from conli.errors import EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
@@ -82,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--source", required=True, help="source file, or - for stdin")
     check.add_argument("--response", required=True, help="response file, or - for stdin")
     check.add_argument("--question", help="the question the response answers (text)")
+    check.add_argument("--points", help="JSON file of the points the response must cover: a "
+                       "list of strings or {perspective: [points]} (seed 001)")
+    check.add_argument("--fix-coverage", action="store_true",
+                       help="add one checked sentence for each uncovered point")
+    check.add_argument("--word-scores", choices=["off", "lexical", "semantic"],
+                       help="score the response's content words (default lexical)")
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     add_session_flags(check)
@@ -103,6 +110,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         entity_level=False if args.no_entity_level else None,
         mitigate=False if args.no_mitigate else None,
         judge=False if args.no_judge else None,
+        fix_coverage=True if args.fix_coverage else None,
+        word_scores=args.word_scores,
     )
 
 
@@ -135,6 +144,7 @@ def run_check(args: argparse.Namespace) -> int:
         _read(args.source, "source"),
         _read(args.response, "response"),
         question=args.question,
+        points=None if args.points is None else read_points(_read(args.points, "points")),
         max_source_chars=settings.max_source_chars,
         max_response_chars=settings.max_response_chars,
     )

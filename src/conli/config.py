@@ -93,6 +93,12 @@ class DetectionSettings(BaseModel):
         description="entities the entity level re-checks: unmatched = those the source does "
         "not state word for word; all = every tagged entity (the paper's pattern)",
     )
+    coverage_recall: float = Field(
+        0.5, ge=0.0, le=1.0, description="coverage_overlap: a point is covered when the "
+        "response has this share of its content words (ROUGE-1 recall)")
+    word_scores: Literal["off", "lexical", "semantic"] = Field(
+        "lexical", description="score each content word: lexical = in the source or not; "
+        "semantic = aligned to the source's tokens by the embedded model's hidden states")
     sentence_level: bool = Field(
         True, description="ablation only: off skips sentence NLI, so every claim goes to entities"
     )
@@ -123,6 +129,9 @@ class RewriteSettings(BaseModel):
     """Whether and how flagged sentences are rewritten."""
 
     mitigate: bool = True
+    fix_coverage: bool = Field(
+        False, description="add one sentence for each uncovered point, drawn only from the "
+        "point's text and checked like any other sentence")
     verify_rewrites: bool = Field(
         True, description="re-check each rewrite; remove the sentence if still unsupported"
     )

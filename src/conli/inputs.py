@@ -72,6 +72,7 @@ class CheckInput:
     source: str
     response: str
     question: str | None = None
+    points: dict[str, list[str]] | None = None
 
 
 def check_input(
@@ -81,12 +82,16 @@ def check_input(
     max_source_chars: int,
     max_response_chars: int,
     question: object = None,
+    points: object = None,
 ) -> CheckInput:
     """Validate the texts of one check; ``InputError`` names the first problem."""
+    from conli.coverage import parse_points  # coverage imports this module
+
     return CheckInput(
         source=validate_text(source, name="source", max_chars=max_source_chars),
         response=validate_text(response, name="response", max_chars=max_response_chars),
         question=None if question is None else validate_text(
             question, name="question", max_chars=max_source_chars
         ),
+        points=None if points is None else parse_points(points),
     )

@@ -11,10 +11,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 Verdict = Literal["supported", "hallucinated", "unverified"]
+CoverageVerdict = Literal["covered", "uncovered", "unverified"]
 NLILabel = Literal["entailment", "contradiction", "neutral"]
 
 # 2: judgements and sentences name the ``detector`` that made them (was ``level``).
-RESULT_SCHEMA_VERSION = "2"
+# 3: ``coverage`` (points and their verdicts) and ``word_scores``; both optional.
+RESULT_SCHEMA_VERSION = "3"
 
 
 # --- what the models answer -------------------------------------------------------------
@@ -197,11 +199,26 @@ class SentenceChange(BaseModel):
     note: str | None = None
 
 
+class PointAddition(BaseModel):
+    """A sentence the coverage fix wrote for an uncovered point, and whether it was added."""
+
+    perspective: str
+    index: int
+    point: str
+    sentence: str
+    added: bool
+    verdict: Verdict | None = Field(None, description="the sentence checked against the source")
+    covers: CoverageVerdict | None = Field(None, description="the sentence checked against "
+                                           "the point")
+    note: str | None = None
+
+
 class Mitigation(BaseModel):
     """What the rewrite step did; ``status`` says if it ran, was skipped or failed."""
 
     status: Literal["rewritten", "nothing_flagged", "disabled", "failed", "partial"]
     changes: list[SentenceChange] = Field(default_factory=list)
+    added: list[PointAddition] = Field(default_factory=list, description="--fix-coverage")
     error: str | None = None
     template: str | None = None
 
@@ -255,6 +272,64 @@ class UsageTotals(BaseModel):
     )
 
 
+class WordScore(BaseModel):
+    """A content word and how unsupported (response) or uncovered (point) it is, 0-1."""
+
+    text: str
+    start: int
+    end: int
+    score: float = Field(ge=0.0, le=1.0)
+    method: Literal["lexical", "semantic"]
+
+
+class PointCheck(BaseModel):
+    """One coverage detector's judgement of one point."""
+
+    detector: str
+    perspective: str
+    index: int = Field(ge=0)
+    point: str
+    verdict: CoverageVerdict
+    score: float | None = Field(None, ge=0.0, le=1.0, description="how covered, 0-1")
+    sentence: int | None = Field(None, description="the response sentence that covers it")
+    reasoning: str = ""
+    error: str | None = None
+
+
+class PointResult(BaseModel):
+    """A point after every coverage detector: covered only if every counted check says so."""
+
+    perspective: str
+    index: int
+    point: str
+    verdict: CoverageVerdict
+    score: float | None = None
+    sentence: int | None = None
+    checks: list[PointCheck] = Field(default_factory=list)
+    words: list[WordScore] = Field(default_factory=list, description="1 = not in the response")
+
+
+class PerspectiveCoverage(BaseModel):
+    """A perspective's coverage: its worst point (seed 001 takes the minimum)."""
+
+    name: str
+    score: float | None
+    verdict: CoverageVerdict
+
+
+class Coverage(BaseModel):
+    """What the response covers of the points it was given, or of its source."""
+
+    verdict: CoverageVerdict | None = Field(
+        None, description="uncovered = a coverage error (a point is missing); None without "
+        "points: a summary is not expected to cover every source sentence")
+    score: float | None = Field(
+        None, description="minimum over perspectives; without points, the share of the "
+        "source's content words the response uses (ROUGE-1 recall)")
+    points: list[PointResult] = Field(default_factory=list)
+    perspectives: list[PerspectiveCoverage] = Field(default_factory=list)
+
+
 class CheckResult(BaseModel):
     """The documented result object of ``conli check --json``."""
 
@@ -277,3 +352,6 @@ class CheckResult(BaseModel):
     usage_by_step: dict[str, UsageTotals]
     timings: dict[str, float]
     templates: list[str]
+    coverage: Coverage | None = None
+    word_scores: list[WordScore] = Field(
+        default_factory=list, description="content words of the response; 1 = not in the source")

@@ -72,19 +72,22 @@ class Checker:
         response: str,
         *,
         question: str | None = None,
+        points: object = None,
         settings: Settings | None = None,
     ) -> CheckResult:
         """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check.
 
-        ``settings`` overrides this checker's for one call (e.g. detect only), reusing the
-        same backend and compiled graph. A backend that cannot be used raises
-        ``BackendError``: the check failed, it did not find the text supported.
+        ``points`` (a list of strings or ``{perspective: [strings]}``) are what the
+        response must cover. ``settings`` overrides this checker's for one call (e.g.
+        detect only), reusing the same backend and compiled graph. A backend that cannot
+        be used raises ``BackendError``: the check failed, it did not find the text supported.
         """
         limits = settings or self.settings
         checked = check_input(
             source,
             response,
             question=question,
+            points=points,
             max_source_chars=limits.max_source_chars,
             max_response_chars=limits.max_response_chars,
         )
@@ -102,7 +105,7 @@ class Checker:
         self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
         inputs = {"source": checked.source, "response": checked.response,
-                  "question": checked.question}
+                  "question": checked.question, "points": checked.points}
         with scope(deps.settings.check_deadline_seconds, progress):
             state = graph.invoke(inputs, context=deps)
         return _to_result(state, self.backend, time.perf_counter() - started)
@@ -217,6 +220,8 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         usage_by_step={step: usage_of(records) for step, records in sorted(by_step.items())},
         timings={**state.get("timings", {}), "total": seconds},
         templates=templates,
+        coverage=state.get("coverage"),
+        word_scores=state.get("word_scores", []),
     )
 
 

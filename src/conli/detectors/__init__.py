@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 
 from conli.config import DetectionSettings
 from conli.detectors.base import Detection, DetectionContext, Detector
+from conli.detectors.coverage import CoverageNLI, CoverageOverlap
 from conli.detectors.fused import FusedDetector
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
@@ -21,15 +22,19 @@ Factory = Callable[[], Detector]
 
 _REGISTRY: dict[str, Factory] = {
     SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI, SignalDetector.name: SignalDetector,
-    FusedDetector.name: FusedDetector,
+    FusedDetector.name: FusedDetector, CoverageOverlap.name: CoverageOverlap,
+    CoverageNLI.name: CoverageNLI,
 }
+# what each preset runs on the points a check is given (nothing when none are)
+_COVER = (CoverageOverlap.name, CoverageNLI.name)
 PRESETS: dict[str, tuple[str, ...]] = {
-    "cot": (SentenceNLI.name, EntityNLI.name),  # CoNLI: chain-of-thought NLI, both levels
-    "fast": (SignalDetector.name,),  # the signal classifier alone: no generation
+    "cot": (SentenceNLI.name, EntityNLI.name, *_COVER),  # CoNLI: chain-of-thought NLI
+    # the signal classifier alone: no generation (word overlap for points)
+    "fast": (SignalDetector.name, CoverageOverlap.name),
     # the classifier first; NLI for what it does not settle, and NLI decides there
-    "hybrid": (SignalDetector.name, SentenceNLI.name, EntityNLI.name),
+    "hybrid": (SignalDetector.name, SentenceNLI.name, EntityNLI.name, *_COVER),
     # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
-    "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name),
+    "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
 }
 _LOADED_ENTRY_POINTS = False
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from conli.agents.structured import CallRecord
-from conli.models import Entity, Judgement
+from conli.models import Entity, Judgement, PointCheck
 from conli.segment import Segment
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class DetectionContext:
     segments: list[Segment]
     prior: Mapping[int, list[Judgement]]
     deps: Deps
+    points: Mapping[str, list[str]] | None = None  # what the response must cover, if given
 
     @property
     def claims(self) -> list[Segment]:
@@ -53,10 +54,11 @@ class DetectionContext:
 
 @dataclass
 class Detection:
-    """A detector's output: judgements and entities by segment index, and its model calls."""
+    """A detector's output: judgements and entities by segment index, point checks, calls."""
 
     judgements: dict[int, list[Judgement]] = field(default_factory=dict)
     entities: dict[int, list[Entity]] = field(default_factory=dict)
+    points: list[PointCheck] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
 
 

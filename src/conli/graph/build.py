@@ -1,6 +1,7 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-split -> select -> detector ... detector -> merge -> [mitigate | keep] -> [judge]
+split -> select -> detector ... detector -> merge -> [mitigate | keep] -> [fix_coverage]
+-> [judge]
 
 The default detectors are the paper's two levels: sentence_nli -> entity_nli.
 """
@@ -27,6 +28,17 @@ def route_after_merge(state: CheckState, runtime: Runtime[Deps]) -> Literal["mit
     """Mitigate only when something was flagged and rewriting is on."""
     flagged = any(s.verdict == "hallucinated" for s in state["sentences"])
     return "mitigate" if flagged and runtime.context.settings.mitigate else "keep"
+
+
+def route_after_edit(
+    state: CheckState, runtime: Runtime[Deps]
+) -> Literal["fix_coverage", "judge", "__end__"]:
+    """Fix coverage when asked and a point is uncovered; then the judge, unless off."""
+    coverage = state.get("coverage")
+    if runtime.context.settings.fix_coverage and coverage is not None and any(
+            p.verdict == "uncovered" for p in coverage.points):
+        return "fix_coverage"
+    return route_to_judge(state, runtime)
 
 
 def route_to_judge(state: CheckState, runtime: Runtime[Deps]) -> Literal["judge", "__end__"]:
@@ -65,6 +77,7 @@ def build_graph(
         ("merge", nodes.merge),
         ("mitigate", nodes.mitigate),
         ("keep", nodes.keep),
+        ("fix_coverage", nodes.fix_coverage),
         ("judge", nodes.judge),
     ]
     for name, node in steps:
@@ -74,7 +87,8 @@ def build_graph(
     for before, after in itertools.pairwise(chain):
         graph.add_edge(before, after)
     graph.add_conditional_edges("merge", route_after_merge)
-    graph.add_conditional_edges("mitigate", route_to_judge)
-    graph.add_conditional_edges("keep", route_to_judge)
+    graph.add_conditional_edges("mitigate", route_after_edit)
+    graph.add_conditional_edges("keep", route_after_edit)
+    graph.add_conditional_edges("fix_coverage", route_to_judge)
     graph.add_edge("judge", END)
     return graph.compile()

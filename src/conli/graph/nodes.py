@@ -9,7 +9,9 @@ from langgraph.runtime import Runtime
 
 from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
+from conli.agents.cover import add_points
 from conli.agents.grounded_judge import grounded_judge
+from conli.coverage import coverage_block, response_word_scores
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps
@@ -47,9 +49,11 @@ def detect(name: str) -> Node:
             segments=state["segments"],
             prior=state.get("judgements", {}),
             deps=runtime.context,
+            points=state.get("points"),
         )
         found = runtime.context.detectors[name].detect(context)
-        return {"judgements": found.judgements, "entities": found.entities, "calls": found.calls}
+        return {"judgements": found.judgements, "entities": found.entities,
+                "point_checks": found.points, "calls": found.calls}
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = f"Run the {name} detector."
@@ -78,7 +82,17 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
         if segment.checked:
             result = _merged(result, _counted(judgements.get(segment.index, []), detectors))
         results.append(result)
-    return {"sentences": results}
+    return {"sentences": results, **_coverage(state, runtime)}
+
+
+def _coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    """The coverage block and the word scores (seed 001), from what the detectors found."""
+    deps = runtime.context
+    supersedes = {name: d.supersedes for name, d in deps.detectors.items()}
+    coverage = coverage_block(state["source"], state["response"], state.get("points"),
+                              state.get("point_checks", []), supersedes)
+    scores = response_word_scores(state["source"], state["response"], deps)
+    return {"coverage": coverage, "word_scores": scores}
 
 
 def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list[Judgement]:
@@ -133,6 +147,18 @@ def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
         question=state.get("question"),
     )
     return {"refined_text": refined, "mitigation": mitigation, "calls": calls}
+
+
+def fix_coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    """Add one checked sentence for each point the response does not cover."""
+    deps = runtime.context
+    coverage = state.get("coverage")
+    uncovered = [p for p in coverage.points if p.verdict == "uncovered"] if coverage else []
+    text, additions, calls = add_points(deps.backend, state["source"], state["refined_text"],
+                                        uncovered, deps.settings, question=state.get("question"))
+    mitigation = state.get("mitigation") or Mitigation(status="nothing_flagged")
+    return {"refined_text": text, "mitigation": mitigation.model_copy(update={"added": additions}),
+            "calls": calls}
 
 
 def keep(state: CheckState) -> dict[str, Any]:
@@ -193,4 +219,8 @@ def refined_verdicts(
                 "text": change.after, "verdict": verdict, "judgements": [],
                 "reasons": [] if verdict == "supported" else [change.note or "not re-checked"],
             }))
+    added = [a for a in (mitigation.added if mitigation else []) if a.added]
+    for number, addition in enumerate(added, start=len(sentences)):  # checked before adding
+        out.append(SentenceResult(index=number, text=addition.sentence, start=0, end=0,
+                                  checked=True, verdict=addition.verdict))
     return out

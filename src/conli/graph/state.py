@@ -10,7 +10,16 @@ import operator
 from typing import Annotated, TypedDict
 
 from conli.agents.structured import CallRecord
-from conli.models import Entity, Judgement, JudgeResult, Mitigation, SentenceResult
+from conli.models import (
+    Coverage,
+    Entity,
+    Judgement,
+    JudgeResult,
+    Mitigation,
+    PointCheck,
+    SentenceResult,
+    WordScore,
+)
 from conli.segment import Segment
 
 
@@ -45,12 +54,15 @@ class CheckInput(TypedDict, total=False):
     source: str
     response: str
     question: str | None
+    points: dict[str, list[str]] | None
 
 
 class CheckOutput(TypedDict, total=False):
     """What the graph hands back."""
 
     sentences: list[SentenceResult]
+    coverage: Coverage | None
+    word_scores: list[WordScore]
     refined_text: str
     mitigation: Mitigation
     judge_raw: JudgeResult | None
@@ -65,3 +77,4 @@ class CheckState(CheckInput, CheckOutput, total=False):
     segments: list[Segment]
     judgements: Annotated[dict[int, list[Judgement]], add_judgements]
     entities: Annotated[dict[int, list[Entity]], add_entities]
+    point_checks: Annotated[list[PointCheck], operator.add]

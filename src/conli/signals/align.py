@@ -1,0 +1,71 @@
+"""Semantic word scores: response words aligned to the source by the model's hidden states.
+
+In the spirit of BERTScore (seed 001 notes it matched its ROUGE results): each content word
+of the response is as supported as its best match among the source's tokens, by cosine
+similarity of the embedded model's final hidden states. Both texts are read as plain text
+(no template), each in its own forward pass; states are centred on their joint mean first,
+because a decoder's raw states share one dominant direction and would all look alike.
+Seed 001's gradient salience needs a differentiable model, which conli does not ship.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from conli.backends.base import Backend, ReadsHiddenStates
+from conli.coverage import words
+from conli.errors import BackendError
+from conli.models import WordScore
+
+
+def semantic_word_scores(backend: Backend, source: str, response: str) -> list[WordScore]:
+    """1 - the best cosine match of each response word's tokens among the source's, 0-1."""
+    import numpy as np
+
+    if not backend.capabilities.hidden_states:
+        raise BackendError(f"semantic word scores need hidden states, which the {backend.name} "
+                           "backend does not give; use word_scores=lexical")
+    reader = cast(ReadsHiddenStates, backend)
+    found = words(response)
+    if not found:
+        return []
+    ids, owner = _pieces(reader, response, [(start, end) for _, start, end, _ in found])
+    source_states = np.asarray(reader.hidden_states(reader.tokenize(source)), dtype=np.float64)
+    states = np.asarray(reader.hidden_states(ids), dtype=np.float64)
+    centre = np.vstack([source_states, states]).mean(axis=0)
+    similarity = _unit(states - centre) @ _unit(source_states - centre).T
+    best = similarity.max(axis=1)
+    owners = np.asarray(owner)
+    scores = []
+    for number, (word, start, end, _) in enumerate(found):
+        mine = best[owners == number]
+        value = float(mine.mean()) if mine.size else 0.0
+        scores.append(WordScore(text=word, start=start, end=end, method="semantic",
+                                score=min(1.0, max(0.0, 1.0 - value))))
+    return scores
+
+
+def _pieces(reader: ReadsHiddenStates, text: str,
+            spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Token ids of ``text`` cut before each word's end, and the word each token belongs to.
+
+    A piece runs from the previous word's end to this word's end, so " opened" keeps its
+    leading space as the tokenizer expects; the tail after the last word belongs to none (-1).
+    """
+    ids: list[int] = []
+    owner: list[int] = []
+    cursor = 0
+    for number, (_, end) in enumerate(spans):
+        piece = reader.tokenize(text[cursor:end])
+        ids += piece
+        owner += [number] * len(piece)
+        cursor = end
+    tail = reader.tokenize(text[cursor:]) if text[cursor:].strip() else []
+    return ids + tail, owner + [-1] * len(tail)
+
+
+def _unit(rows: Any) -> Any:
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
