@@ -27,7 +27,7 @@ from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.evaluation import detection, judge_eval, report, rewrite
+from conli.evaluation import coverage_eval, detection, judge_eval, report, rewrite
 from conli.evaluation.loaders import (
     DATASETS,
     FORMATS,
@@ -98,6 +98,12 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="grounded mode writes reasoning for this many items' end texts")
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
+
+    cover = kinds.add_parser("coverage", parents=[common],
+                             help="seed 001's synthetic coverage and hallucination errors")
+    cover.add_argument("--no-model", action="store_true",
+                       help="word overlap only (no paraphrase, NLI or semantic word scores)")
+    cover.set_defaults(handler=run_coverage)
     parser.set_defaults(handler=lambda args: parser.error("choose detect, rewrite or judge"))
     return parser
 
@@ -354,3 +360,39 @@ def run_judge(args: argparse.Namespace) -> int:
                    for s in scored],
     }
     return _finish(out, payload, report.judge_markdown(payload))
+
+
+def run_coverage(args: argparse.Namespace) -> int:
+    """Build seed 001's synthetic pairs from the dev data and score each method's AUC."""
+    from conli.nlp import load_pipeline
+    from conli.segment import split_response
+
+    nlp = load_pipeline()
+
+    def split(text: str) -> list[str]:
+        return [s.text for s in split_response(text, nlp)]
+
+    settings = _base_settings(args)
+    sets, paths = _datasets(args, sample=False)  # --limit counts documents here
+    examples = [e for found in sets.values() for e in found]
+    bases = coverage_eval.build_bases(examples, split, limit=args.limit or 40, seed=args.seed)
+    if not bases:
+        raise ConfigError("no document has a faithful 3-5 sentence summary and another to "
+                          "draw an unused point from (SummEval has both)")
+    backend = None if args.no_model else _backend(args, settings)
+    try:
+        if backend is not None:
+            coverage_eval.paraphrase(backend, bases, settings)
+        else:
+            for base in bases:
+                base.paraphrased = []
+        payload = coverage_eval.evaluate(backend, bases, split, settings, seed=args.seed,
+                                         progress=_progress(args.progress, "coverage"))
+    finally:
+        if backend is not None:
+            backend.close()
+    templates = {"paraphrase_point.v1"} if backend is not None else set()
+    recorded: Backend | _Recorded = backend if backend is not None else _Recorded("none", "none")
+    payload = {"kind": "coverage",
+               "provenance": _meta(args, recorded, settings, templates, paths), **payload}
+    return _finish(_out_dir(args, "coverage"), payload, report.coverage_markdown(payload))

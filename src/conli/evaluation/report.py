@@ -208,3 +208,44 @@ def judge_markdown(payload: dict[str, Any]) -> str:
     if payload.get("plot"):
         lines += ["", f"![progression]({Path(payload['plot']).name})"]
     return "\n".join([*lines, ""])
+
+
+SEED_001 = {  # seed 001 Tables 1 and 3 (ROUGE / salience / classifier)
+    ("unparaphrased", "hallucination"): "0.772 / 0.736 / 0.998",
+    ("unparaphrased", "coverage"): "0.890 / 0.875 / 0.986",
+    ("paraphrased", "hallucination"): "0.680 / 0.708 / 0.977",
+    ("paraphrased", "coverage"): "0.746 / 0.831 / 0.993",
+    ("unparaphrased", "hallucinated_words"): "0.697 / 0.710",
+    ("unparaphrased", "uncovered_words"): "0.693 / 0.808",
+    ("paraphrased", "hallucinated_words"): "0.614 / 0.673",
+    ("paraphrased", "uncovered_words"): "0.582 / 0.742",
+}
+
+
+def coverage_markdown(payload: dict[str, Any]) -> str:
+    """Example- and word-level ROC AUC per method, beside seed 001's figures."""
+    kinds = payload["kinds"]
+    lines = ["# Coverage evaluation (seed 001 synthetic errors)", "",
+             *_header(payload["provenance"]),
+             f"{payload['documents']} documents, {payload['examples']} examples "
+             f"({kinds['clean']} clean, {kinds['coverage']} coverage errors, "
+             f"{kinds['hallucination']} hallucinations); "
+             f"{payload['unverified_judgements']} NLI judgements unverified (counted as not "
+             "entailed).", "",
+             "| set | error | word overlap | model (NLI) "
+             "| seed 001: ROUGE / salience / classifier |",
+             "|---|---|---|---|---|"]
+    for name, row in payload["example_level"].items():
+        for error in ("hallucination", "coverage"):
+            lines.append(f"| {name} | {error} | {_num(row[error]['overlap'], 3)} | "
+                         f"{_num(row[error]['nli'], 3)} | {SEED_001[(name, error)]} |")
+    lines += ["", "| set | words | n | lexical | semantic (hidden states) | "
+              "seed 001: ROUGE / salience |", "|---|---|---|---|---|---|"]
+    for name, row in payload["word_level"].items():
+        for error, count in (("hallucinated_words", "hallucination"),
+                             ("uncovered_words", "coverage")):
+            methods = row[error]
+            lines.append(f"| {name} | {error.replace('_', ' ')} | {row['words'][count]} | "
+                         f"{_num(methods.get('lexical'), 3)} | "
+                         f"{_num(methods.get('semantic'), 3)} | {SEED_001[(name, error)]} |")
+    return "\n".join([*lines, ""])
