@@ -54,8 +54,10 @@ def parse_points(data: object, *, name: str = "points") -> Points:
     points: Points = {}
     for perspective, items in data.items():
         label = validate_text(perspective, name=f"{name} perspective name", max_chars=200)
-        if not isinstance(items, list) or not items:
-            raise InputError(f"{name}[{label!r}] must be a non-empty list of strings")
+        if not isinstance(items, list):
+            raise InputError(f"{name}[{label!r}] must be a list of strings")
+        if not items:
+            raise EmptyInputError(f"{name}[{label!r}] is empty")
         points[label] = [validate_text(item, name=f"{name}[{label!r}][{i}]",
                                        max_chars=MAX_POINT_CHARS) for i, item in enumerate(items)]
     total = sum(len(items) for items in points.values())
