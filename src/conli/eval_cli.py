@@ -99,6 +99,14 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
 
+    areas = kinds.add_parser("judge-auroc", parents=[common],
+                             help="the judge's AUROC for any hallucination on labelled sets")
+    areas.add_argument("--predictions", type=Path, required=True,
+                       help="predictions.jsonl of a `conli eval detect` run (cot verdicts)")
+    areas.add_argument("--per-dataset", type=int, default=10,
+                       help="examples a set the rubric judge scores (default 10)")
+    areas.set_defaults(handler=run_judge_auroc)
+
     cover = kinds.add_parser("coverage", parents=[common],
                              help="seed 001's synthetic coverage and hallucination errors")
     cover.add_argument("--no-model", action="store_true",
@@ -396,3 +404,29 @@ def run_coverage(args: argparse.Namespace) -> int:
     payload = {"kind": "coverage",
                "provenance": _meta(args, recorded, settings, templates, paths), **payload}
     return _finish(_out_dir(args, "coverage"), payload, report.coverage_markdown(payload))
+
+
+def run_judge_auroc(args: argparse.Namespace) -> int:
+    """Grounded scores from a stored detect run; the rubric judge on a sample of it."""
+    settings = _base_settings(args)
+    sets, paths = _datasets(args, sample=False)
+    examples = {e.id: e for found in sets.values() for e in found}
+    stored = [row for row in judge_eval.stored_grounded_scores(args.predictions)
+              if row[0] in examples]
+    if not stored:
+        raise ConfigError(f"no prediction in {args.predictions} is from these datasets")
+    backend = _backend(args, settings) if args.per_dataset else None
+    try:
+        by_set = {name: judge_eval.judge_auroc(
+            [r for r in stored if r[1] == name], examples, backend, settings, args.per_dataset,
+            _progress(args.progress, f"rubric judge {name}"))
+            for name in sorted({r[1] for r in stored})}
+        pooled = judge_eval.judge_auroc(stored, examples, None, settings, 0)
+    finally:
+        if backend is not None:
+            backend.close()
+    recorded: Backend | _Recorded = backend or _Recorded("none", "none")
+    payload = {"kind": "judge-auroc", "predictions": str(args.predictions),
+               "provenance": _meta(args, recorded, settings, {"judge_rubric.v1"}, paths),
+               "datasets": by_set, "pooled": pooled}
+    return _finish(_out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))

@@ -31,6 +31,7 @@ from conli.backends.base import Backend
 from conli.config import Settings
 from conli.coverage import recall, stems, word_scores, words
 from conli.evaluation.loaders import Example
+from conli.evaluation.metrics import auroc
 from conli.models import WordScore
 from conli.prompts import render
 
@@ -230,12 +231,8 @@ def uncovered_words(case: Case) -> list[tuple[str, list[WordScore], list[int]]]:
 
 
 def auc(labels: Sequence[int], scores: Sequence[float]) -> float | None:
-    """ROC AUC (scikit-learn), or None when only one class is present."""
-    from sklearn.metrics import roc_auc_score
-
-    if len(set(labels)) < 2:
-        return None
-    return float(roc_auc_score(labels, scores))
+    """ROC AUC with label 1 = an error (``metrics.auroc``), None with one class only."""
+    return auroc([bool(label) for label in labels], scores)
 
 
 def example_table(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:

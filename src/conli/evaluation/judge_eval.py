@@ -353,3 +353,64 @@ def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path)
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def stored_grounded_scores(predictions: Path) -> list[tuple[str, str, bool, int]]:
+    """(example id, dataset, gold hallucinated, grounded score) from a stored detect run.
+
+    The grounded score is computed from the sentence verdicts a ``conli eval detect`` run
+    recorded, so its AUROC costs no model call; examples without a result are left out.
+    """
+    import json
+
+    from conli.models import CheckResult
+
+    rows = []
+    for line in predictions.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if not record.get("result"):
+            continue
+        result = CheckResult.model_validate(record["result"])
+        score, _, _ = grounded_score(result.sentences)
+        rows.append((record["example_id"], record["dataset"], bool(record["gold"]), score))
+    return rows
+
+
+def judge_auroc(
+    stored: Sequence[tuple[str, str, bool, int]], examples: dict[str, Example],
+    backend: Backend | None, settings: Settings, per_dataset: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """AUROC of 6 - score for "any hallucination" on labelled examples.
+
+    Grounded on every stored example, and both modes on the first ``per_dataset`` of each
+    set (the rubric judge needs the model; ``backend`` None skips it).
+    """
+    from conli.evaluation.metrics import auroc
+
+    taken: dict[str, int] = {}
+    sample = []
+    for row in stored:
+        if row[0] in examples and taken.get(row[1], 0) < per_dataset:
+            taken[row[1]] = taken.get(row[1], 0) + 1
+            sample.append(row)
+    rubric: list[int | None] = []
+    for number, (example_id, _, _, _) in enumerate(sample, start=1):
+        if backend is None:
+            break
+        example = examples[example_id]
+        result, _ = judge(backend, example.source, example.response, settings)
+        rubric.append(result.score)
+        if progress is not None:
+            progress(number, len(sample))
+
+    def area(rows: Sequence[tuple[bool, int | None]]) -> dict[str, Any]:
+        kept = [(gold, score) for gold, score in rows if score is not None]
+        return {"auroc": auroc([g for g, _ in kept], [6 - s for _, s in kept]), "n": len(kept),
+                "unverified": len(rows) - len(kept)}
+
+    out = {"grounded_all": area([(g, s) for _, _, g, s in stored]),
+           "grounded_sample": area([(g, s) for _, _, g, s in sample])}
+    if rubric:
+        out["rubric_sample"] = area([(row[2], s) for row, s in zip(sample, rubric, strict=True)])
+    return out

@@ -249,3 +249,20 @@ def coverage_markdown(payload: dict[str, Any]) -> str:
                          f"{_num(methods.get('lexical'), 3)} | "
                          f"{_num(methods.get('semantic'), 3)} | {SEED_001[(name, error)]} |")
     return "\n".join([*lines, ""])
+
+
+def judge_auroc_markdown(payload: dict[str, Any]) -> str:
+    """The judge's AUROC for any hallucination, per set: grounded (all, sample), rubric."""
+    lines = ["# Judge AUROC on labelled sets", "", *_header(payload["provenance"]),
+             f"Grounded scores from `{payload['predictions']}`.", "",
+             "| set | grounded, all (n) | grounded, sample (n) | rubric, sample (n, unverified) |",
+             "|---|---|---|---|"]
+    rows = {**payload["datasets"], "pooled": payload["pooled"]}
+    for name, row in rows.items():
+        rubric = row.get("rubric_sample")
+        lines.append(
+            f"| {name} | {_pct(row['grounded_all']['auroc'])} ({row['grounded_all']['n']}) | "
+            f"{_pct(row['grounded_sample']['auroc'])} ({row['grounded_sample']['n']}) | "
+            + (f"{_pct(rubric['auroc'])} ({rubric['n']}, {rubric['unverified']}) |"
+               if rubric else "– |"))
+    return "\n".join([*lines, ""])
