@@ -24,7 +24,7 @@ from conli import __version__
 from conli.batch import add_batch_parser
 from conli.config import Settings
 from conli.coverage import read_points
-from conli.display import printable
+from conli.display import addition_lines, coverage_lines, printable, sentence_words
 from conli.errors import EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
@@ -48,18 +48,22 @@ def _read(path: str, name: str) -> str:
 
 
 def format_text(result: CheckResult) -> str:
-    """Human-readable report: one line per sentence, reasons, the rewrite and the scores.
+    """Human-readable report: one line per sentence, reasons, coverage, the rewrite, scores.
 
-    Every text that came from the input or a model goes through ``printable``.
+    Every text that came from the input or a model goes through ``printable``; words not in
+    the source are listed under their sentence, as plain text (no colour codes).
     """
     lines = [f"verdict: {result.verdict}", ""]
     for s in result.sentences:
         lines.append(f"[{_MARK[s.verdict]}] {printable(s.text)}")
         lines += [f"        - {printable(reason)}" for reason in s.reasons]
+        lines += sentence_words(result.word_scores, s)
+    lines += coverage_lines(result.coverage)
     lines += ["", f"rewrite ({result.mitigation.status}):"]
     if result.mitigation.error:
         lines.append(f"  note: {printable(result.mitigation.error)}")
     lines.append(printable(result.refined_text))
+    lines += addition_lines(result.mitigation.added)
     for label, judged in (("raw", result.judge_raw), ("refined", result.judge_refined)):
         if judged is not None:
             score = judged.score if judged.status == "scored" else f"unverified ({judged.error})"

@@ -1,9 +1,10 @@
 """``conli report RESULTS.jsonl -o report.html``: one self-contained HTML audit file.
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
-reason and quoted evidence on hover and below, the rewrite as a word diff, and the judge
-scores before/after; a summary table comes first. Every piece of input text is escaped,
-and a Content-Security-Policy forbids scripts and outside requests. A line that is not a
+reason and quoted evidence on hover and below, its words not in the source marked, the
+points it had to cover (``report_coverage``), the rewrite as a word diff, and the judge
+scores before/after; a summary table and a legend come first. Every piece of input text
+is escaped, and a Content-Security-Policy forbids scripts and outside requests. A line that is not a
 valid record (``BatchRecord``) is skipped, and counted and listed in the summary.
 """
 
@@ -27,6 +28,8 @@ from conli.errors import InputError
 from conli.files import atomic_writer
 from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult
+from conli.report_coverage import CSS as _COVERAGE_CSS
+from conli.report_coverage import additions_section, coverage_section, flagged_words, legend, marked
 
 Record = dict[str, Any]
 _MAX_OFFSET = 10_000_000  # far past any response conli checks; bounds a rebuilt response
@@ -49,7 +52,7 @@ mark.flag.unverified{background:#fff3c4;color:inherit;border-bottom:2px dashed #
 ul.findings li{margin:.4rem 0}blockquote{margin:.2rem 0 .2rem 1rem;color:#444;font-style:italic}
 del{background:#ffd7d5;text-decoration:line-through}ins{background:#ccf5d0;text-decoration:none}
 .muted{color:#666;font-size:.9rem}details{margin:.5rem 0}
-"""
+""" + _COVERAGE_CSS
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
@@ -183,8 +186,13 @@ def _flagged(result: Record) -> list[Record]:
             if s.get("verdict") in ("hallucinated", "unverified")]
 
 
-def highlight(response: str, sentences: list[Record], anchor: str) -> str:
-    """Render the response as escaped HTML, each flagged sentence in a ``<mark>`` at its offsets."""
+def highlight(response: str, sentences: list[Record], anchor: str,
+              words: list[Record] | None = None) -> str:
+    """Render the response as escaped HTML, each flagged sentence in a ``<mark>`` at its offsets.
+
+    ``words`` (from ``flagged_words``) are marked too, inside flagged sentences or between.
+    """
+    words = words or []
     out: list[str] = []
     cursor = 0
     for s in sorted(sentences, key=lambda s: s.get("start", 0)):
@@ -194,11 +202,11 @@ def highlight(response: str, sentences: list[Record], anchor: str) -> str:
             continue  # offsets that do not fit this response are not trusted
         reasons = " | ".join(_text(r) for r in s.get("reasons") or [])
         verdict = "hallucinated" if s.get("verdict") == "hallucinated" else "unverified"
-        out.append(escape(response[cursor:start]))
+        out.append(marked(response, cursor, start, words))
         out.append(f'<mark class="flag {verdict}" id="{anchor}-s{int(s.get("index", 0))}" '
-                   f'title="{escape(reasons)}">{escape(response[start:end])}</mark>')
+                   f'title="{escape(reasons)}">{marked(response, start, end, words)}</mark>')
         cursor = end
-    out.append(escape(response[cursor:]))
+    out.append(marked(response, cursor, len(response), words))
     return "".join(out)
 
 
@@ -245,13 +253,17 @@ def render_record(record: Record, number: int) -> str:
     response = _response_of(record)
     flagged = _flagged(result)
     if response:
-        parts.append(f'<div class="text response">{highlight(response, flagged, anchor)}</div>')
+        words = flagged_words(result.get("word_scores"), len(response))
+        parts.append(f'<div class="text response">{highlight(response, flagged, anchor, words)}'
+                     "</div>")
     parts.append(_findings(flagged))
+    parts.append(coverage_section(result))
     refined = result.get("refined_text")
     if isinstance(refined, str) and refined != response:
         status = escape(str((result.get("mitigation") or {}).get("status", "")))
         parts.append(f'<h3>Rewrite <span class="muted">({status})</span></h3>'
                      f'<div class="text diff">{word_diff(response, refined)}</div>')
+    parts.append(additions_section(result))
     before, after = _scores(record)
     if before is not None or after is not None:
         parts.append(f'<p class="scores">Judge score: before <b>{before or "–"}</b> → '
@@ -276,6 +288,8 @@ class _Tally:
     verdicts: Counter[str] = field(default_factory=Counter)
     flagged: int = 0
     rewritten: int = 0
+    points: int = 0
+    uncovered: int = 0
     scores: dict[str, list[int]] = field(default_factory=lambda: {"before": [], "after": []})
     malformed: list[Malformed] = field(default_factory=list)
 
@@ -289,6 +303,9 @@ class _Tally:
         self.flagged += sum(s.get("verdict") == "hallucinated"
                             for s in result.get("sentences") or [])
         self.rewritten += len((result.get("mitigation") or {}).get("changes") or [])
+        points = (result.get("coverage") or {}).get("points") or []
+        self.points += len(points)
+        self.uncovered += sum(p.get("verdict") == "uncovered" for p in points)
         before, after = _scores(record)
         self.scores["before"] += [before] if before else []
         self.scores["after"] += [after] if after else []
@@ -316,6 +333,8 @@ def _summary(tally: _Tally) -> str:
              ("sentences rewritten or removed", tally.rewritten),
              ("mean judge score before", _mean(tally.scores["before"])),
              ("mean judge score after", _mean(tally.scores["after"]))]
+    rows += [("points uncovered / given", f"{tally.uncovered} / {tally.points}")] \
+        if tally.points else []
     body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
     return f'<table class="summary">{body}</table>{_malformed_list(tally.malformed)}'
 
@@ -337,7 +356,7 @@ def write_report(results: Path, out: TextIO, *, title: str = "conli audit report
     tally = _Tally()
     for item in iter_results(results):
         tally.add(item)
-    out.write(_summary(tally))
+    out.write(_summary(tally) + legend())
     count = 0
     for item in iter_results(results):
         if not isinstance(item, Malformed):

@@ -157,7 +157,10 @@ def fix_coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     text, additions, calls = add_points(deps.backend, state["source"], state["refined_text"],
                                         uncovered, deps.settings, question=state.get("question"))
     mitigation = state.get("mitigation") or Mitigation(status="nothing_flagged")
-    return {"refined_text": text, "mitigation": mitigation.model_copy(update={"added": additions}),
+    update: dict[str, Any] = {"added": additions}
+    if mitigation.status in ("disabled", "nothing_flagged") and any(a.added for a in additions):
+        update["status"] = "rewritten"  # the text did change: by the additions
+    return {"refined_text": text, "mitigation": mitigation.model_copy(update=update),
             "calls": calls}
 
 
