@@ -1,6 +1,8 @@
 """``conli batch IN.jsonl OUT.jsonl``: check many records, concurrently and resumably.
 
-IN holds one JSON object per line with ``id``, ``source`` and ``response``. Each result is
+IN holds one JSON object per line with ``id``, ``source`` and ``response`` (optionally
+``question``, and ``points`` the response must cover: a list of strings or
+``{perspective: [strings]}``). Each result is
 appended to OUT as one JSON line, flushed and fsynced as soon as it is done, so a crash or
 Ctrl-C loses no finished record; re-running the same command skips ids already in OUT
 (dropping a torn last line first). A record that fails is written with its error.
@@ -241,10 +243,11 @@ def make_worker(
 
     def work(record: Record) -> Record:
         source, response = record.get("source"), record.get("response")
-        out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response}
+        out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response,
+                       **_given_points(record)}
         try:
             checked = check_input(
-                source, response, question=record.get("question"),
+                source, response, question=record.get("question"), points=record.get("points"),
                 max_source_chars=run_settings.max_source_chars,
                 max_response_chars=run_settings.max_response_chars,
             )
@@ -261,10 +264,15 @@ def make_worker(
     return work
 
 
+def _given_points(record: Record) -> Record:
+    """``{"points": ...}`` when the input record carries points, for its OUT record; else ``{}``."""
+    return {"points": record["points"]} if record.get("points") is not None else {}
+
+
 def stopped_record(record: Record, error: BaseException) -> Record:
     """The OUT record of the input record whose error stopped the run (``work`` raised)."""
     return {"id": record["id"], "source": record.get("source"),
-            "response": record.get("response"), **failure(error)}
+            "response": record.get("response"), **_given_points(record), **failure(error)}
 
 
 def failure(error: BaseException) -> Record:
@@ -380,6 +388,9 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
                              "judge: 1-5 score only")
     parser.add_argument("--judge", action="store_true",
                         help="in check/rewrite mode, also score before/after with the rubric judge")
+    parser.add_argument("--fix-coverage", action="store_true",
+                        help="in rewrite mode, add one checked sentence for each uncovered point "
+                             "of a record's points")
     add_session_flags(parser)
     parser.add_argument("--concurrency", type=int,
                         help="records at once; with --engine ray, per actor (default: the "
@@ -405,9 +416,11 @@ def run_batch(args: argparse.Namespace) -> int:
     0 every record ok, 1 some records failed, 3 the backend could not be used, 130
     interrupted; a batch that cannot start at all raises (2).
     """
-    settings = session_settings(args)
+    settings = session_settings(args, fix_coverage=True if args.fix_coverage else None)
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    if args.fix_coverage and args.mode != "rewrite":
+        raise InputError("--fix-coverage needs --mode rewrite")
     if args.engine == "ray":
         from conli.batch_ray import run_batch_ray  # Ray is imported only for this engine
 

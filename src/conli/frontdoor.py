@@ -38,11 +38,14 @@ class JudgeOnlyResult(BaseModel):
 def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Settings:
     """Return the settings for one mode: ``check`` = detect only, ``rewrite`` = detect + rewrite.
 
-    ``with_judge`` adds the rubric judge (before/after scores) to either.
+    ``with_judge`` adds the rubric judge (before/after scores) to either. ``check`` also
+    turns off ``fix_coverage``, so detect only never adds a sentence; ``rewrite`` keeps it.
     """
     if mode == "judge":
         return base
-    return base.model_copy(update={"mitigate": mode == "rewrite", "judge": with_judge})
+    rewrite = mode == "rewrite"
+    return base.model_copy(update={"mitigate": rewrite, "judge": with_judge,
+                                   "fix_coverage": rewrite and base.fix_coverage})
 
 
 def judge_only(backend: Backend, checked: CheckInput, settings: Settings) -> JudgeOnlyResult:

@@ -26,11 +26,16 @@ async def acheck(
     settings: Settings | None = None,
     *,
     checker: Checker | None = None,
+    points: object = None,
 ) -> CheckResult:
-    """Async ``check``: with ``checker`` reuse it (``settings`` then overrides per call)."""
+    """Async ``check``: with ``checker`` reuse it (``settings`` then overrides per call).
+
+    ``points`` are what the response must cover, as ``Checker.check`` takes them.
+    """
     if checker is not None:
-        return await asyncio.to_thread(checker.check, source, response, settings=settings)
-    return await asyncio.to_thread(check, source, response, settings)
+        return await asyncio.to_thread(checker.check, source, response, points=points,
+                                       settings=settings)
+    return await asyncio.to_thread(check, source, response, settings, points=points)
 
 
 async def astream_check(

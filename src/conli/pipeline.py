@@ -225,10 +225,15 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
     )
 
 
-def check(source: str, response: str, settings: Settings | None = None) -> CheckResult:
-    """One-shot convenience: build a checker, check one pair, release the backend."""
+def check(
+    source: str, response: str, settings: Settings | None = None, *, points: object = None
+) -> CheckResult:
+    """One-shot convenience: build a checker, check one pair, release the backend.
+
+    ``points`` are what the response must cover, as ``Checker.check`` takes them.
+    """
     checker = Checker(settings)
     try:
-        return checker.check(source, response)
+        return checker.check(source, response, points=points)
     finally:
         checker.close()

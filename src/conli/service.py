@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from conli import __version__
 from conli.backends import get_backend
@@ -28,6 +28,7 @@ from conli.frontdoor import JudgeOnlyResult, Mode, judge_only, mode_settings, se
 from conli.inputs import check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
+from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.stream_http import (
     Relay,
     StreamChunk,
@@ -59,21 +60,6 @@ log = logging.getLogger("conli.service")
 PROBLEM = "application/problem+json"
 API_KEY_HEADER = "X-API-Key"
 STREAM_PATH = "/v1/check/stream"
-
-
-class CheckRequest(BaseModel):
-    """A source document and the LLM response to check against it."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "source": "The Riverside Public Library opened in 1962 and is run by the city council.",
-        "response": "The library opened in 1962. It is run by a private charity.",
-    }]})
-
-    source: str = Field(description="the document the response must be faithful to")
-    response: str = Field(description="the LLM answer to check, rewrite or judge")
-    question: str | None = Field(
-        None, description="the question the response answers, if any (read with each sentence)"
-    )
 
 
 class Problem(BaseModel):
@@ -244,20 +230,22 @@ class _Runner:
         self.in_flight = 0
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def settings_for(self, mode: Mode) -> Settings:
-        """The settings of one request in ``mode``, with the service's sentence limit."""
-        return mode_settings(self.settings, mode).model_copy(
-            update={"max_response_sentences": self.settings.service_max_sentences}
-        )
+    def settings_for(self, mode: Mode, body: JudgeRequest | None = None) -> Settings:
+        """The settings of one request in ``mode``: the service's sentence limit, its flags."""
+        update: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
+        if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
+            update["fix_coverage"] = body.fix_coverage
+        return mode_settings(self.settings, mode).model_copy(update=update)
 
-    def job(self, mode: Mode, body: CheckRequest) -> Callable[[], BaseModel]:
+    def job(self, mode: Mode, body: JudgeRequest) -> Callable[[], BaseModel]:
         """Return the blocking work for one request; its texts are validated once, there."""
-        settings = self.settings_for(mode)
+        settings = self.settings_for(mode, body)
         checker = self.checker
+        points = body.points if isinstance(body, CheckRequest) else None
 
         def run() -> BaseModel:
             checked = check_input(
-                body.source, body.response, question=body.question,
+                body.source, body.response, question=body.question, points=points,
                 max_source_chars=settings.max_source_chars,
                 max_response_chars=settings.max_response_chars,
             )
@@ -456,18 +444,24 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
     @app.post("/v1/check", response_model=CheckResult, responses=errors, dependencies=security,
               tags=["conli"])
     async def check(body: CheckRequest) -> BaseModel:
-        """Detect: the verdict of every sentence, with reasons and quoted evidence."""
+        """Detect: the verdict of every sentence, with reasons and quoted evidence.
+
+        With ``points``, ``coverage`` says which of them the response covers.
+        """
         return await runner.run(runner.job("check", body))
 
     @app.post("/v1/rewrite", response_model=CheckResult, responses=errors, dependencies=security,
               tags=["conli"])
-    async def rewrite(body: CheckRequest) -> BaseModel:
-        """Detect, then rewrite only the unsupported sentences (``refined_text``)."""
+    async def rewrite(body: RewriteRequest) -> BaseModel:
+        """Detect, then rewrite only the unsupported sentences (``refined_text``).
+
+        With ``fix_coverage``, also add one checked sentence for each uncovered point.
+        """
         return await runner.run(runner.job("rewrite", body))
 
     @app.post("/v1/judge", response_model=JudgeOnlyResult, responses=errors, dependencies=security,
               tags=["conli"])
-    async def judge(body: CheckRequest) -> BaseModel:
+    async def judge(body: JudgeRequest) -> BaseModel:
         """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
         return await runner.run(runner.job("judge", body))
 
