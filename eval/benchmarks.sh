@@ -33,8 +33,16 @@ for set in halueval_summarization halueval_qa; do
   conli eval rewrite --dataset "$set" "${COMMON[@]}" --hallucinated-only \
     --out "eval/results/rewrite-$set"
 done
-conli eval judge --dataset conli_summeval --data-dir ../shared/data --limit 30 --seed 0 \
-  --sentences 5 --progress --out eval/results/judge-summeval
+# the judge (issue 19): 15 documents a set, 3-sentence texts, grounded against rubric
+conli eval judge --dataset conli_summeval --dataset halueval_summarization --data-dir ../shared/data \
+  --limit 15 --seed 0 --sentences 3 --modes grounded reasoning --reasoning-items 5 --progress \
+  --out eval/results/judge-30
+conli eval judge-auroc --dataset all --data-dir ../shared/data \
+  --predictions eval/results/detect-default/predictions.jsonl --per-dataset 10 --progress \
+  --out eval/results/judge-auroc
+# coverage (issue 20): seed 001's synthetic errors; NLI without chain of thought (one token)
+CONLI_CHAIN_OF_THOUGHT=false conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
+  --limit 40 --seed 0 --progress --out eval/results/coverage-40
 # B as it was before the entity gate (A always re-checks every entity)
 CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v1 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20

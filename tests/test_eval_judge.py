@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from pathlib import Path
@@ -120,3 +121,58 @@ def test_end_to_end_with_a_scripted_judge(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = je.plot_progression(progress, tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_three_sentence_progressions_report_the_slope_per_20_percent() -> None:
+    scored = [_scored("gold_full", 5, 0, 5, "a")]
+    scored += [_scored("progression_extrinsic", s, p, None, "a")
+               for s, p in ((3, 33), (2, 67), (1, 100))]
+    row = je.progression(scored)["reasoning"]["extrinsic"]
+    assert row["delta_per_step"] == pytest.approx((1 - 5) / 5)  # same slope as 5 sentences
+
+
+def test_targets_and_intervals_over_documents() -> None:
+    scored = []
+    for n, (gold, full) in enumerate([(5, 1), (5, 2), (4, 3), (5, 1)]):
+        item = f"d{n}"
+        scored += [_scored("gold_full", gold, 0, 5, item),
+                   _scored("progression_intrinsic", full, 100, None, item)]
+    targets = je.targets(scored)["reasoning"]
+    assert targets["gold_scored_5"] == 0.75 and targets["all_hallucinated_at_most_2"] == 0.75
+    interval = je.bootstrap_intervals(scored, seed=0, resamples=200)["reasoning"]
+    low, high = interval["delta_intrinsic"]
+    point = je.progression(scored)["reasoning"]["intrinsic"]["delta_per_step"]
+    assert low <= point <= high and low < high
+
+
+def test_grounded_mode_scores_from_the_verdicts(tmp_path: Path) -> None:
+    source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours."
+    example = Example("e", source, source, False, "d")
+    split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
+    items = je.build_items([example, example], split, None, sentences=3, limit=None, seed=0)
+    assert len(items) == 1  # one item a document
+    tasks = je.plan_tasks(items, seed=0)
+    backend = fake_backend()
+    scored = je.score_grounded(backend, items, tasks, Settings(llm="local"), reasoning_items=1)
+    by_task = {(s.task.task, s.task.pct): s for s in scored}
+    assert by_task[("gold_full", 0)].score == 5
+    assert by_task[("progression_extrinsic", 100)].score == 1  # every sentence unsupported
+    assert by_task[("gold_full", 0)].reasoning_status == "checked"
+    assert by_task[("progression_extrinsic", 33)].reasoning_status is None  # score only
+    assert {s.mode for s in scored} == {"grounded"}
+
+
+def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
+    from conli.pipeline import Checker
+
+    checker = Checker(Settings(llm="local", detectors=["cot"], mitigate=False, judge=False),
+                      fake_backend())
+    source = "The pier opened in 1921. It is 400 metres long."
+    rows = []
+    for n, (response, gold) in enumerate([(source, False), ("The pier opened in 1931.", True)]):
+        result = checker.check(source, response)
+        rows.append(json.dumps({"example_id": f"x{n}", "dataset": "d", "gold": gold,
+                                "result": result.model_dump(mode="json")}))
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    assert je.stored_grounded_scores(path) == [("x0", "d", False, 5), ("x1", "d", True, 1)]
