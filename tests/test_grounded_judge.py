@@ -114,3 +114,32 @@ def test_the_rubric_judge_keeps_its_score_when_its_reasoning_invents_a_quote() -
     judged = checker.check("The library opened in 1962.", "The library opened in 1962.")
     assert judged.judge_refined is not None and judged.judge_refined.score == 4
     assert judged.judge_refined.reasoning_status == "dropped"
+
+
+def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
+    from conli.batch import make_worker
+    from conli.frontdoor import judge_only
+    from conli.inputs import check_input
+
+    nli = rule_responder(bad=("charity",))
+
+    def respond(messages: list[Any]) -> str:
+        if "You write the reasoning" in messages[0]["content"]:
+            return json.dumps({"reasoning": 'The text says "It is run by a charity." wrongly.'})
+        if "You grade how faithful" in messages[0]["content"]:
+            return json.dumps({"reasoning": "fine", "score": 5})
+        return nli(messages)
+
+    source, response = "The library opened in 1962.", "It opened in 1962. It is run by a charity."
+    checked = check_input(source, response, max_source_chars=1000, max_response_chars=1000)
+    checker = _checker(respond)
+    graded = judge_only(checker.backend, checked, checker.settings, checker)
+    assert graded.judge.mode == "grounded" and graded.judge.score == 2
+    assert graded.usage.calls >= 2  # detection, then the reasoning
+    rubric = judge_only(checker.backend, checked, checker.settings.model_copy(
+        update={"judge_mode": "rubric"}))
+    assert rubric.judge.mode == "rubric" and rubric.judge.score == 5
+    worker = make_worker(checker.settings, "judge", checker.backend)
+    record = worker({"id": "r1", "source": source, "response": response})
+    assert record["result"]["judge"]["mode"] == "grounded"
+    assert record["result"]["judge"]["score"] == 2

@@ -239,7 +239,9 @@ def make_worker(
 ) -> Worker:
     """Build the function that turns one input record into its output record; it never raises."""
     run_settings = mode_settings(settings, mode, with_judge=with_judge)
-    checker = None if mode == "judge" else Checker(run_settings, backend=backend)
+    # judge mode needs the detectors only for the grounded judge
+    checker = None if mode == "judge" and run_settings.judge_mode == "rubric" \
+        else Checker(run_settings, backend=backend)
 
     def work(record: Record) -> Record:
         source, response = record.get("source"), record.get("response")
@@ -251,8 +253,8 @@ def make_worker(
                 max_source_chars=run_settings.max_source_chars,
                 max_response_chars=run_settings.max_response_chars,
             )
-            if checker is None:
-                result: Any = judge_only(backend, checked, run_settings)
+            if mode == "judge" or checker is None:
+                result: Any = judge_only(backend, checked, run_settings, checker)
             else:
                 result = checker.run(checked)
         except Exception as exc:

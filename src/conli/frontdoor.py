@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,12 +24,15 @@ from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
 from conli.run_context import scope
 
+if TYPE_CHECKING:
+    from conli.pipeline import Checker
+
 Mode = Literal["check", "rewrite", "judge"]
 MODES: tuple[Mode, ...] = ("check", "rewrite", "judge")
 
 
 class JudgeOnlyResult(BaseModel):
-    """The result of ``judge`` mode: one rubric score of the response, and what it cost."""
+    """The result of ``judge`` mode: one 1-5 score of the response, and what it cost."""
 
     judge: JudgeResult
     usage: UsageTotals
@@ -48,8 +51,21 @@ def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Se
                                    "fix_coverage": rewrite and base.fix_coverage})
 
 
-def judge_only(backend: Backend, checked: CheckInput, settings: Settings) -> JudgeOnlyResult:
-    """Score a validated response with the rubric judge, within the check's deadline."""
+def judge_only(backend: Backend, checked: CheckInput, settings: Settings,
+               checker: Checker | None = None) -> JudgeOnlyResult:
+    """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
+
+    Grounded runs detection (no rewrite) and scores from its verdicts, so it needs
+    ``checker``; the rubric judge reads the texts itself.
+    """
+    if settings.judge_mode == "grounded":
+        if checker is None:
+            raise ConfigError("the grounded judge needs a checker (its detectors)")
+        graded = checker.run(checked, settings=settings.model_copy(update={
+            "mitigate": False, "fix_coverage": False, "judge": True, "judge_raw": False}))
+        if graded.judge_refined is None:
+            raise ConfigError("the grounded judge did not run")
+        return JudgeOnlyResult(judge=graded.judge_refined, usage=graded.usage)
     with scope(settings.check_deadline_seconds):
         result, calls = judge(backend, checked.source, checked.response, settings)
     return JudgeOnlyResult(judge=result, usage=usage_of(calls))

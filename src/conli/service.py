@@ -250,7 +250,7 @@ class _Runner:
                 max_response_chars=settings.max_response_chars,
             )
             if mode == "judge" or checker is None:
-                return judge_only(self.backend, checked, settings)
+                return judge_only(self.backend, checked, settings, checker)
             return checker.run(checked, settings=settings)
 
         return run
