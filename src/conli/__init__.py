@@ -4,9 +4,11 @@ Chain of NLI detection and mitigation, plus a 1-5 rubric judge of the result.
 """
 
 from conli.config import Settings
+from conli.generate_cli import generate_answer as generate
 from conli.hook import acheck, astream_check
 from conli.models import CheckResult
 from conli.pipeline import Checker, check
 
-__all__ = ["CheckResult", "Checker", "Settings", "acheck", "astream_check", "check"]
+__all__ = ["CheckResult", "Checker", "Settings", "acheck", "astream_check", "check",
+           "generate"]
 __version__ = "0.1.0"

@@ -30,21 +30,13 @@ from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
-from conli.inputs import check_input, decode_text
+from conli.generate_cli import add_generate_parser
+from conli.inputs import check_input, read_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.report import add_report_parser
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
-
-
-def _read(path: str, name: str) -> str:
-    """Read a file (``-`` is stdin) as strict UTF-8."""
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {name} file {path!r}: {exc.strerror}") from exc
-    return decode_text(data, name=name)
 
 
 def format_text(result: CheckResult) -> str:
@@ -105,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     add_report_parser(commands)
     add_eval_parser(commands)
     add_bench_parser(commands)
+    add_generate_parser(commands)
     return parser
 
 
@@ -145,10 +138,10 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output:
         ensure_writable(args.output)
     checked = check_input(
-        _read(args.source, "source"),
-        _read(args.response, "response"),
+        read_input(args.source, "source"),
+        read_input(args.response, "response"),
         question=args.question,
-        points=None if args.points is None else read_points(_read(args.points, "points")),
+        points=None if args.points is None else read_points(read_input(args.points, "points")),
         max_source_chars=settings.max_source_chars,
         max_response_chars=settings.max_response_chars,
     )

@@ -172,6 +172,20 @@ class RunSettings(BaseModel):
     )
 
 
+class GenerationSettings(BaseModel):
+    """``conli generate``: faithfulness-oriented decoding (seed 002, Algorithm 1)."""
+
+    fod_backtrack: float = Field(0.7, ge=0.0, le=1.0, description="tau1: a greedy sentence "
+                                 "the monitor scores below this starts the beam search")
+    fod_prune: float = Field(0.85, ge=0.0, le=1.0, description="tau2: a sampled sentence "
+                             "below this is pruned")
+    fod_samples: int = Field(4, ge=1, le=16, description="S: sentences sampled per beam a step")
+    fod_beams: int = Field(2, ge=1, le=8, description="K: beams kept a step")
+    fod_temperature: float = Field(0.8, gt=0.0, le=2.0, description="sampling temperature")
+    generate_max_sentences: int = Field(8, ge=1, le=50, description="longest answer")
+    generate_max_tokens: int = Field(400, ge=16, description="tokens of the greedy answer")
+
+
 class ServiceSettings(BaseModel):
     """``conli serve``: keys, limits and back-pressure."""
 
@@ -203,6 +217,7 @@ class Settings(
     RewriteSettings,
     JudgeSettings,
     RunSettings,
+    GenerationSettings,
     ServiceSettings,
     BatchSettings,
     BaseSettings,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from conli.errors import EmptyInputError, EncodingError, InputTooLargeError
+from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
 
 # C0 controls other than tab, newline, vertical tab, form feed and carriage return, and
 # DEL: no prose contains them, and a terminal or a model would act on them as commands.
@@ -28,6 +28,18 @@ def decode_text(data: bytes, *, name: str) -> str:
             f"{name} is not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
             "convert it, e.g. iconv -f latin1 -t utf-8"
         ) from exc
+
+
+def read_input(path: str, name: str) -> str:
+    """Read a file (``-`` is stdin) as strict UTF-8, for a command-line front door."""
+    import sys
+    from pathlib import Path
+
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {name} file {path!r}: {exc.strerror}") from exc
+    return decode_text(data, name=name)
 
 
 def validate_text(text: object, *, name: str, max_chars: int) -> str:

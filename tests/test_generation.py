@@ -1,0 +1,125 @@
+"""Faithful generation (seed 002): the monitor, FOD's backtrack and beam search, baselines."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conli import cli
+from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+from conli.errors import InputError
+from conli.generation import ABSTAINED, generate
+
+GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
+
+
+def split(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+class Writer(ScriptedBackend):
+    """Answers the generation prompt from a script and judges claims by a flag word.
+
+    Greedy: ``GREEDY``. A sample after an assistant prefix: the next of ``samples``
+    (cycled). A claim is entailed unless it holds ``FALSE``.
+    """
+
+    def __init__(self, samples: list[str], finish: str = "stop") -> None:
+        super().__init__(continues_assistant=True)
+        self.samples: Iterator[str] = iter(samples * 50)
+        self.finish = finish
+        self.prefixes: list[str] = []
+
+    def complete(self, messages: list[Message], *, max_tokens: int,
+                 json_schema: dict[str, Any] | None = None, temperature: float = 0.0,
+                 top_logprobs: int = 0) -> Completion:
+        self.calls.append(list(messages))
+        usage = CallUsage(prompt_tokens=10, completion_tokens=5, seconds=0.0)
+        if "You answer using only the SOURCE" in messages[0]["content"]:
+            if temperature == 0.0:
+                return Completion(GREEDY, usage, "stop")
+            self.prefixes.append(messages[-1]["content"] if messages[-1]["role"] ==
+                                 "assistant" else "")
+            return Completion(next(self.samples), usage, self.finish)
+        (claim,) = re.findall(r"<claim>(.*?)</claim>", messages[-1]["content"], re.S)
+        label = "contradiction" if "FALSE" in claim else "entailment"
+        return Completion(json.dumps({"label": label}), usage, "stop")
+
+
+SETTINGS = Settings(llm="local", fod_samples=2, fod_beams=2, generate_max_sentences=4)
+
+
+def test_greedy_scores_every_sentence_as_it_is_complete() -> None:
+    seen: list[str] = []
+    result = generate(Writer([]), "src", split, SETTINGS, method="greedy",
+                      on_sentence=lambda s: seen.append(s.text))
+    assert [s.score for s in result.sentences] == [1.0, 0.0, 1.0]
+    assert seen == split(GREEDY) and result.text == GREEDY
+
+
+def test_abstention_refuses_the_whole_answer_when_one_sentence_fails() -> None:
+    result = generate(Writer([]), "src", split, SETTINGS, method="abstain")
+    assert result.abstained and result.message == ABSTAINED and result.text == ""
+    assert result.backtracked_at == 1
+
+
+def test_backtracking_keeps_what_came_before_the_failing_sentence() -> None:
+    result = generate(Writer([]), "src", split, SETTINGS, method="backtrack")
+    assert result.text == "The pier opened in 1921." and result.backtracked_at == 1
+
+
+def test_fod_searches_from_the_sentence_before_and_prunes_unfaithful_samples() -> None:
+    writer = Writer(["Boats leave FALSE.", "Tickets cost 5 euros."])
+    seen: list[str] = []
+    result = generate(writer, "src", split, SETTINGS, method="fod",
+                      on_sentence=lambda s: seen.append(s.origin))
+    assert result.text == "The pier opened in 1921. Tickets cost 5 euros."
+    assert [s.origin for s in result.sentences] == ["greedy", "beam"] == seen
+    assert all(s.score >= SETTINGS.fod_prune for s in result.sentences[1:])
+    assert writer.prefixes[0] == "The pier opened in 1921."  # continued after the good part
+    assert result.samples == 2  # one beam, S = 2, and a sample that ends the answer stops it
+
+
+def test_fod_abstains_when_nothing_faithful_can_be_written() -> None:
+    writer = Writer(["It is FALSE."])
+    greedy = "It cost FALSE money."
+
+    def only_bad(messages: list[Message], **kw: Any) -> Completion:
+        return Completion(greedy, CallUsage(1, 1, 0.0), "stop")
+
+    original = writer.complete
+
+    def complete(messages: list[Message], **kw: Any) -> Completion:
+        if "You answer" in messages[0]["content"] and kw.get("temperature", 0.0) == 0.0:
+            return only_bad(messages)
+        return original(messages, **kw)
+
+    writer.complete = complete  # type: ignore[method-assign]
+    result = generate(writer, "src", split, SETTINGS, method="fod")
+    assert result.abstained and result.text == "" and result.message == ABSTAINED
+
+
+def test_rerank_keeps_the_sample_with_the_best_mean_score() -> None:
+    writer = Writer(["Ships FALSE.", "The pier is long."])
+    result = generate(writer, "src", split, SETTINGS, method="rerank")
+    assert result.text == "The pier is long." and result.sentences[0].origin == "sample"
+    assert result.samples == SETTINGS.fod_samples * SETTINGS.fod_beams
+
+
+def test_a_backend_that_cannot_continue_an_answer_is_refused() -> None:
+    with pytest.raises(InputError, match="continues partial answers"):
+        generate(ScriptedBackend(), "src", split, SETTINGS)
+
+
+def test_conli_generate_refuses_bad_input_before_any_model(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Any) -> None:
+    binary = tmp_path / "source.bin"
+    binary.write_bytes(b"\x00\x01")
+    assert cli.main(["generate", "--source", str(binary)]) == 2
+    assert "binary" in capsys.readouterr().err
