@@ -49,6 +49,10 @@ class Writer(ScriptedBackend):
             return Completion(next(self.samples), usage, self.finish)
         (claim,) = re.findall(r"<claim>(.*?)</claim>", messages[-1]["content"], re.S)
         label = "contradiction" if "FALSE" in claim else "entailment"
+        if 'copy into "evidence"' in messages[0]["content"]:  # chain of thought asked
+            source = messages[-1]["content"].split("<source>")[-1].split("</source>")[0]
+            return Completion(json.dumps({"evidence": source.strip(), "reasoning": "by flag",
+                                          "label": label}), usage, "stop")
         return Completion(json.dumps({"label": label}), usage, "stop")
 
 
@@ -123,3 +127,18 @@ def test_conli_generate_refuses_bad_input_before_any_model(capsys: pytest.Captur
     binary.write_bytes(b"\x00\x01")
     assert cli.main(["generate", "--source", str(binary)]) == 2
     assert "binary" in capsys.readouterr().err
+
+
+def test_the_generation_table_compares_methods_on_checked_answers() -> None:
+    from conli.evaluation import generate_eval
+    from conli.evaluation.loaders import Example
+
+    example = Example("q1", "The pier opened in 1921.", "", False, "d", question="When?")
+    writer = Writer(["Boats leave FALSE.", "Tickets cost 5 euros."])
+    rows = generate_eval.run(writer, [example], ["greedy", "fod", "abstain"], split, SETTINGS)
+    table = generate_eval.table(rows)
+    assert table["greedy"]["supported_share"] == pytest.approx(2 / 3)
+    assert table["fod"]["supported_share"] == 1.0 and table["fod"]["judge"] == 5
+    assert table["greedy"]["judge"] == 2
+    assert table["abstain"]["abstained"] == 1 and table["abstain"]["supported_share"] is None
+    assert 0 < table["fod"]["content_kept_vs_greedy"] < 1

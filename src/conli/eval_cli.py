@@ -27,7 +27,14 @@ from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.evaluation import coverage_eval, detection, judge_eval, report, rewrite
+from conli.evaluation import (
+    coverage_eval,
+    detection,
+    generate_eval,
+    judge_eval,
+    report,
+    rewrite,
+)
 from conli.evaluation.loaders import (
     DATASETS,
     FORMATS,
@@ -38,6 +45,7 @@ from conli.evaluation.loaders import (
 )
 from conli.files import LogAppender, read_log, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
+from conli.generation import METHODS
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 
@@ -106,6 +114,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     areas.add_argument("--per-dataset", type=int, default=10,
                        help="examples a set the rubric judge scores (default 10)")
     areas.set_defaults(handler=run_judge_auroc)
+
+    gen = kinds.add_parser("generate", parents=[common],
+                           help="faithful decoding against its baselines (seed 002 Table 2)")
+    gen.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    gen.set_defaults(handler=run_generate_eval)
 
     cover = kinds.add_parser("coverage", parents=[common],
                              help="seed 001's synthetic coverage and hallucination errors")
@@ -430,3 +443,25 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
                "provenance": _meta(args, recorded, settings, {"judge_rubric.v1"}, paths),
                "datasets": by_set, "pooled": pooled}
     return _finish(_out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))
+
+
+def run_generate_eval(args: argparse.Namespace) -> int:
+    """Answer ``--limit`` sources a set with each method; check every answer with cot."""
+    from conli.nlp import load_pipeline
+    from conli.segment import split_response
+
+    nlp = load_pipeline()
+    settings = _base_settings(args)
+    sets, paths = _datasets(args, sample=False)
+    examples = generate_eval.sources(sets, args.limit or 20)
+    backend = _backend(args, settings)
+    try:
+        rows = generate_eval.run(backend, examples, args.methods,
+                                 lambda t: [s.text for s in split_response(t, nlp)], settings,
+                                 _progress(args.progress, "generate"))
+    finally:
+        backend.close()
+    templates = {"generate_answer.v1"}
+    payload = {"kind": "generate", "provenance": _meta(args, backend, settings, templates, paths),
+               "sources": len(examples), "methods": generate_eval.table(rows), "rows": rows}
+    return _finish(_out_dir(args, "generate"), payload, report.generate_markdown(payload))

@@ -266,3 +266,20 @@ def judge_auroc_markdown(payload: dict[str, Any]) -> str:
             + (f"{_pct(rubric['auroc'])} ({rubric['n']}, {rubric['unverified']}) |"
                if rubric else "– |"))
     return "\n".join([*lines, ""])
+
+
+def generate_markdown(payload: dict[str, Any]) -> str:
+    """Faithfulness and informativeness per decoding method (seed 002 Table 2)."""
+    lines = ["# Faithful generation", "", *_header(payload["provenance"]),
+             f"{payload['sources']} sources; faithfulness = share of sentences cot NLI finds "
+             "supported (abstentions left out), judge = grounded score from those verdicts.", "",
+             "| method | answers | abstained | supported share | judge | sentences | content "
+             "words | kept vs greedy | s an answer | x greedy time |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for method, row in payload["methods"].items():
+        lines.append(
+            f"| {method} | {row['answers']} | {row['abstained']} | "
+            f"{_pct(row['supported_share'])} | {_num(row['judge'])} | {_num(row['sentences'], 1)}"
+            f" | {_num(row['content_words'], 1)} | {_pct(row['content_kept_vs_greedy'])} | "
+            f"{_num(row['seconds'], 1)} | {_num(row['time_vs_greedy'], 1)} |")
+    return "\n".join([*lines, ""])
