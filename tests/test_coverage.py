@@ -235,3 +235,21 @@ def test_synthetic_cases_add_an_unused_point_or_remove_a_used_one() -> None:
         removed, base.sentences, coverage_eval._starts(base.response, base.sentences))
     marked = {w.text for w, label in zip(halluc, labels, strict=True) if label}
     assert marked == {w[0] for w in coverage.words(base.sentences[removed.removed])}
+
+
+def test_the_synthetic_evaluation_scores_both_methods() -> None:
+    def split(text: str) -> list[str]:
+        return re.split(r"(?<=\.)\s+", text.strip())
+
+    base = coverage_eval.Base("b", "The pier opened in 1921. Boats leave every 2 hours.",
+                              ["The pier opened in 1921.", "Boats leave every 2 hours."],
+                              "Tickets for the ferry cost 5 euros.",
+                              ["The pier opened in 1921.", "Boats leave every 2 hours."])
+    backend = ScriptedBackend(responder=string_match)
+    payload = coverage_eval.evaluate(backend, [base], split, Settings(llm="local"), seed=0)
+    plain = payload["example_level"]["unparaphrased"]
+    assert plain["coverage"] == {"overlap": 1.0, "nli": 1.0}
+    assert plain["hallucination"]["nli"] == 1.0
+    scores = {(s["kind"], s["paraphrased"]): s for s in payload["scores"]}
+    assert scores[("coverage", False)]["nli_hallucination"] is None  # not compared: not asked
+    assert scores[("hallucination", False)]["nli_coverage"] is None

@@ -32,7 +32,7 @@ from conli.config import Settings
 from conli.coverage import recall, stems, word_scores, words
 from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import auroc
-from conli.models import WordScore
+from conli.models import Judgement, WordScore
 from conli.prompts import render
 
 PARAPHRASE_TEMPLATE = Path(__file__).parent / "templates" / "paraphrase_point.v1.jinja"
@@ -171,27 +171,34 @@ def overlap_scores(case: Case) -> tuple[float, float]:
 
 
 def nli_scores(backend: Backend, case: Case, sentences: Sequence[str],
-               settings: Settings) -> tuple[float, float, int]:
+               settings: Settings) -> tuple[float | None, float | None, int]:
     """1 - the weakest P(entailment): response sentences by the points, points by the response.
 
-    A judgement that could not complete counts as not entailed (0), never as entailed.
+    Each score is computed only for the cases its AUC compares (hallucination: clean and
+    hallucination cases; coverage: clean and coverage-error cases). A judgement that could
+    not complete counts as not entailed (0), never as entailed.
     """
-    halluc, calls = run_nli(backend, "\n".join(case.points),
+    halluc: list[Judgement] = []
+    covered: list[Judgement] = []
+    if case.kind in ("clean", "hallucination"):
+        halluc, _ = run_nli(backend, "\n".join(case.points),
                             [Hypothesis(i, s) for i, s in enumerate(sentences)],
                             kind="sentence", settings=settings, detector="coverage_eval")
-    covered, _ = run_nli(backend, case.response,
-                         [Hypothesis(i, p) for i, p in enumerate(case.points)],
-                         kind="sentence", settings=settings, detector="coverage_nli")
-    del calls
-
-    def probability(verdict: str, score: float | None) -> float:
-        if verdict == "unverified":
-            return 0.0
-        return score if score is not None else float(verdict == "supported")
-
+    if case.kind in ("clean", "coverage"):
+        covered, _ = run_nli(backend, case.response,
+                             [Hypothesis(i, p) for i, p in enumerate(case.points)],
+                             kind="sentence", settings=settings, detector="coverage_nli")
     unverified = sum(j.verdict == "unverified" for j in (*halluc, *covered))
-    return (1.0 - min(probability(j.verdict, j.score) for j in halluc),
-            1.0 - min(probability(j.verdict, j.score) for j in covered), unverified)
+    return _weakest(halluc), _weakest(covered), unverified
+
+
+def _weakest(judged: Sequence[Judgement]) -> float | None:
+    """1 - the lowest P(entailment); a failed judgement counts as 0, never as entailed."""
+    if not judged:
+        return None
+    return 1.0 - min(0.0 if j.verdict == "unverified" else
+                     j.score if j.score is not None else float(j.verdict == "supported")
+                     for j in judged)
 
 
 # --- word level --------------------------------------------------------------------------
@@ -323,7 +330,11 @@ def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[st
              settings: Settings, *, seed: int,
              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Build the cases, score them by overlap (and the model, given ``backend``)."""
+    from conli.pipeline import resolve
+
     built = cases(bases, seed)
+    if backend is not None:
+        settings = resolve(settings, backend)
     scored = []
     for number, case in enumerate(built, start=1):
         row = Scored(case, *overlap_scores(case))
