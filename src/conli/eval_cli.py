@@ -407,7 +407,9 @@ def run_coverage(args: argparse.Namespace) -> int:
         else:
             for base in bases:
                 base.paraphrased = []
+        reader = backend.inner if isinstance(backend, CachedBackend) else backend
         payload = coverage_eval.evaluate(backend, bases, split, settings, seed=args.seed,
+                                         reader=reader,
                                          progress=_progress(args.progress, "coverage"))
     finally:
         if backend is not None:

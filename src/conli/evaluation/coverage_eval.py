@@ -327,9 +327,13 @@ def _starts(text: str, sentences: Sequence[str]) -> list[int]:
 
 
 def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[str], list[str]],
-             settings: Settings, *, seed: int,
+             settings: Settings, *, seed: int, reader: Backend | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build the cases, score them by overlap (and the model, given ``backend``)."""
+    """Build the cases, score them by overlap (and the model, given ``backend``).
+
+    ``reader``, a backend that serves hidden states (the embedded one, not behind the
+    call cache), adds the semantic word scores.
+    """
     from conli.pipeline import resolve
 
     built = cases(bases, seed)
@@ -350,8 +354,8 @@ def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[st
                                                                 "hallucination")},
         "unverified_judgements": sum(s.unverified for s in scored),
         "example_level": example_table(scored),
-        "word_level": word_table(built, split, backend if backend is not None
-                                 and backend.capabilities.hidden_states else None),
+        "word_level": word_table(built, split, reader if reader is not None
+                                 and reader.capabilities.hidden_states else None),
         "paraphrase_sample": [{"point": s, "paraphrase": p} for base in bases[:5]
                               for s, p in zip(base.sentences, base.paraphrased, strict=False)],
         "unused_sample": [{"response": b.response, "unused": b.unused} for b in bases[:5]],
