@@ -32,7 +32,6 @@ def sentence(i: int, verdict: str, label: str | None = None, *, entity: bool = F
     ([("supported", None)] * 5, 5),
     ([("hallucinated", "neutral", True)] + [("supported", None)] * 4, 4),  # one minor detail
     ([("hallucinated", "neutral", True)] * 2 + [("supported", None)] * 3, 3),
-    ([("hallucinated", "contradiction", True)] + [("supported", None)] * 4, 2),  # wrong name
     ([("hallucinated", "contradiction")] + [("supported", None)] * 4, 2),
     ([("hallucinated", "neutral")] * 3 + [("supported", None)] * 2, 2),  # 0.45 by weight
     ([("hallucinated", "contradiction")] * 3 + [("supported", None)] * 2, 1),  # 0.6

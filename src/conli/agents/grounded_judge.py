@@ -10,9 +10,8 @@ Seed 003's rubric, applied to what detection found instead of asked of a model i
 - 1: more than half, by weight ("most or all of the text is wrong or unverifiable").
 
 Weights (``SEVERITY``): a contradiction 1.0, an unsupported addition 0.75, a minor detail
-0.4. A contradiction is a sentence, or one of its entities, that chain of thought labels
-``contradiction`` (a wrong name, number or date misleads); a minor detail is an entity
-the source does not mention in a sentence that was otherwise entailed;
+0.4. A contradiction is a sentence chain of thought labels ``contradiction``; a minor
+detail is one that only the entity level flagged (the sentence as a whole was entailed);
 anything else flagged, or a sentence that could not be checked, is an unsupported
 addition (never fail open). The model then writes the reasoning from these findings, in
 one short generation, and must quote only sentences of the text (``check_quotes``).
@@ -63,7 +62,7 @@ def finding(sentence: SentenceResult) -> JudgeFinding | None:
     else:
         counted = [j for j in sentence.judgements if j.verdict == "hallucinated"]
         sentence_level = [j for j in counted if j.entity is None]
-        if any(j.label == "contradiction" for j in counted):  # a wrong name or number too
+        if any(j.label == "contradiction" for j in sentence_level):
             severity = "contradiction"
         elif sentence_level:
             severity = "unsupported"
