@@ -286,10 +286,12 @@ def word_table(cases_: Sequence[Case], split: Callable[[str], list[str]],
     Hallucinated words: every response word of the clean and hallucination cases, 1 for
     the words of the sentence whose point was removed. Uncovered words: every point word
     of the clean and coverage cases, 1 for the unused point's. ``backend`` adds the
-    semantic method (hidden-state alignment); None leaves it out.
+    semantic method (hidden-state alignment) for hallucinated words, the variant the
+    product offers; None leaves it out.
     """
     from conli.signals.align import semantic_word_scores
 
+    memo: dict[tuple[str, str], Any] = {}
     table: dict[str, dict[str, Any]] = {}
     for para in (False, True):
         halluc, cover = WordRows(), WordRows()
@@ -301,13 +303,11 @@ def word_table(cases_: Sequence[Case], split: Callable[[str], list[str]],
                 starts = _starts(case.response, sentences)
                 lexical, labels = hallucinated_words(case, sentences, starts)
                 extra = {"semantic": semantic_word_scores(
-                    backend, " ".join(case.points), case.response)} if backend else {}
+                    backend, " ".join(case.points), case.response, memo)} if backend else {}
                 halluc.add(labels, lexical=lexical, **extra)
             if case.kind in ("clean", "coverage"):
-                for point, lexical, labels in uncovered_words(case):
-                    extra = {"semantic": semantic_word_scores(backend, case.response, point)} \
-                        if backend else {}
-                    cover.add(labels, lexical=lexical, **extra)
+                for _, lexical, labels in uncovered_words(case):
+                    cover.add(labels, lexical=lexical)
         table["paraphrased" if para else "unparaphrased"] = {
             "hallucinated_words": {m: auc(halluc.labels, s) for m, s in halluc.scores.items()},
             "uncovered_words": {m: auc(cover.labels, s) for m, s in cover.scores.items()},
