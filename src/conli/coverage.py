@@ -26,7 +26,7 @@ from conli.models import (
     PointResult,
     WordScore,
 )
-from conli.signals.lexical import _stop_words, content_words
+from conli.signals.lexical import content_words, stop_words
 
 if TYPE_CHECKING:
     from conli.graph.deps import Deps
@@ -85,7 +85,7 @@ def point_list(points: Mapping[str, list[str]]) -> list[tuple[str, int, str]]:
 
 def words(text: str) -> list[tuple[str, int, int, str]]:
     """Content words of ``text`` as (text, start, end, stem); stop words dropped."""
-    stop = _stop_words()
+    stop = stop_words()
     found = []
     for match in _WORD.finditer(text):
         lower = match.group().lower()

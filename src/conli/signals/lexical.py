@@ -31,7 +31,8 @@ def _stemmer() -> object:
 
 
 @lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
+def stop_words() -> frozenset[str]:
+    """The English stop words of spaCy (shared with ``coverage``)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     return frozenset(STOP_WORDS)
@@ -44,7 +45,7 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Stemmed content words of ``text``, in order (stop words dropped)."""
-    stop = _stop_words()
+    stop = stop_words()
     return [_stem(w) for w in _WORD.findall(text.lower()) if w not in stop]
 
 
