@@ -40,9 +40,12 @@ conli eval judge --dataset conli_summeval --dataset halueval_summarization --dat
 conli eval judge-auroc --dataset all --data-dir ../shared/data \
   --predictions eval/results/detect-default/predictions.jsonl --per-dataset 10 --progress \
   --out eval/results/judge-auroc
-# coverage (issue 20): seed 001's synthetic errors; NLI without chain of thought (one token)
+# coverage (issue 20): seed 001's synthetic errors; the label-only run (its NLI column is
+# degenerate on the embedded model, see docs/benchmarks.md), then the chain-of-thought one
 CONLI_CHAIN_OF_THOUGHT=false conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
-  --limit 40 --seed 0 --progress --out eval/results/coverage-40
+  --limit 34 --seed 0 --progress --out eval/results/coverage-34
+conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
+  --limit 34 --seed 0 --progress --out eval/results/coverage-34-cot
 # B as it was before the entity gate (A always re-checks every entity)
 CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v1 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20

@@ -1,9 +1,11 @@
 """Faithful generation (seed 002): a per-sentence monitor and FOD, its Algorithm 1.
 
 The monitor scores each sentence as soon as it is complete: P(entailment) of the sentence
-given the source, read from the NLI label token without chain of thought (one decoded
-token on a cached prefix). The trained ``fused`` detector would need a forward pass over
-the whole source for every candidate sentence, too slow to steer decoding on a CPU.
+given the source, read from the label token of the chain-of-thought NLI judgement (the
+label-only answer is not used: on the embedded model its constrained first token is
+degenerate and reads every claim as a contradiction). The trained ``fused`` detector would
+need a forward pass over the whole source for every candidate sentence, too slow to steer
+decoding on a CPU.
 
 FOD: greedy decoding until a sentence scores below ``fod_backtrack`` (tau1); then, from
 the sentences before it, a sentence-level beam search: each of ``fod_beams`` (K) beams
@@ -88,8 +90,7 @@ class Monitor:
     def __init__(self, backend: Backend, source: str, question: str | None,
                  settings: Settings) -> None:
         self.backend, self.source, self.question = backend, source, question
-        self.settings = resolve(settings, backend).model_copy(update={
-            "chain_of_thought": False, "score_first": False})
+        self.settings = resolve(settings, backend)
         self.cache: dict[str, float] = {}
 
     def scores(self, sentences: Sequence[str]) -> list[float]:
