@@ -125,7 +125,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     cover.add_argument("--no-model", action="store_true",
                        help="word overlap only (no paraphrase, NLI or semantic word scores)")
     cover.set_defaults(handler=run_coverage)
-    parser.set_defaults(handler=lambda args: parser.error("choose detect, rewrite or judge"))
+    parser.set_defaults(
+        handler=lambda args: parser.error("choose an evaluation: " + ", ".join(kinds.choices)))
     return parser
 
 
@@ -328,12 +329,10 @@ def run_rewrite(args: argparse.Namespace) -> int:
 def run_judge(args: argparse.Namespace) -> int:
     """Measure the rubric judge's residuals and progression on rule-based variants."""
     from conli.nlp import load_pipeline
-    from conli.segment import split_response
+    from conli.segment import sentence_splitter
 
     nlp = load_pipeline()
-
-    def split(text: str) -> list[str]:
-        return [s.text for s in split_response(text, nlp)]
+    split = sentence_splitter(nlp)
 
     def entities(text: str) -> list[tuple[str, str]]:
         return [(e.text, e.label_) for e in nlp(text).ents]
@@ -385,14 +384,9 @@ def run_judge(args: argparse.Namespace) -> int:
 
 def run_coverage(args: argparse.Namespace) -> int:
     """Build seed 001's synthetic pairs from the dev data and score each method's AUC."""
-    from conli.nlp import load_pipeline
-    from conli.segment import split_response
+    from conli.segment import sentence_splitter
 
-    nlp = load_pipeline()
-
-    def split(text: str) -> list[str]:
-        return [s.text for s in split_response(text, nlp)]
-
+    split = sentence_splitter()
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)  # --limit counts documents here
     examples = [e for found in sets.values() for e in found]
@@ -449,17 +443,15 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
 
 def run_generate_eval(args: argparse.Namespace) -> int:
     """Answer ``--limit`` sources a set with each method; check every answer with cot."""
-    from conli.nlp import load_pipeline
-    from conli.segment import split_response
+    from conli.segment import sentence_splitter
 
-    nlp = load_pipeline()
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)
     examples = generate_eval.sources(sets, args.limit or 20)
     backend = _backend(args, settings)
     try:
         rows = generate_eval.run(backend, examples, args.methods,
-                                 lambda t: [s.text for s in split_response(t, nlp)], settings,
+                                 sentence_splitter(), settings,
                                  _progress(args.progress, "generate"))
     finally:
         backend.close()

@@ -22,18 +22,17 @@ def generate_answer(source: str, *, question: str | None = None, method: Method 
                     settings: Settings | None = None,
                     on_sentence: OnSentence | None = None) -> Generation:
     """Answer from ``source`` (and ``question``) with ``method``; see ``conli.generation``."""
-    from conli.nlp import load_pipeline
-    from conli.segment import split_response
+    from conli.segment import sentence_splitter
 
     settings = settings or Settings()
     text = validate_text(source, name="source", max_chars=settings.max_source_chars)
     asked = None if question is None else validate_text(
         question, name="question", max_chars=settings.max_source_chars)
-    nlp = load_pipeline()
+    split = sentence_splitter()
     backend = get_backend(settings.llm, settings)
     try:
-        return generate(backend, text, lambda t: [s.text for s in split_response(t, nlp)],
-                        settings, question=asked, method=method, on_sentence=on_sentence)
+        return generate(backend, text, split, settings, question=asked, method=method,
+                        on_sentence=on_sentence)
     finally:
         backend.close()
 

@@ -9,6 +9,7 @@ fragments) are kept in the output but not checked.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,6 +73,15 @@ def split_response(response: str, nlp: Any) -> list[Segment]:
         Segment(index, response[start:end], start, end, candidate)
         for index, (start, end, candidate) in enumerate(spans)
     ]
+
+
+def sentence_splitter(nlp: Any | None = None) -> Callable[[str], list[str]]:
+    """``text -> its sentences`` as ``split_response`` cuts them (spaCy loaded if not given)."""
+    if nlp is None:
+        from conli.nlp import load_pipeline
+
+        nlp = load_pipeline()
+    return lambda text: [segment.text for segment in split_response(text, nlp)]
 
 
 def select_claims(segments: list[Segment]) -> list[Segment]:

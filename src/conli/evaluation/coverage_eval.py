@@ -215,7 +215,8 @@ class WordRows:
         """Append one text's words (every method scores the same words in order)."""
         self.labels += list(labels)
         for method, found in by_method.items():
-            assert len(found) == len(labels), method
+            if len(found) != len(labels):
+                raise ValueError(f"{method} scored {len(found)} words, {len(labels)} labelled")
             self.scores.setdefault(method, []).extend(w.score for w in found)
 
 

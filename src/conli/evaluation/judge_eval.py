@@ -395,14 +395,13 @@ def judge_auroc(
             taken[row[1]] = taken.get(row[1], 0) + 1
             sample.append(row)
     rubric: list[int | None] = []
-    for number, (example_id, _, _, _) in enumerate(sample, start=1):
-        if backend is None:
-            break
-        example = examples[example_id]
-        result, _ = judge(backend, example.source, example.response, settings)
-        rubric.append(result.score)
-        if progress is not None:
-            progress(number, len(sample))
+    if backend is not None:
+        for number, (example_id, _, _, _) in enumerate(sample, start=1):
+            example = examples[example_id]
+            result, _ = judge(backend, example.source, example.response, settings)
+            rubric.append(result.score)
+            if progress is not None:
+                progress(number, len(sample))
 
     def area(rows: Sequence[tuple[bool, int | None]]) -> dict[str, Any]:
         kept = [(gold, score) for gold, score in rows if score is not None]
