@@ -31,14 +31,14 @@ def test_second_identical_call_is_served_from_disk(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("change", ["backend", "model", "messages", "max_tokens", "schema",
-                                    "temperature"])
+                                    "temperature", "seed"])
 def test_key_depends_on_every_input(change: str) -> None:
     base = {"backend": "b", "model": "m", "messages": MESSAGES, "max_tokens": 5,
             "json_schema": {"type": "object"}, "temperature": 0.0}
     other = dict(base)
     other[{"schema": "json_schema"}.get(change, change)] = {
         "backend": "c", "model": "n", "messages": [{"role": "user", "content": "hello!"}],
-        "max_tokens": 6, "schema": {"type": "array"}, "temperature": 0.5}[change]
+        "max_tokens": 6, "schema": {"type": "array"}, "temperature": 0.5, "seed": 7}[change]
     assert cache_key(**base) != cache_key(**other)  # type: ignore[arg-type]
     assert cache_key(**base) == cache_key(**dict(base))  # type: ignore[arg-type]
 

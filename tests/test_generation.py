@@ -35,11 +35,13 @@ class Writer(ScriptedBackend):
         self.samples: Iterator[str] = iter(samples * 50)
         self.finish = finish
         self.prefixes: list[str] = []
+        self.seeds: list[int | None] = []
 
     def complete(self, messages: list[Message], *, max_tokens: int,
                  json_schema: dict[str, Any] | None = None, temperature: float = 0.0,
-                 top_logprobs: int = 0) -> Completion:
+                 top_logprobs: int = 0, seed: int | None = None) -> Completion:
         self.calls.append(list(messages))
+        self.seeds.append(seed)
         usage = CallUsage(prompt_tokens=10, completion_tokens=5, seconds=0.0)
         if "You answer using only the SOURCE" in messages[0]["content"]:
             if temperature == 0.0:
@@ -88,6 +90,8 @@ def test_fod_searches_from_the_sentence_before_and_prunes_unfaithful_samples() -
     assert all(s.score >= SETTINGS.fod_prune for s in result.sentences[1:])
     assert writer.prefixes[0] == "The pier opened in 1921."  # continued after the good part
     assert result.samples == 2  # one beam, S = 2, and a sample that ends the answer stops it
+    drawn = [seed for seed in writer.seeds if seed is not None]
+    assert len(drawn) == 2 and len(set(drawn)) == 2  # each sample its own seed, not a replay
 
 
 def test_fod_abstains_when_nothing_faithful_can_be_written() -> None:

@@ -22,6 +22,7 @@ together, for the same reason (the embedded server caches one prompt prefix at a
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,7 @@ class Decoder:
         self.backend, self.settings, self.split = backend, settings, split
         self.messages: list[Message] = render(TEMPLATE, source=source,
                                               question=question or "").messages
+        self._seeds = itertools.count(1)  # a seed per sample: distinct, and reproducible
 
     def greedy(self) -> list[str]:
         """The greedy answer, cut into sentences."""
@@ -135,7 +137,8 @@ class Decoder:
         if answer:
             messages.append({"role": "assistant", "content": answer})
         completion = self.backend.complete(messages, max_tokens=80,
-                                           temperature=self.settings.fod_temperature)
+                                           temperature=self.settings.fod_temperature,
+                                           seed=next(self._seeds))
         sentences = self.split(completion.text.strip())
         if not sentences:
             return None, True

@@ -71,6 +71,7 @@ class AnthropicBackend:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
         anthropic = _import_anthropic()
@@ -79,7 +80,7 @@ class AnthropicBackend:
             "model": self.model,
             "max_tokens": max_tokens,
             # no temperature: the current Messages API (SDK 2.x) no longer takes sampling
-            # parameters, so the argument is accepted for the contract and not sent.
+            # parameters (nor a seed), so both are accepted for the contract and not sent.
             "messages": turns,
             "timeout": self._timeout,
         }

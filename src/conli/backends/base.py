@@ -123,13 +123,16 @@ class Backend(Protocol):
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """Return one completion; raise a ``BackendError`` subclass on failure.
 
         With ``json_schema`` the backend constrains or requests JSON matching it where
         the provider supports that; callers still validate the text. ``top_logprobs > 0``
         asks for up to that many alternatives per generated token (``capabilities.logprobs``
-        caps it; a backend without log-probs ignores it).
+        caps it; a backend without log-probs ignores it). ``seed`` picks the sample drawn at
+        ``temperature > 0`` where the provider takes one (reproducible, distinct samples);
+        without it a backend uses its own default.
         """
         ...
 

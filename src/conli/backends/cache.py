@@ -1,15 +1,15 @@
 """A content-addressed disk cache in front of any backend, so a re-run costs nothing.
 
 The key is the SHA-256 of everything that decides the answer: backend name, model,
-messages, ``max_tokens``, ``json_schema`` and ``temperature``. The rendered messages carry
-the prompt template's text, so a changed template is a different key. Entries are written
-to a temp file and renamed into place (``os.replace``), so concurrent writers never leave a
-torn file. Errors are never cached: an exception from the inner backend propagates and
-nothing is written. A hit reports the original token counts, with every prompt token as
-``cached_tokens`` and zero seconds.
+messages, ``max_tokens``, ``json_schema``, ``temperature`` and ``seed``. The rendered
+messages carry the prompt template's text, so a changed template is a different key.
+Entries are written to a temp file and renamed into place (``os.replace``), so concurrent
+writers never leave a torn file. Errors are never cached: an exception from the inner
+backend propagates and nothing is written. A hit reports the original token counts, with
+every prompt token as ``cached_tokens`` and zero seconds.
 
-With ``temperature > 0`` a hit replays the one stored sample: delete the directory (or
-use another) to draw new samples.
+With ``temperature > 0`` a hit replays the sample stored for that seed: pass another
+seed (or delete the directory) to draw new samples.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def cache_key(
     json_schema: dict[str, Any] | None,
     temperature: float,
     top_logprobs: int = 0,
+    seed: int | None = None,
 ) -> str:
     """SHA-256 hex digest of a canonical JSON encoding of the call."""
     payload = {
@@ -53,6 +54,7 @@ def cache_key(
         "json_schema": json_schema,
         "temperature": temperature,
         **({"top_logprobs": top_logprobs} if top_logprobs else {}),
+        **({"seed": seed} if seed is not None else {}),
     }
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
@@ -90,10 +92,12 @@ class CachedBackend:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """Return the stored completion for this exact call, or ask ``inner`` and store it."""
         key = cache_key(
-            self.name, self.model, messages, max_tokens, json_schema, temperature, top_logprobs
+            self.name, self.model, messages, max_tokens, json_schema, temperature, top_logprobs,
+            seed,
         )
         path = self.path_for(key)
         cached = _read_entry(path)
@@ -106,6 +110,7 @@ class CachedBackend:
             json_schema=json_schema,
             temperature=temperature,
             top_logprobs=top_logprobs,
+            seed=seed,
         )
         self.misses += 1
         _write_entry(path, key, completion)

@@ -50,6 +50,7 @@ class ScriptedBackend:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """Return (or raise) the next scripted reply."""
         self.calls.append(list(messages))

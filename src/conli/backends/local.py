@@ -104,6 +104,7 @@ class LocalBackend:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """Run one chat completion; map llama.cpp's error objects onto our error tree.
 
@@ -119,7 +120,7 @@ class LocalBackend:
             "messages": [{"role": m["role"], "content": m["content"]} for m in sent],
             "max_tokens": max_tokens,
             "temperature": temperature,
-            "seed": 0,
+            "seed": 0 if seed is None else seed,
             "cache_prompt": self._prompt_cache,
         }
         if top_logprobs:

@@ -80,6 +80,7 @@ class OpenAIChatBackend:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         top_logprobs: int = 0,
+        seed: int | None = None,
     ) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
 
@@ -96,6 +97,8 @@ class OpenAIChatBackend:
         }
         if top_logprobs:
             request.update(logprobs=True, top_logprobs=min(top_logprobs, MAX_TOP_LOGPROBS))
+        if seed is not None:
+            request["seed"] = seed
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
