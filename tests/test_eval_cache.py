@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends.base import Backend, Message
+from conli.backends.base import Backend, CallUsage, Completion, Message
 from conli.backends.cache import CachedBackend, cache_key
 from conli.backends.fake import ScriptedBackend
 from conli.errors import TransientBackendError
@@ -28,6 +28,15 @@ def test_second_identical_call_is_served_from_disk(tmp_path: Path) -> None:
     # a fresh wrapper (a re-run) over the same folder costs nothing either
     rerun = CachedBackend(ScriptedBackend([]), tmp_path)
     assert rerun.complete(MESSAGES, max_tokens=10).text == "first answer"
+
+
+def test_a_hit_costs_nothing_but_remembers_what_the_call_first_took(tmp_path: Path) -> None:
+    first = Completion("answer", CallUsage(prompt_tokens=4, completion_tokens=2, seconds=2.5))
+    cached = CachedBackend(ScriptedBackend([first]), tmp_path)
+    cached.complete(MESSAGES, max_tokens=10)
+    assert cached.replayed_seconds == 0.0  # a miss is timed by its caller, not replayed
+    hit = cached.complete(MESSAGES, max_tokens=10)
+    assert hit.usage.seconds == 0.0 and cached.replayed_seconds == 2.5
 
 
 @pytest.mark.parametrize("change", ["backend", "model", "messages", "max_tokens", "schema",

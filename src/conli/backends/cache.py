@@ -72,6 +72,7 @@ class CachedBackend:
         self.capabilities = replace(inner.capabilities, primes_prefix=False, hidden_states=False)
         self.hits = 0
         self.misses = 0
+        self.replayed_seconds = 0.0  # what the hits took when first made (to cost a method)
 
     def count_tokens(self, text: str) -> int:
         """The inner backend's count, so windows are sized as they are without the cache."""
@@ -103,7 +104,8 @@ class CachedBackend:
         cached = _read_entry(path)
         if cached is not None:
             self.hits += 1
-            return cached
+            self.replayed_seconds += cached[1]
+            return cached[0]
         completion = self.inner.complete(
             messages,
             max_tokens=max_tokens,
@@ -121,8 +123,8 @@ class CachedBackend:
         self.inner.close()
 
 
-def _read_entry(path: Path) -> Completion | None:
-    """Return the stored completion, or None if absent or unreadable (then it is redone)."""
+def _read_entry(path: Path) -> tuple[Completion, float] | None:
+    """The stored completion and the seconds it first took; None if absent or unreadable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         usage = data["usage"]
@@ -146,7 +148,7 @@ def _read_entry(path: Path) -> Completion | None:
                     strict=True,
                 )
             ),
-        )
+        ), float(usage.get("seconds") or 0.0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

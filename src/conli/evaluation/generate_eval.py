@@ -5,6 +5,10 @@ every answer is then checked by chain-of-thought NLI (the ``cot`` preset, no rew
 faithfulness is the share of its sentences found supported and the grounded judge's score
 from those verdicts; informativeness is its sentences and distinct content words. An
 abstention counts as 0 sentences and is left out of faithfulness, as in the seed.
+
+Methods share calls through the eval's call cache (abstention, backtracking and FOD start
+with greedy's answer and its scores), so an answer's time is its wall time plus what its
+replayed calls took when first made: what it costs on its own.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from conli.agents.grounded_judge import grounded_score
 from conli.backends.base import Backend
+from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.coverage import stems
 from conli.evaluation.loaders import Example
@@ -45,12 +50,18 @@ def run(backend: Backend, examples: Sequence[Example], methods: Sequence[Method]
     total = len(examples) * len(methods)
     for example in examples:
         for method in methods:
+            replayed = _replayed(backend)
             answer = generate(backend, example.source, split, settings,
                               question=example.question, method=method)
-            rows.append(_row(example, answer, checker))
+            cost = answer.seconds + _replayed(backend) - replayed
+            rows.append(_row(example, answer.model_copy(update={"seconds": cost}), checker))
             if progress is not None:
                 progress(len(rows), total)
     return rows
+
+
+def _replayed(backend: Backend) -> float:
+    return backend.replayed_seconds if isinstance(backend, CachedBackend) else 0.0
 
 
 def _row(example: Example, answer: Generation, checker: Any) -> dict[str, Any]:
