@@ -146,3 +146,12 @@ def test_the_generation_table_compares_methods_on_checked_answers() -> None:
     assert table["greedy"]["judge"] == 2
     assert table["abstain"]["abstained"] == 1 and table["abstain"]["supported_share"] is None
     assert 0 < table["fod"]["content_kept_vs_greedy"] < 1
+    from conli.evaluation.report import generate_markdown
+
+    meta = {"command": "c", "git_commit": "x", "backend": "b", "model": "m", "templates": [],
+            "machine": {"platform": "p", "cpu_count": 2}}
+    text = generate_markdown({"provenance": meta, "sources": 1, "methods": table,
+                              "fod": {"S": 2, "K": 2, "tau1": 0.7, "tau2": 0.85},
+                              "datasets": {"d": table}})
+    assert "S = 2, K = 2" in text and "## d" in text
+    assert "| fod | 1 | 0 | 100.0 | 5" in text

@@ -457,5 +457,11 @@ def run_generate_eval(args: argparse.Namespace) -> int:
         backend.close()
     templates = {"generate_answer.v1"}
     payload = {"kind": "generate", "provenance": _meta(args, backend, settings, templates, paths),
-               "sources": len(examples), "methods": generate_eval.table(rows), "rows": rows}
+               "sources": len(examples),
+               "fod": {"S": settings.fod_samples, "K": settings.fod_beams,
+                       "tau1": settings.fod_backtrack, "tau2": settings.fod_prune},
+               "methods": generate_eval.table(rows),
+               "datasets": {name: generate_eval.table([r for r in rows if r["dataset"] == name])
+                            for name in dict.fromkeys(r["dataset"] for r in rows)},
+               "rows": rows}
     return _finish(_out_dir(args, "generate"), payload, report.generate_markdown(payload))

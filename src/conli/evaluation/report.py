@@ -270,16 +270,24 @@ def judge_auroc_markdown(payload: dict[str, Any]) -> str:
 
 def generate_markdown(payload: dict[str, Any]) -> str:
     """Faithfulness and informativeness per decoding method (seed 002 Table 2)."""
+    fod = payload.get("fod", {})
     lines = ["# Faithful generation", "", *_header(payload["provenance"]),
-             f"{payload['sources']} sources; faithfulness = share of sentences cot NLI finds "
-             "supported (abstentions left out), judge = grounded score from those verdicts.", "",
-             "| method | answers | abstained | supported share | judge | sentences | content "
-             "words | kept vs greedy | s an answer | x greedy time |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for method, row in payload["methods"].items():
-        lines.append(
-            f"| {method} | {row['answers']} | {row['abstained']} | "
-            f"{_pct(row['supported_share'])} | {_num(row['judge'])} | {_num(row['sentences'], 1)}"
-            f" | {_num(row['content_words'], 1)} | {_pct(row['content_kept_vs_greedy'])} | "
-            f"{_num(row['seconds'], 1)} | {_num(row['time_vs_greedy'], 1)} |")
-    return "\n".join([*lines, ""])
+             f"{payload['sources']} sources; FOD with S = {fod.get('S')}, K = {fod.get('K')}, "
+             f"tau1 = {fod.get('tau1')}, tau2 = {fod.get('tau2')}; faithfulness = share of "
+             "sentences cot NLI finds supported (abstentions left out), judge = grounded score "
+             "from those verdicts.", ""]
+    tables = {"all sources": payload["methods"], **payload.get("datasets", {})}
+    for name, methods in tables.items():
+        lines += [f"## {name}", "",
+                  "| method | answers | abstained | supported share | judge | sentences | "
+                  "content words | kept vs greedy | s an answer | x greedy time |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for method, row in methods.items():
+            lines.append(
+                f"| {method} | {row['answers']} | {row['abstained']} | "
+                f"{_pct(row['supported_share'])} | {_num(row['judge'])} | "
+                f"{_num(row['sentences'], 1)} | {_num(row['content_words'], 1)} | "
+                f"{_pct(row['content_kept_vs_greedy'])} | {_num(row['seconds'], 1)} | "
+                f"{_num(row['time_vs_greedy'], 1)} |")
+        lines.append("")
+    return "\n".join(lines)
