@@ -61,7 +61,8 @@ class Generation(BaseModel):
     abstained: bool = False
     message: str | None = None
     backtracked_at: int | None = Field(None, description="the greedy sentence that failed")
-    samples: int = Field(0, description="sentences sampled for the search or reranking")
+    samples: int = Field(0, description="sentences sampled by the search, or whole answers "
+                         "sampled for reranking")
     seconds: float = 0.0
     template: str = TEMPLATE
 
@@ -128,6 +129,14 @@ class Decoder:
         """The greedy answer, cut into sentences."""
         completion = self.backend.complete(self.messages,
                                            max_tokens=self.settings.generate_max_tokens)
+        return self.split(completion.text.strip())[: self.settings.generate_max_sentences]
+
+    def sample_answer(self) -> list[str]:
+        """One whole sampled answer, cut into sentences (reranking's candidates)."""
+        completion = self.backend.complete(self.messages,
+                                           max_tokens=self.settings.generate_max_tokens,
+                                           temperature=self.settings.fod_temperature,
+                                           seed=next(self._seeds))
         return self.split(completion.text.strip())[: self.settings.generate_max_sentences]
 
     def sample(self, prefix: Sequence[str]) -> tuple[str | None, bool]:
@@ -217,23 +226,14 @@ def _search(decoder: Decoder, monitor: Monitor, settings: Settings,
 
 
 def _rerank(decoder: Decoder, monitor: Monitor, settings: Settings) -> Generation:
-    """Sample S x K whole answers; keep the one with the best mean score."""
-    answers: list[list[str]] = []
-    for _ in range(settings.fod_samples * settings.fod_beams):
-        prefix: list[str] = []
-        ended = False
-        while not ended and len(prefix) < settings.generate_max_sentences:
-            text, ended = decoder.sample(prefix)
-            if text is None:
-                break
-            prefix.append(text)
-        answers.append(prefix)
+    """Sample S x K whole answers (one call each); keep the one with the best mean score."""
+    answers = [decoder.sample_answer() for _ in range(settings.fod_samples * settings.fod_beams)]
     flat = [t for answer in answers for t in answer]
     scores = dict(zip(flat, monitor.scores(flat), strict=True))
     best = max(answers, key=lambda a: mean(scores[t] for t in a) if a else 0.0)
     sentences = [GeneratedSentence(text=t, score=scores[t], origin="sample") for t in best]
     return _finish(Generation(method="rerank", sentences=sentences, text="",
-                              samples=len(flat)))
+                              samples=len(answers)))
 
 
 def _abstain(method: Method, failed: int) -> Generation:
