@@ -248,8 +248,14 @@ def test_the_synthetic_evaluation_scores_both_methods() -> None:
     backend = ScriptedBackend(responder=string_match)
     payload = coverage_eval.evaluate(backend, [base], split, Settings(llm="local"), seed=0)
     plain = payload["example_level"]["unparaphrased"]
-    assert plain["coverage"] == {"overlap": 1.0, "nli": 1.0}
+    assert plain["coverage"] == {"overlap": 1.0, "nli": 1.0, "semantic": None}
     assert plain["hallucination"]["nli"] == 1.0
+    read = coverage_eval.evaluate(None, [base], split, Settings(llm="local"), seed=0,
+                                  reader=_Reader())
+    for name in ("unparaphrased", "paraphrased"):  # one axis a word: alignment is exact
+        assert read["example_level"][name]["coverage"]["semantic"] == 1.0
+        assert read["example_level"][name]["hallucination"]["semantic"] == 1.0
+        assert read["word_level"][name]["uncovered_words"]["semantic"] == 1.0
     scores = {(s["kind"], s["paraphrased"]): s for s in payload["scores"]}
     assert scores[("coverage", False)]["nli_hallucination"] is None  # not compared: not asked
     assert scores[("hallucination", False)]["nli_coverage"] is None

@@ -161,6 +161,8 @@ class Scored:
     overlap_coverage: float
     nli_hallucination: float | None = None
     nli_coverage: float | None = None
+    semantic_hallucination: float | None = None
+    semantic_coverage: float | None = None
     unverified: int = 0
 
 
@@ -190,6 +192,29 @@ def nli_scores(backend: Backend, case: Case, sentences: Sequence[str],
                              kind="sentence", settings=settings, detector="coverage_nli")
     unverified = sum(j.verdict == "unverified" for j in (*halluc, *covered))
     return _weakest(halluc), _weakest(covered), unverified
+
+
+def semantic_scores(reader: Backend, case: Case, sentences: Sequence[str],
+                    memo: dict[tuple[str, str], Any]) -> tuple[float, float]:
+    """The weakest response sentence and the weakest point by hidden-state alignment.
+
+    A sentence's (a point's) score is the mean semantic word score of its content words
+    against the points (the response), BERTScore-like; the example's is the highest.
+    """
+    from conli.signals.align import semantic_word_scores
+
+    scored = semantic_word_scores(reader, " ".join(case.points), case.response, memo)
+    starts = _starts(case.response, sentences)
+    halluc = max((_mean([w.score for w in scored if start <= w.start < start + len(text)])
+                  for start, text in zip(starts, sentences, strict=True)), default=0.0)
+    cover = max(_mean([w.score for w in semantic_word_scores(reader, case.response, point,
+                                                             memo)])
+                for point in case.points)
+    return halluc, cover
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def _weakest(judged: Sequence[Judgement]) -> float | None:
@@ -261,38 +286,41 @@ def example_table(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
             "hallucination": {
                 "overlap": auc([s.case.hallucinated for s in halluc],
                                [s.overlap_hallucination for s in halluc]),
-                "nli": _nli_auc(halluc, "hallucination"),
+                "nli": _model_auc(halluc, "hallucination", "nli"),
+                "semantic": _model_auc(halluc, "hallucination", "semantic"),
             },
             "coverage": {
                 "overlap": auc([s.case.uncovered for s in cover],
                                [s.overlap_coverage for s in cover]),
-                "nli": _nli_auc(cover, "coverage"),
+                "nli": _model_auc(cover, "coverage", "nli"),
+                "semantic": _model_auc(cover, "coverage", "semantic"),
             },
         }
     return table
 
 
-def _nli_auc(rows: Sequence[Scored], kind: str) -> float | None:
+def _model_auc(rows: Sequence[Scored], kind: str, method: str) -> float | None:
     values = [(getattr(s.case, "hallucinated" if kind == "hallucination" else "uncovered"),
-               getattr(s, f"nli_{kind}")) for s in rows]
+               getattr(s, f"{method}_{kind}")) for s in rows]
     values = [(label, score) for label, score in values if score is not None]
     return auc([label for label, _ in values], [score for _, score in values]) \
         if values else None
 
 
 def word_table(cases_: Sequence[Case], split: Callable[[str], list[str]],
-               backend: Backend | None) -> dict[str, dict[str, Any]]:
+               backend: Backend | None,
+               memo: dict[tuple[str, str], Any] | None = None) -> dict[str, dict[str, Any]]:
     """Word-level AUC per method (seed 001 Table 3): response words and point words.
 
     Hallucinated words: every response word of the clean and hallucination cases, 1 for
     the words of the sentence whose point was removed. Uncovered words: every point word
     of the clean and coverage cases, 1 for the unused point's. ``backend`` adds the
-    semantic method (hidden-state alignment) for hallucinated words, the variant the
-    product offers; None leaves it out.
+    semantic method (hidden-state alignment), the variant the product offers; None leaves
+    it out. ``memo`` shares hidden states with the example-level scores.
     """
     from conli.signals.align import semantic_word_scores
 
-    memo: dict[tuple[str, str], Any] = {}
+    memo = {} if memo is None else memo
     table: dict[str, dict[str, Any]] = {}
     for para in (False, True):
         halluc, cover = WordRows(), WordRows()
@@ -307,8 +335,10 @@ def word_table(cases_: Sequence[Case], split: Callable[[str], list[str]],
                     backend, " ".join(case.points), case.response, memo)} if backend else {}
                 halluc.add(labels, lexical=lexical, **extra)
             if case.kind in ("clean", "coverage"):
-                for _, lexical, labels in uncovered_words(case):
-                    cover.add(labels, lexical=lexical)
+                for point, lexical, labels in uncovered_words(case):
+                    more = {"semantic": semantic_word_scores(
+                        backend, case.response, point, memo)} if backend else {}
+                    cover.add(labels, lexical=lexical, **more)
         table["paraphrased" if para else "unparaphrased"] = {
             "hallucinated_words": {m: auc(halluc.labels, s) for m, s in halluc.scores.items()},
             "uncovered_words": {m: auc(cover.labels, s) for m, s in cover.scores.items()},
@@ -333,19 +363,26 @@ def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[st
     """Build the cases, score them by overlap (and the model, given ``backend``).
 
     ``reader``, a backend that serves hidden states (the embedded one, not behind the
-    call cache), adds the semantic word scores.
+    call cache), adds the semantic scores, example- and word-level.
     """
     from conli.pipeline import resolve
 
     built = cases(bases, seed)
     if backend is not None:
         settings = resolve(settings, backend)
+    if reader is not None and not reader.capabilities.hidden_states:
+        reader = None
+    memo: dict[tuple[str, str], Any] = {}
     scored = []
     for number, case in enumerate(built, start=1):
         row = Scored(case, *overlap_scores(case))
+        sentences = split(case.response)
         if backend is not None:
             row.nli_hallucination, row.nli_coverage, row.unverified = nli_scores(
-                backend, case, split(case.response), settings)
+                backend, case, sentences, settings)
+        if reader is not None:
+            row.semantic_hallucination, row.semantic_coverage = semantic_scores(
+                reader, case, sentences, memo)
         scored.append(row)
         if progress is not None:
             progress(number, len(built))
@@ -355,14 +392,15 @@ def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[st
                                                                 "hallucination")},
         "unverified_judgements": sum(s.unverified for s in scored),
         "example_level": example_table(scored),
-        "word_level": word_table(built, split, reader if reader is not None
-                                 and reader.capabilities.hidden_states else None),
+        "word_level": word_table(built, split, reader, memo),
         "paraphrase_sample": [{"point": s, "paraphrase": p} for base in bases[:5]
                               for s, p in zip(base.sentences, base.paraphrased, strict=False)],
         "unused_sample": [{"response": b.response, "unused": b.unused} for b in bases[:5]],
         "scores": [{"id": s.case.id, "kind": s.case.kind, "paraphrased": s.case.paraphrased,
                     "overlap_hallucination": s.overlap_hallucination,
                     "overlap_coverage": s.overlap_coverage,
-                    "nli_hallucination": s.nli_hallucination, "nli_coverage": s.nli_coverage}
+                    "nli_hallucination": s.nli_hallucination, "nli_coverage": s.nli_coverage,
+                    "semantic_hallucination": s.semantic_hallucination,
+                    "semantic_coverage": s.semantic_coverage}
                    for s in scored],
     }

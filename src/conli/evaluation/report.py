@@ -232,13 +232,14 @@ def coverage_markdown(payload: dict[str, Any]) -> str:
              f"{kinds['hallucination']} hallucinations); "
              f"{payload['unverified_judgements']} NLI judgements unverified (counted as not "
              "entailed).", "",
-             "| set | error | word overlap | model (NLI) "
+             "| set | error | word overlap | model (NLI) | model (hidden-state alignment) "
              "| seed 001: ROUGE / salience / classifier |",
-             "|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|"]
     for name, row in payload["example_level"].items():
         for error in ("hallucination", "coverage"):
             lines.append(f"| {name} | {error} | {_num(row[error]['overlap'], 3)} | "
-                         f"{_num(row[error]['nli'], 3)} | {SEED_001[(name, error)]} |")
+                         f"{_num(row[error]['nli'], 3)} | "
+                         f"{_num(row[error].get('semantic'), 3)} | {SEED_001[(name, error)]} |")
     lines += ["", "| set | words | n | lexical | semantic (hidden states) | "
               "seed 001: ROUGE / salience |", "|---|---|---|---|---|---|"]
     for name, row in payload["word_level"].items():
