@@ -14,7 +14,7 @@ from conli.backends.base import CallUsage, Completion, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import InputError
-from conli.generation import ABSTAINED, generate
+from conli.generation import ABSTAINED, generate, until_repeat
 
 GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
 
@@ -92,6 +92,14 @@ def test_fod_searches_from_the_sentence_before_and_prunes_unfaithful_samples() -
     assert result.samples == 2  # one beam, S = 2, and a sample that ends the answer stops it
     drawn = [seed for seed in writer.seeds if seed is not None]
     assert len(drawn) == 2 and len(set(drawn)) == 2  # each sample its own seed, not a replay
+
+
+def test_a_sample_that_repeats_its_beam_ends_the_answer_instead_of_looping() -> None:
+    writer = Writer(["The pier opened in 1921. The pier opened in 1921."])
+    result = generate(writer, "src", split, SETTINGS, method="fod")
+    assert result.text == "The pier opened in 1921."  # not the same sentence up to the max
+    assert result.samples == SETTINGS.fod_samples  # one step: every sample repeated
+    assert until_repeat(["A b.", "C d.", "a B!", "E."]) == ["A b.", "C d."]
 
 
 def test_fod_abstains_when_nothing_faithful_can_be_written() -> None:

@@ -23,6 +23,7 @@ together, for the same reason (the embedded server caches one prompt prefix at a
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -129,7 +130,7 @@ class Decoder:
         """The greedy answer, cut into sentences."""
         completion = self.backend.complete(self.messages,
                                            max_tokens=self.settings.generate_max_tokens)
-        return self.split(completion.text.strip())[: self.settings.generate_max_sentences]
+        return self._cut(completion.text)
 
     def sample_answer(self) -> list[str]:
         """One whole sampled answer, cut into sentences (reranking's candidates)."""
@@ -137,7 +138,12 @@ class Decoder:
                                            max_tokens=self.settings.generate_max_tokens,
                                            temperature=self.settings.fod_temperature,
                                            seed=next(self._seeds))
-        return self.split(completion.text.strip())[: self.settings.generate_max_sentences]
+        return self._cut(completion.text)
+
+    def _cut(self, text: str) -> list[str]:
+        """Sentences of ``text`` up to the first that repeats an earlier one, at most the max."""
+        sentences = until_repeat(self.split(text.strip()))
+        return sentences[: self.settings.generate_max_sentences]
 
     def sample(self, prefix: Sequence[str]) -> tuple[str | None, bool]:
         """One sampled next sentence after ``prefix`` (None at the end), and whether it ends."""
@@ -208,6 +214,9 @@ def _search(decoder: Decoder, monitor: Monitor, settings: Settings,
         drawn = [(beam, *decoder.sample([s.text for s in beam.sentences]))
                  for beam in beams for _ in range(settings.fod_samples)]
         samples += len(drawn)
+        # a sample that says again what its beam said is the model having nothing to add
+        drawn = [(beam, None if text is None or _repeats(text, beam) else text, ended)
+                 for beam, text, ended in drawn]
         texts = [text for _, text, _ in drawn if text is not None]
         scores = dict(zip(texts, monitor.scores(texts), strict=True))
         grown = []
@@ -223,6 +232,26 @@ def _search(decoder: Decoder, monitor: Monitor, settings: Settings,
         beams = sorted(unique.values(), key=lambda b: b.score, reverse=True)[
             : settings.fod_beams]
     return beams, samples
+
+
+def _key(sentence: str) -> str:
+    return " ".join(re.findall(r"\w+", sentence.lower()))
+
+
+def until_repeat(sentences: Sequence[str]) -> list[str]:
+    """``sentences`` up to the first that repeats an earlier one (small models loop)."""
+    seen: set[str] = set()
+    kept = []
+    for sentence in sentences:
+        if _key(sentence) in seen:
+            break
+        seen.add(_key(sentence))
+        kept.append(sentence)
+    return kept
+
+
+def _repeats(text: str, beam: _Beam) -> bool:
+    return _key(text) in {_key(s.text) for s in beam.sentences}
 
 
 def _rerank(decoder: Decoder, monitor: Monitor, settings: Settings) -> Generation:
