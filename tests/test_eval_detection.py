@@ -238,3 +238,28 @@ def test_support_scores_give_an_auroc_and_missing_ones_are_left_out() -> None:
     # pairs (hallucinated, grounded) ranked right: (0.1<0.4), (0.1<0.9), (0.6<0.9); wrong: 0.6>0.4
     assert auroc["not_entailed"] == {"value": 0.75, "n": 4}
     assert "judge_inverted" not in auroc  # no judge scores at all: no column of Nones
+
+
+def test_provenance_names_the_commit_the_run_started_from(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from conli.evaluation.report import git_state, provenance
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    git("init", "-q")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD").strip()
+    monkeypatch.chdir(tmp_path)
+    git_state.cache_clear()
+    try:
+        git_state()  # the run starts
+        git("commit", "-qm", "two", "--allow-empty")  # a commit made while it runs
+        meta = provenance(argv=[], backend="b", model="m", settings=Settings(), templates=[])
+        assert meta["git_commit"] == first and meta["git_dirty"] is False
+    finally:
+        git_state.cache_clear()

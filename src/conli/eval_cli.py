@@ -174,6 +174,8 @@ def _backend(args: argparse.Namespace, settings: Settings) -> Backend:
 
 
 def _base_settings(args: argparse.Namespace) -> Settings:
+    """Every evaluation starts here, so the commit is read before the run (provenance)."""
+    report.git_state()
     return session_settings(args)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,17 @@ PUBLISHED: dict[str, dict[str, float]] = {
     "aggrefact_xsum": {"HHEM-2.1-Open": 67.8, "MiniCheck-Flan-T5-L": 74.3, "GPT-4o": 76.8,
                        "Bespoke-MiniCheck-7B": 77.8},
 }
+
+
+@functools.cache
+def git_state() -> tuple[str | None, bool | None]:
+    """The checkout's commit and whether tracked files differ from it, read once a process.
+
+    Read when a run starts, so a result names the code it ran, not a commit made while it
+    ran (evaluations take up to hours).
+    """
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return _git("rev-parse", "HEAD"), bool(dirty) if dirty is not None else None
 
 
 def _git(*args: str) -> str | None:
@@ -54,13 +66,12 @@ def provenance(
     """Everything needed to reproduce a result: command, commit, backend, templates, machine."""
     from conli import __version__
 
-    commit = _git("rev-parse", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    commit, dirty = git_state()
     return {
         "command": shlex.join(["conli", "eval", *(argv or [])]) if argv is not None
         else shlex.join(sys.argv),
         "git_commit": commit,
-        "git_dirty": bool(dirty) if dirty is not None else None,
+        "git_dirty": dirty,
         "conli_version": __version__,
         "backend": backend,
         "model": model,

@@ -32,7 +32,7 @@ from conli.config import Settings
 from conli.errors import BackendError
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import Example, dataset_path, load_dataset
-from conli.evaluation.report import provenance
+from conli.evaluation.report import git_state, provenance
 from conli.files import write_atomically
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -162,6 +162,7 @@ def run_bench(args: argparse.Namespace) -> int:
     Model loading and B's static prefix restore happen outside the timed checks (the
     restore's seconds are reported apart).
     """
+    git_state()  # the commit this run starts from, not one made while it runs
     examples = stratified_sample(load_dataset(args.dataset, args.data_dir), args.limit, args.seed)
     ref_settings = Settings(
         mitigate=False, judge=False, score_first=False, local_prompt_cache=False,
