@@ -154,6 +154,8 @@ def test_the_generation_table_compares_methods_on_checked_answers() -> None:
     assert table["greedy"]["judge"] == 2
     assert table["abstain"]["abstained"] == 1 and table["abstain"]["supported_share"] is None
     assert 0 < table["fod"]["content_kept_vs_greedy"] < 1
+    late = generate_eval.run(writer, [example], ["greedy"], split, SETTINGS, deadline=0.0)
+    assert late == []  # past its budget, a run starts no new source
     from conli.evaluation.report import generate_markdown
 
     meta = {"command": "c", "git_commit": "x", "backend": "b", "model": "m", "templates": [],

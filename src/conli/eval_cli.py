@@ -118,6 +118,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     gen = kinds.add_parser("generate", parents=[common],
                            help="faithful decoding against its baselines (seed 002 Table 2)")
     gen.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    gen.add_argument("--budget-minutes", type=float,
+                     help="start no new source after this long (the table covers those done)")
     gen.set_defaults(handler=run_generate_eval)
 
     cover = kinds.add_parser("coverage", parents=[common],
@@ -452,14 +454,16 @@ def run_generate_eval(args: argparse.Namespace) -> int:
     examples = generate_eval.sources(sets, args.limit or 20)
     backend = _backend(args, settings)
     try:
+        deadline = None if args.budget_minutes is None else \
+            time.monotonic() + 60 * args.budget_minutes
         rows = generate_eval.run(backend, examples, args.methods,
                                  sentence_splitter(), settings,
-                                 _progress(args.progress, "generate"))
+                                 _progress(args.progress, "generate"), deadline=deadline)
     finally:
         backend.close()
     templates = {"generate_answer.v1"}
     payload = {"kind": "generate", "provenance": _meta(args, backend, settings, templates, paths),
-               "sources": len(examples),
+               "sources": len({r["id"] for r in rows}),
                "fod": {"S": settings.fod_samples, "K": settings.fod_beams,
                        "tau1": settings.fod_backtrack, "tau2": settings.fod_prune},
                "methods": generate_eval.table(rows),

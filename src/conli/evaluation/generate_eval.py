@@ -13,6 +13,7 @@ replayed calls took when first made: what it costs on its own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from statistics import mean
 from typing import Any
@@ -40,8 +41,13 @@ def sources(sets: dict[str, list[Example]], per_set: int) -> list[Example]:
 
 def run(backend: Backend, examples: Sequence[Example], methods: Sequence[Method],
         split: Callable[[str], list[str]], settings: Settings,
-        progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """One row per (source, method): the answer, its checked verdicts and its cost."""
+        progress: Callable[[int, int], None] | None = None,
+        deadline: float | None = None) -> list[dict[str, Any]]:
+    """One row per (source, method): the answer, its checked verdicts and its cost.
+
+    No new source is started after ``deadline`` (``time.monotonic()``); every source
+    begun gets all its methods, so the methods are compared on the same sources.
+    """
     from conli.pipeline import Checker
 
     checker = Checker(settings.model_copy(update={
@@ -49,6 +55,8 @@ def run(backend: Backend, examples: Sequence[Example], methods: Sequence[Method]
     rows = []
     total = len(examples) * len(methods)
     for example in examples:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         for method in methods:
             replayed = _replayed(backend)
             answer = generate(backend, example.source, split, settings,
