@@ -46,6 +46,17 @@ CONLI_CHAIN_OF_THOUGHT=false conli eval coverage --dataset conli_summeval --data
   --limit 34 --seed 0 --progress --out eval/results/coverage-34
 conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
   --limit 34 --seed 0 --progress --out eval/results/coverage-34-cot
+# faithful generation (issue 21): 30 HaluEval QA + 10 summarization sources, S = 2, K = 2,
+# then FOD with S = 4 on the same summaries (greedy comes from the call cache)
+CONLI_FOD_SAMPLES=2 CONLI_FOD_BEAMS=2 CONLI_GENERATE_MAX_SENTENCES=3 conli eval generate \
+  --dataset halueval_summarization --data-dir ../shared/data --limit 10 --progress \
+  --out eval/results/generate-summ10-s2k2
+CONLI_FOD_SAMPLES=2 CONLI_FOD_BEAMS=2 CONLI_GENERATE_MAX_SENTENCES=3 conli eval generate \
+  --dataset halueval_qa --data-dir ../shared/data --limit 30 --budget-minutes 31 --progress \
+  --out eval/results/generate-qa30-s2k2
+CONLI_FOD_SAMPLES=4 CONLI_FOD_BEAMS=2 CONLI_GENERATE_MAX_SENTENCES=3 conli eval generate \
+  --dataset halueval_summarization --data-dir ../shared/data --limit 10 --methods greedy fod \
+  --budget-minutes 9 --progress --out eval/results/generate-summ10-s4k2
 # B as it was before the entity gate (A always re-checks every entity)
 CONLI_ENTITY_RECHECK=all CONLI_NLI_PROMPT=v1 conli bench --dataset halueval_summarization --limit 20 --seed 0 \
   --out eval/results/speed-halueval_summarization-20

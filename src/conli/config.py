@@ -179,7 +179,8 @@ class GenerationSettings(BaseModel):
                                  "the monitor scores below this starts the beam search")
     fod_prune: float = Field(0.85, ge=0.0, le=1.0, description="tau2: a sampled sentence "
                              "below this is pruned")
-    fod_samples: int = Field(4, ge=1, le=16, description="S: sentences sampled per beam a step")
+    fod_samples: int = Field(2, ge=1, le=16, description="S: sentences sampled per beam a step "
+                             "(4 kept the same faithfulness at 1.6x greedy's time, not 1.2x)")
     fod_beams: int = Field(2, ge=1, le=8, description="K: beams kept a step")
     fod_temperature: float = Field(0.8, gt=0.0, le=2.0, description="sampling temperature")
     generate_max_sentences: int = Field(8, ge=1, le=50, description="longest answer")
