@@ -46,6 +46,9 @@ CONLI_CHAIN_OF_THOUGHT=false conli eval coverage --dataset conli_summeval --data
   --limit 34 --seed 0 --progress --out eval/results/coverage-34
 conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
   --limit 34 --seed 0 --progress --out eval/results/coverage-34-cot
+# the same with the hidden-state columns (NLI replayed from the call cache)
+conli eval coverage --dataset conli_summeval --data-dir ../shared/data \
+  --limit 34 --seed 0 --progress --out eval/results/coverage-34-semantic
 # faithful generation (issue 21): 30 HaluEval QA + 10 summarization sources, S = 2, K = 2,
 # then FOD with S = 4 on the same summaries (greedy comes from the call cache)
 CONLI_FOD_SAMPLES=2 CONLI_FOD_BEAMS=2 CONLI_GENERATE_MAX_SENTENCES=3 conli eval generate \

@@ -124,7 +124,7 @@ class Decoder:
         self.backend, self.settings, self.split = backend, settings, split
         self.messages: list[Message] = render(TEMPLATE, source=source,
                                               question=question or "").messages
-        self._seeds = itertools.count(1)  # a seed per sample: distinct, and reproducible
+        self._seeds = itertools.count(1)  # else a call cache replays one sample S times
 
     def greedy(self) -> list[str]:
         """The greedy answer, cut into sentences."""

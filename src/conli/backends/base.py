@@ -130,9 +130,9 @@ class Backend(Protocol):
         With ``json_schema`` the backend constrains or requests JSON matching it where
         the provider supports that; callers still validate the text. ``top_logprobs > 0``
         asks for up to that many alternatives per generated token (``capabilities.logprobs``
-        caps it; a backend without log-probs ignores it). ``seed`` picks the sample drawn at
-        ``temperature > 0`` where the provider takes one (reproducible, distinct samples);
-        without it a backend uses its own default.
+        caps it; a backend without log-probs ignores it). ``seed`` is passed on where the
+        provider takes one (llama.cpp in-process does not promise to repeat a sample for
+        it); the call cache keys on it, so samples with distinct seeds are never one replay.
         """
         ...
 
