@@ -178,6 +178,11 @@ def test_semantic_word_scores_align_words_to_the_source() -> None:
     assert by_word["pier"] < 0.2 and by_word["1921"] < 0.2
     assert by_word["closed"] > 0.8
     assert all(w.method == "semantic" for w in scores)
+    reader = _Reader()
+    memo: dict[tuple[str, str], Any] = {}
+    first = semantic_word_scores(reader, SOURCE, "The pier closed in 1921.", memo)
+    reader.tokenize = reader.hidden_states = None  # type: ignore[assignment,method-assign]
+    assert semantic_word_scores(reader, SOURCE, "The pier closed in 1921.", memo) == first
 
 
 # --- the coverage fix --------------------------------------------------------------------

@@ -22,8 +22,8 @@ def semantic_word_scores(backend: Backend, source: str, response: str,
                          memo: dict[tuple[str, str], Any] | None = None) -> list[WordScore]:
     """1 - the best cosine match of each response word's tokens among the source's, 0-1.
 
-    ``memo`` keeps each text's hidden states across calls (an evaluation reads the same
-    responses many times); None reads every text afresh.
+    ``memo`` keeps each text's hidden states (and a response's word pieces) across calls
+    (an evaluation reads the same texts many times); None reads every text afresh.
     """
     import numpy as np
 
@@ -35,13 +35,15 @@ def semantic_word_scores(backend: Backend, source: str, response: str,
     if not found:
         return []
     memo = {} if memo is None else memo
-    ids, owner = _pieces(reader, response, [(start, end) for _, start, end, _ in found])
     if ("source", source) not in memo:
         memo[("source", source)] = np.asarray(reader.hidden_states(reader.tokenize(source)),
                                               dtype=np.float64)
-    if ("response", response) not in memo:
-        memo[("response", response)] = np.asarray(reader.hidden_states(ids), dtype=np.float64)
-    source_states, states = memo[("source", source)], memo[("response", response)]
+    if ("response", response) not in memo:  # its pieces too: a tokenize call per word
+        ids, owner = _pieces(reader, response, [(start, end) for _, start, end, _ in found])
+        memo[("response", response)] = (
+            owner, np.asarray(reader.hidden_states(ids), dtype=np.float64))
+    source_states = memo[("source", source)]
+    owner, states = memo[("response", response)]
     centre = np.vstack([source_states, states]).mean(axis=0)
     similarity = _unit(states - centre) @ _unit(source_states - centre).T
     best = similarity.max(axis=1)
