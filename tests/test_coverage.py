@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conli import coverage
-from conli.backends.base import Message
+from conli.backends.base import Message, TokenReading
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
@@ -163,13 +163,13 @@ class _Reader(ScriptedBackend):
         return [self.vocabulary.setdefault(w.lower(), len(self.vocabulary))
                 for w in re.findall(r"\w+", text)]
 
-    def hidden_states(self, ids: list[int]) -> Any:
+    def read_tokens(self, ids: list[int], score_from: int) -> TokenReading:
         import numpy as np
 
         states = np.zeros((len(ids), 64))
         for row, token in enumerate(ids):
             states[row, token % 64] = 1.0
-        return states
+        return TokenReading(states, np.zeros(0), np.zeros(0))
 
 
 def test_semantic_word_scores_align_words_to_the_source() -> None:
@@ -181,7 +181,7 @@ def test_semantic_word_scores_align_words_to_the_source() -> None:
     reader = _Reader()
     memo: dict[tuple[str, str], Any] = {}
     first = semantic_word_scores(reader, SOURCE, "The pier closed in 1921.", memo)
-    reader.tokenize = reader.hidden_states = None  # type: ignore[assignment,method-assign]
+    reader.tokenize = reader.read_tokens = None  # type: ignore[assignment,method-assign]
     assert semantic_word_scores(reader, SOURCE, "The pier closed in 1921.", memo) == first
 
 

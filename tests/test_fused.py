@@ -36,7 +36,7 @@ def _nli(verdict: str, score: float | None = 0.9) -> Judgement:
 def _signals(pmi_low: float, claim: str = CLAIM) -> SentenceSignals:
     words = overlap(claim, SourceWords.of("The Millbrook pool cost 2.4 million dollars."))
     values = {"pmi_low": pmi_low, "novel_numbers": float(len(words.novel_numbers))}
-    return SentenceSignals(0, values, words, None)
+    return SentenceSignals(0, values, words)
 
 
 def test_nli_features_read_the_lowest_score_and_any_flag() -> None:

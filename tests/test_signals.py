@@ -22,42 +22,18 @@ from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows
 from conli.training.synthetic import synthetic_examples
 from conli.training.train import fit, leave_one_dataset_out
+from tests.readers import TinyReader
 
 SOURCE = ("The Millbrook pool cost 2.4 million dollars. It opened on Saturday, June 14. "
           "About 800 people visited on the first day.")
 RESPONSE = "The pool cost 2.4 million dollars. It was designed by a firm from Boston."
 
 
-class Reader:
-    """A tiny deterministic 'model' with the forward-pass capability: no llama.cpp."""
+class Reader(TinyReader):
+    """The forward-pass capability alone: no generation call is expected."""
 
     name, model = "reader", "tiny"
     capabilities = Capabilities(hidden_states=True, context_window=4096)
-    vocab, dim = 64, 8
-
-    def __init__(self, *, broken: bool = False) -> None:
-        self.broken = broken
-        rng = np.random.default_rng(0)
-        self.matrix = rng.normal(size=(self.vocab, self.dim)).astype(np.float32)
-
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        return [ord(c) % self.vocab for c in text]
-
-    def apply_template(self, messages: list[Message], *, generation_prompt: bool) -> str:
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
-        return text + ("<assistant>" if generation_prompt else "")
-
-    def hidden_states(self, ids: list[int]) -> Any:
-        rows = np.sin(np.outer(np.arange(len(ids)) + np.asarray(ids), np.arange(1, 9)))
-        if self.broken:
-            rows[:] = np.nan
-        return rows.astype(np.float32)
-
-    def next_token_logprobs(self, ids: list[int], top: int) -> dict[str, float]:
-        return {"Yes": -0.1, "No": -2.5}
-
-    def output_matrix(self) -> Any:
-        return self.matrix
 
     def complete(self, messages: list[Message], **_: Any) -> Completion:
         raise AssertionError("the signal detector makes no generation call")
@@ -139,7 +115,7 @@ def _rows(seed: int) -> list[ExampleRows]:
             bad = i % 2 == 1
             values = {n: float(rng.normal()) for n in FEATURE_NAMES}
             values["novel_numbers"] = float(bad) + float(rng.normal(0, 0.2))
-            signals = SentenceSignals(0, values, overlap("x", SourceWords.of("x")), None)
+            signals = SentenceSignals(0, values, overlap("x", SourceWords.of("x")))
             out.append(ExampleRows(dataset, f"{dataset}{i}", bad, False, [signals], [bad]))
     return out
 

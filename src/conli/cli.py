@@ -4,6 +4,7 @@
     conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]   (conli.batch)
     conli serve [--host H] [--port P] [--open]                      (conli.service)
     conli report RESULTS.jsonl -o report.html                       (conli.report)
+    conli calibrate --file LABELLED.jsonl [--out calibration.json]   (conli.calibrate_cli)
 
 Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 the backend could not
 be used (or the check ran past its deadline), 130 interrupted.
@@ -22,6 +23,7 @@ from typing import Any
 
 from conli import __version__
 from conli.batch import add_batch_parser
+from conli.calibrate_cli import add_calibrate_parser
 from conli.config import Settings
 from conli.coverage import read_points
 from conli.display import addition_lines, coverage_lines, printable, sentence_words
@@ -98,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_parser(commands)
     add_bench_parser(commands)
     add_generate_parser(commands)
+    add_calibrate_parser(commands)
     return parser
 
 

@@ -85,6 +85,9 @@ class DetectionSettings(BaseModel):
     fused_model: Path | None = Field(
         None, description="a fused (NLI + signals) classifier artifact instead of the shipped one"
     )
+    calibration: Path | None = Field(
+        None, description="a calibration file from `conli calibrate`: the decision fitted on "
+        "your own labelled examples, applied wherever this backend and detectors run")
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")

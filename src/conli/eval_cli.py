@@ -168,7 +168,8 @@ def _datasets(
     return sampled, paths
 
 
-def _backend(args: argparse.Namespace, settings: Settings) -> Backend:
+def eval_backend(args: argparse.Namespace, settings: Settings) -> Backend:
+    """The backend behind the call cache (``--cache-dir``), or bare with ``--no-cache``."""
     inner = get_backend(settings.llm, settings)
     if args.no_cache:
         return inner
@@ -249,7 +250,7 @@ def run_detect(args: argparse.Namespace) -> int:
     todo = [e for e in planned if (e.dataset, e.id) not in finished]
     deadline = None if args.budget_minutes is None else time.monotonic() + 60 * args.budget_minutes
     runs = bool(todo) and (args.budget_minutes is None or args.budget_minutes > 0)
-    backend = _backend(args, settings) if runs else None  # scoring alone loads no model
+    backend = eval_backend(args, settings) if runs else None  # scoring alone loads no model
     checker = Checker(settings, backend) if backend is not None else None
     log = LogAppender(out / "predictions.jsonl")
 
@@ -270,6 +271,7 @@ def run_detect(args: argparse.Namespace) -> int:
     templates = {t for o in outcomes if o.result for t in o.result.templates}
     source = backend if backend is not None else _recorded(settings, outcomes)
     payload = {"kind": "detect", "ablation": args.ablation,
+               "detectors": detection.detectors_that_ran(outcomes),
                "progress": {"done": len(outcomes), "planned": len(planned)},
                "provenance": _meta(args, source, settings, templates, paths),
                "scores": detection.score_outcomes(outcomes)}
@@ -309,7 +311,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
     settings = _base_settings(args).model_copy(update={"mitigate": True, "judge": True,
                                                        "judge_raw": True})
     sets, paths = _datasets(args)
-    backend = _backend(args, settings)
+    backend = eval_backend(args, settings)
     full = Checker(settings, backend)
     again = Checker(settings.model_copy(update={"mitigate": False, "judge": False}), backend)
     results: dict[str, Any] = {}
@@ -343,7 +345,7 @@ def run_judge(args: argparse.Namespace) -> int:
 
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)  # --limit counts gold items here
-    backend = _backend(args, settings)
+    backend = eval_backend(args, settings)
     out = _out_dir(args, "judge")
     scored: list[judge_eval.Scored] = []
     items: list[judge_eval.JudgeItem] = []
@@ -398,7 +400,7 @@ def run_coverage(args: argparse.Namespace) -> int:
     if not bases:
         raise ConfigError("no document has a faithful 3-5 sentence summary and another to "
                           "draw an unused point from (SummEval has both)")
-    backend = None if args.no_model else _backend(args, settings)
+    backend = None if args.no_model else eval_backend(args, settings)
     try:
         if backend is not None:
             coverage_eval.paraphrase(backend, bases, settings)
@@ -428,7 +430,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
               if row[0] in examples]
     if not stored:
         raise ConfigError(f"no prediction in {args.predictions} is from these datasets")
-    backend = _backend(args, settings) if args.per_dataset else None
+    backend = eval_backend(args, settings) if args.per_dataset else None
     try:
         by_set = {name: judge_eval.judge_auroc(
             [r for r in stored if r[1] == name], examples, backend, settings, args.per_dataset,
@@ -452,7 +454,7 @@ def run_generate_eval(args: argparse.Namespace) -> int:
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)
     examples = generate_eval.sources(sets, args.limit or 20)
-    backend = _backend(args, settings)
+    backend = eval_backend(args, settings)
     try:
         deadline = None if args.budget_minutes is None else \
             time.monotonic() + 60 * args.budget_minutes

@@ -72,19 +72,23 @@ def judge_only(backend: Backend, checked: CheckInput, settings: Settings,
 
 
 def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The flags that choose a session: the backend and the detectors."""
+    """The flags that choose a session: the backend, the detectors and their calibration."""
     parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
     parser.add_argument(
         "--detector", action="append", metavar="NAME",
         help="detector or preset to run (repeatable, in order: cot, fused, fast, hybrid; "
-        "default auto: fused on the embedded model, else cot; or "
-        "CONLI_DETECTORS); see conli.detectors",
+        "default auto, see the README; or CONLI_DETECTORS); see conli.detectors",
     )
+    parser.add_argument(
+        "--calibration", metavar="FILE",
+        help="decide with a calibration fitted on your labelled data by `conli calibrate` "
+        "(or CONLI_CALIBRATION)")
 
 
 def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
     """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
-    return settings_from({"llm": args.llm, "detectors": args.detector, **overrides})
+    return settings_from({"llm": args.llm, "detectors": args.detector,
+                          "calibration": getattr(args, "calibration", None), **overrides})
 
 
 def settings_from(overrides: Mapping[str, object]) -> Settings:

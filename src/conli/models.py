@@ -16,7 +16,9 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 
 # 2: judgements and sentences name the ``detector`` that made them (was ``level``).
 # 3: ``coverage`` (points and their verdicts) and ``word_scores``; both optional.
-RESULT_SCHEMA_VERSION = "3"
+# 4: judgements carry the ``features`` a trained detector weighed, and the result the
+#    ``calibration`` that decided its verdicts (both optional).
+RESULT_SCHEMA_VERSION = "4"
 
 
 # --- what the models answer -------------------------------------------------------------
@@ -164,6 +166,11 @@ class Judgement(BaseModel):
     final: bool = Field(
         False, description="decided for good: later detectors leave this sentence alone"
     )
+    features: dict[str, float] = Field(
+        default_factory=dict,
+        description="what a trained detector (fused, signals) weighed, by name: for audits, "
+        "and the rows its training reads back",
+    )
 
 
 class SentenceResult(BaseModel):
@@ -251,6 +258,16 @@ class JudgeResult(BaseModel):
     findings: list[JudgeFinding] = Field(default_factory=list)
     error: str | None = None
     template: str
+
+
+class CalibrationUse(BaseModel):
+    """What a result records of the calibration that decided its verdicts."""
+
+    file: str
+    sha256: str
+    method: Literal["threshold", "fused_weights"]
+    flag_at: float | None = Field(
+        None, description="a sentence is hallucinated when 1 - its score is at or above this")
 
 
 class UsageTotals(BaseModel):
@@ -355,3 +372,5 @@ class CheckResult(BaseModel):
     coverage: Coverage | None = None
     word_scores: list[WordScore] = Field(
         default_factory=list, description="content words of the response; 1 = not in the source")
+    calibration: CalibrationUse | None = Field(
+        None, description="the calibration file that decided the verdicts (conli calibrate)")

@@ -14,6 +14,7 @@ from conli.agents.nli_prompts import resolve_nli_prompt
 from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
+from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.errors import ConfigError, ContextOverflowError
 from conli.graph import Deps, build_graph
@@ -50,6 +51,7 @@ class Checker:
             nlp=nlp,
             settings=self.settings,
             detectors=detectors.build(names),
+            calibration=calibration_for(self.settings, self.backend, names),
         )
         self._graphs = {tuple(names): build_graph(names)}
         self._graph = self._graphs[tuple(names)]
@@ -108,7 +110,10 @@ class Checker:
                   "question": checked.question, "points": checked.points}
         with scope(deps.settings.check_deadline_seconds, progress):
             state = graph.invoke(inputs, context=deps)
-        return _to_result(state, self.backend, time.perf_counter() - started)
+        result = _to_result(state, self.backend, time.perf_counter() - started)
+        if deps.calibration is not None:
+            result.calibration = deps.calibration.use
+        return result
 
     def astream(
         self,
@@ -149,7 +154,8 @@ class Checker:
         names = detectors.resolve(resolved)
         if tuple(names) not in self._graphs:
             self._graphs[tuple(names)] = build_graph(names)
-        deps = replace(self._deps, settings=resolved, detectors=detectors.build(names))
+        deps = replace(self._deps, settings=resolved, detectors=detectors.build(names),
+                       calibration=calibration_for(resolved, self.backend, names))
         return deps, self._graphs[tuple(names)]
 
     def close(self) -> None:
@@ -183,6 +189,16 @@ def resolve(settings: Settings, backend: Backend) -> Settings:
     if version == settings.nli_prompt and chosen == settings.detectors:
         return settings
     return settings.model_copy(update={"nli_prompt": version, "detectors": chosen})
+
+
+def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> Applied | None:
+    """The calibration ``settings`` name, checked against this backend and detector list."""
+    if settings.calibration is None:
+        return None
+    applied = load_calibration(settings.calibration)
+    ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
+                   detectors=names, nli_prompt=settings.nli_prompt)
+    return applied
 
 
 def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:

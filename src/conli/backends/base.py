@@ -8,6 +8,7 @@ retry, parse, or know about NLI or our prompts' layout: those live in ``retry.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
@@ -35,8 +36,9 @@ class Capabilities:
       local models judge only the first, so they get one claim per call).
     - ``continues_assistant``: continues a trailing assistant message (a prefilled answer).
     - ``logprobs``: how many top alternatives per generated token it can return (0: none).
-    - ``counts_tokens``, ``primes_prefix``, ``hidden_states``: implements the optional
-      ``CountsTokens``, ``PrimesPrefix`` and ``ReadsHiddenStates`` (use ``optional``).
+    - ``counts_tokens``, ``primes_prefix``, ``hidden_states``, ``keeps_readings``:
+      implements the optional ``CountsTokens``, ``PrimesPrefix``, ``ReadsHiddenStates`` and
+      ``KeepsReadings`` (use the functions of the same names below).
     """
 
     context_window: int | None = None
@@ -47,6 +49,7 @@ class Capabilities:
     counts_tokens: bool = False
     primes_prefix: bool = False
     hidden_states: bool = False
+    keeps_readings: bool = False
 
     @property
     def scores_labels(self) -> bool:
@@ -160,6 +163,20 @@ class CountsTokens(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TokenReading:
+    """One forward pass over token ids, nothing generated.
+
+    ``states``: the final hidden state (after the output norm) at every position, shape
+    (len(ids), dim). From ``score_from`` on, ``logp`` is each token's log-probability given
+    the tokens before it and ``entropy`` that of the distribution it was drawn from.
+    """
+
+    states: Any
+    logp: Any
+    entropy: Any
+
+
 class ReadsHiddenStates(Protocol):
     """A backend that reads token ids in a forward pass (``capabilities.hidden_states``)."""
 
@@ -167,20 +184,28 @@ class ReadsHiddenStates(Protocol):
         """Token ids; ``special`` parses chat-template markers, else they are plain text."""
         ...
 
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``text`` tokenized as plain text: (id, start, end) with character offsets."""
+        ...
+
     def apply_template(self, messages: list[Message], *, generation_prompt: bool) -> str:
         """The model's own chat template applied to ``messages``."""
         ...
 
-    def hidden_states(self, ids: list[int]) -> Any:
-        """(len(ids), dim) final hidden states, after the output norm."""
+    def read_tokens(self, ids: list[int], score_from: int) -> TokenReading:
+        """One forward pass; tokens from ``score_from`` (>= 1) on are scored."""
         ...
 
-    def next_token_logprobs(self, ids: list[int], top: int) -> dict[str, float]:
-        """The ``top`` most likely next tokens after ``ids``, with log-probabilities."""
-        ...
 
-    def output_matrix(self) -> Any:
-        """(vocabulary, dim) output matrix: hidden states times it are the logits."""
+class KeepsReadings(Protocol):
+    """A backend wrapper that stores computed readings (``capabilities.keeps_readings``).
+
+    A reading is a set of named arrays computed from several forward passes; keeping it
+    lets a re-run replay the reading as the call cache replays calls.
+    """
+
+    def kept_reading(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The arrays kept under ``key``, or ``compute()``'s, kept and returned."""
         ...
 
 
@@ -197,3 +222,8 @@ def primes_prefix(backend: Backend) -> PrimesPrefix | None:
 def reads_hidden_states(backend: Backend) -> ReadsHiddenStates | None:
     """``backend`` as a forward-pass reader, if its capabilities say it is one."""
     return cast(ReadsHiddenStates, backend) if backend.capabilities.hidden_states else None
+
+
+def keeps_readings(backend: Backend) -> KeepsReadings | None:
+    """``backend`` as a keeper of readings (the call cache), if its capabilities say so."""
+    return cast(KeepsReadings, backend) if backend.capabilities.keeps_readings else None

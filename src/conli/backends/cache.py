@@ -10,12 +10,18 @@ every prompt token as ``cached_tokens`` and zero seconds.
 
 With ``temperature > 0`` a hit replays the sample stored for that seed: pass another
 seed (or delete the directory) to draw new samples.
+
+Forward-pass readings (the signal detectors') are kept too (``kept_reading``, one ``.npz``
+per reading, keyed by the caller), so a cached run decides with the same detectors as an
+uncached one: the inner backend's reading methods are passed through, never hidden.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +31,11 @@ from conli.backends.base import (
     CallUsage,
     Completion,
     Message,
+    ReadsHiddenStates,
     TokenLogprob,
+    TokenReading,
     counts_tokens,
+    reads_hidden_states,
 )
 from conli.errors import BackendError
 from conli.files import atomic_writer
@@ -68,8 +77,8 @@ class CachedBackend:
         self.cache_dir = Path(cache_dir)
         self.name = inner.name
         self.model = inner.model
-        # the cache answers calls, nothing else: the optional readers are not passed on
-        self.capabilities = replace(inner.capabilities, primes_prefix=False, hidden_states=False)
+        # calls and readings are answered here; priming a prefix is not worth it for a replay
+        self.capabilities = replace(inner.capabilities, primes_prefix=False, keeps_readings=True)
         self.hits = 0
         self.misses = 0
         self.replayed_seconds = 0.0  # what the hits took when first made (to cost a method)
@@ -80,6 +89,52 @@ class CachedBackend:
         if counter is None:
             raise BackendError(f"{self.inner.name} cannot count tokens")
         return counter.count_tokens(text)
+
+    def _reader(self) -> ReadsHiddenStates:
+        reader = reads_hidden_states(self.inner)
+        if reader is None:
+            raise BackendError(f"{self.inner.name} does not read hidden states")
+        return reader
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """The inner backend's token ids."""
+        return self._reader().tokenize(text, special=special)
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """The inner backend's tokens with character offsets."""
+        return self._reader().token_spans(text)
+
+    def apply_template(self, messages: list[Message], *, generation_prompt: bool) -> str:
+        """The inner backend's chat template."""
+        return self._reader().apply_template(messages, generation_prompt=generation_prompt)
+
+    def read_tokens(self, ids: list[int], score_from: int) -> TokenReading:
+        """The inner backend's forward pass (readings are kept whole, not pass by pass)."""
+        return self._reader().read_tokens(ids, score_from)
+
+    def kept_reading(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The reading kept under ``key``, or ``compute()``'s, written whole and returned."""
+        import numpy as np
+
+        path = self.cache_dir / "readings" / key[:2] / f"{key}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                found = {name: stored[name] for name in stored.files}
+            self.hits += 1
+            return found
+        except (OSError, ValueError, KeyError):
+            pass
+        arrays = compute()
+        self.misses += 1
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with partial.open("wb") as handle:
+                np.savez(handle, **arrays)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+        return arrays
 
     def path_for(self, key: str) -> Path:
         """Where the entry for ``key`` lives (two-level fan-out)."""

@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conli.backends.base import (
     CallUsage,
@@ -25,6 +25,7 @@ from conli.backends.base import (
     Completion,
     Message,
     TokenLogprob,
+    TokenReading,
     llama_cpp_split,
 )
 from conli.backends.forced_prefix import forced_prefix
@@ -37,6 +38,9 @@ from conli.errors import (
     ConliError,
     ContextOverflowError,
 )
+
+if TYPE_CHECKING:
+    from conli.backends.lm_head import OutputHead
 
 TOP_LOGPROBS = 20  # alternatives llama.cpp returns per generated token, at most
 
@@ -89,7 +93,7 @@ class LocalBackend:
         self._prompt_cache = settings.local_prompt_cache
         stat = Path(path).stat()
         self._model_path = Path(path)
-        self._output_matrix: Any = None
+        self._output_head: OutputHead | None = None
         self._cache_dir = settings.cache_dir
         self._identity = [
             str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns,
@@ -185,38 +189,56 @@ class LocalBackend:
             raise BackendError("llama.cpp could not apply the chat template")
         return prompt
 
-    def hidden_states(self, ids: list[int]) -> Any:
-        """The final hidden state (after the output norm) at every position: (len(ids), dim)."""
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``text``'s tokens (plain text) as (id, start, end) character offsets.
+
+        llama.cpp gives each token's piece (bytes where a piece splits a character); the
+        pieces' byte lengths, summed, are mapped back to character offsets.
+        """
+        reply = self._post("/tokenize", {"content": text, "with_pieces": True,
+                                         "parse_special": False, "add_special": False})
+        tokens = None if reply is None else reply.get("tokens")
+        if not isinstance(tokens, list):
+            raise BackendError("llama.cpp could not tokenize the text")
+        char_at = _char_offsets(text)
+        spans: list[tuple[int, int, int]] = []
+        cursor = 0
+        try:
+            for token in tokens:
+                piece = token["piece"]
+                size = len(bytes(piece) if isinstance(piece, list) else piece.encode())
+                spans.append((int(token["id"]), char_at[cursor], char_at[cursor + size]))
+                cursor += size
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise BackendError("llama.cpp returned token pieces that do not add up") from exc
+        if cursor != len(text.encode()):
+            raise BackendError("llama.cpp's token pieces do not cover the text")
+        return spans
+
+    def read_tokens(self, ids: list[int], score_from: int) -> TokenReading:
+        """Hidden states at every position; log-prob and entropy of tokens from ``score_from``."""
         import numpy as np
 
+        if not 1 <= score_from <= len(ids):
+            raise ValueError(f"score_from {score_from} is outside 1..{len(ids)}")
         reply = self._post_any("/embedding", {"content": ids}, timeout=3600)
         try:
-            rows = reply[0]["embedding"]
-            states = np.asarray(rows, dtype=np.float32)
+            states = np.asarray(reply[0]["embedding"], dtype=np.float32)
         except (TypeError, KeyError, IndexError, ValueError) as exc:
             raise BackendError("llama.cpp returned no hidden states") from exc
         if states.ndim != 2 or states.shape[0] != len(ids):
             raise BackendError(f"llama.cpp returned hidden states of shape {states.shape}")
-        return states
+        logp, entropy = self._head().score(states[score_from - 1 : len(ids) - 1],
+                                           ids[score_from:])
+        return TokenReading(states=states, logp=logp, entropy=entropy)
 
-    def next_token_logprobs(self, ids: list[int], top: int) -> dict[str, float]:
-        """The ``top`` most likely next tokens after ``ids`` and their log-probabilities."""
-        request = {"prompt": ids, "n_predict": 1, "n_probs": top, "temperature": 0.0,
-                   "cache_prompt": self._prompt_cache}
-        reply = self._post_any("/completion", request, timeout=3600)
-        try:
-            first = reply["completion_probabilities"][0]
-            return {str(a["token"]): float(a["logprob"]) for a in first["top_logprobs"]}
-        except (TypeError, KeyError, IndexError, ValueError) as exc:
-            raise BackendError("llama.cpp returned no next-token probabilities") from exc
+    def _head(self) -> OutputHead:
+        """The output head, memory-mapped on first use (converted once per model file)."""
+        from conli.backends.lm_head import load_output_head
 
-    def output_matrix(self) -> Any:
-        """The model's output (unembedding) matrix, float32 (vocabulary, dim)."""
-        from conli.backends.lm_head import load_output_matrix
-
-        if self._output_matrix is None:  # 0.9 GB: loaded once, on first use
-            self._output_matrix = load_output_matrix(self._model_path, self._cache_dir / "lm-head")
-        return self._output_matrix
+        if self._output_head is None:
+            self._output_head = load_output_head(self._model_path, self._cache_dir / "lm-head")
+        return self._output_head
 
     def _slot_action(self, action: str, filename: str) -> bool:
         """POST llama.cpp's ``/slots/0?action=...``; True when it reports success."""
@@ -288,3 +310,11 @@ def _to_completion(reply: dict[str, Any], seconds: float, prefill: str = "") -> 
             **llama_cpp_split(reply.get("timings")),
         ),
     )
+
+
+def _char_offsets(text: str) -> list[int]:
+    """For each UTF-8 byte offset of ``text`` (and its end), the character it falls in."""
+    offsets: list[int] = []
+    for index, char in enumerate(text):
+        offsets += [index] * len(char.encode())
+    return [*offsets, len(text)]

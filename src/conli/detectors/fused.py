@@ -34,6 +34,14 @@ def nli_features(judgements: list[Judgement]) -> dict[str, float]:
     }
 
 
+def fused_model(context: DetectionContext) -> SignalModel:
+    """The weights a calibration refitted, else the configured or shipped artifact."""
+    applied = context.deps.calibration
+    if applied is not None and applied.calibration.fused_model is not None:
+        return SignalModel.from_json(applied.calibration.fused_model)
+    return load_model(context.deps.settings.fused_model or FUSED_ARTIFACT)
+
+
 class FusedDetector:
     """Sentence verdicts from NLI's judgement and the reading, weighed together."""
 
@@ -42,7 +50,7 @@ class FusedDetector:
 
     def detect(self, context: DetectionContext) -> Detection:
         """Read the response once, then weigh each claim's NLI judgements with its signals."""
-        model = load_model(context.deps.settings.fused_model or FUSED_ARTIFACT)
+        model = fused_model(context)
         claims = context.unsettled
         if not claims:
             return Detection()
@@ -85,6 +93,7 @@ class FusedDetector:
             reasoning=said or lead.reasoning, score=1.0 - p,
             entity=lead.entity if flagged else None,
             template=f"{lead.template}+{READ_TEMPLATE}+{model.version}",
+            features=values,
         )
 
     def _unverified(self, text: str, error: str) -> Judgement:

@@ -13,9 +13,7 @@ In the hybrid preset it runs first: a sentence it scores below the model's band 
 
 from __future__ import annotations
 
-from conli.backends.base import reads_hidden_states
 from conli.detectors.base import Detection, DetectionContext
-from conli.errors import ConfigError
 from conli.models import Judgement
 from conli.segment import Segment
 from conli.signals.features import SentenceSignals, sentence_signals
@@ -62,6 +60,7 @@ class SignalDetector:
             score=1.0 - p,
             template=f"{READ_TEMPLATE}+{model.version}",
             final=p < model.band[0],
+            features=signals.values,
         )
 
     def _unverified(self, text: str, error: str) -> Judgement:
@@ -75,19 +74,9 @@ def read_signals(context: DetectionContext, claims: list[Segment]) -> dict[int, 
     reading gave no tokens is missing from the result (its check is unverified).
     """
     deps = context.deps
-    reader = reads_hidden_states(deps.backend)
-    if reader is None:
-        raise ConfigError(
-            f"the signal detectors read the model's hidden states, which "
-            f"{deps.backend.name} does not serve; use the embedded model (--llm local) "
-            "or --detector cot"
-        )
-    reading = read(reader, context.source, context.response, context.segments,
-                   question=context.question, probe=set())
-    arrays = {"segment": reading.segment, "logp": reading.logp,
-              "logp_plain": reading.logp_plain, "kl": reading.kl,
-              "entropy": reading.entropy, "hidden": reading.hidden}
-    return sentence_signals(arrays, claims, SourceWords.of(context.source),
+    reading = read(deps.backend, context.source, context.response, context.segments,
+                   question=context.question)
+    return sentence_signals(reading.arrays, claims, SourceWords.of(context.source),
                             entity_texts(deps.nlp, claims))
 
 

@@ -241,6 +241,20 @@ def run_detection(
     return outcomes
 
 
+def detectors_that_ran(outcomes: Iterable[Outcome]) -> list[str]:
+    """Every detector that judged a sentence in these predictions, in first-seen order.
+
+    Read from the results themselves, so a table names what decided it, whatever the
+    settings asked for (``auto`` resolves per backend).
+    """
+    seen: dict[str, None] = {}
+    for outcome in outcomes:
+        for sentence in outcome.result.sentences if outcome.result else ():
+            for judgement in sentence.judgements:
+                seen.setdefault(judgement.detector)
+    return list(seen)
+
+
 def score_outcomes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Per dataset: response-level (and sentence-level) reports; plus the average over sets."""
     by_dataset: dict[str, list[Outcome]] = {}

@@ -126,7 +126,9 @@ def detection_markdown(payload: dict[str, Any]) -> str:
          "subsample); re-run the same command to continue.", ""]
         if progress.get("done", 0) < progress.get("planned", 0) else []
     )
-    lines = [f"# Detection: {payload['ablation']}", "", *_header(meta), *partial,
+    ran = ", ".join(payload.get("detectors") or []) or "none recorded"
+    lines = [f"# Detection: {ran}", "", f"- detectors that ran: {ran} (ablation "
+             f"`{payload['ablation']}`)", *_header(meta), *partial,
              "| dataset | n | F1-macro | F1-halluc | F1-non-halluc | BAcc | AUROC (flag share) "
              "| AUROC (1 - support score) | AUROC (judge) | unverified | published BAcc |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

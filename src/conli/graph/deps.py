@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conli.backends.base import Backend
+from conli.calibration import Applied
 from conli.config import Settings
 from conli.detectors.base import Detector
 from conli.ner import EntityRecognizer
@@ -25,3 +26,4 @@ class Deps:
     nlp: Any  # spaCy Language, for sentence boundaries
     settings: Settings
     detectors: Mapping[str, Detector]
+    calibration: Applied | None = None  # the user's fitted decision (conli calibrate)

@@ -11,6 +11,7 @@ from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
 from conli.agents.grounded_judge import grounded_judge
+from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block, response_word_scores
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
@@ -81,6 +82,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
         )
         if segment.checked:
             result = _merged(result, _counted(judgements.get(segment.index, []), detectors))
+            if runtime.context.calibration is not None:
+                result = _calibrated(result, runtime.context.calibration)
         results.append(result)
     return {"sentences": results, **_coverage(state, runtime)}
 
@@ -122,6 +125,27 @@ def _merged(result: SentenceResult, checks: list[Judgement]) -> SentenceResult:
             "score": min(scores) if scores else None,
         }
     )
+
+
+def _calibrated(result: SentenceResult, applied: Applied) -> SentenceResult:
+    """The verdict a threshold calibration gives the sentence's score.
+
+    A sentence that could not be checked, or has no score, keeps its verdict; one the cut
+    flags that no detector flagged says so as its reason.
+    """
+    flag_at = applied.calibration.flag_at
+    if flag_at is None or result.verdict == "unverified":
+        return result
+    verdict = calibrated_verdict(result.score, flag_at)
+    if verdict is None or verdict == result.verdict:
+        return result
+    if verdict == "supported":
+        return result.model_copy(update={"verdict": verdict, "detector": None, "reasons": []})
+    assert result.score is not None
+    reason = (f"P(unsupported) = {1 - result.score:.2f} is at or above the calibrated cut "
+              f"{flag_at:.2f} ({applied.use.file})")
+    return result.model_copy(update={"verdict": verdict, "reasons": [reason],
+                                     "detector": "calibration"})
 
 
 def _reason(judgement: Judgement) -> str:

@@ -16,6 +16,7 @@ from conli.backends.base import Backend, ReadsHiddenStates
 from conli.coverage import words
 from conli.errors import BackendError
 from conli.models import WordScore
+from conli.signals.reader import best_match
 
 
 def semantic_word_scores(backend: Backend, source: str, response: str,
@@ -36,17 +37,12 @@ def semantic_word_scores(backend: Backend, source: str, response: str,
         return []
     memo = {} if memo is None else memo
     if ("source", source) not in memo:
-        memo[("source", source)] = np.asarray(reader.hidden_states(reader.tokenize(source)),
-                                              dtype=np.float64)
+        memo[("source", source)] = _states(reader, reader.tokenize(source))
     if ("response", response) not in memo:  # its pieces too: a tokenize call per word
         ids, owner = _pieces(reader, response, [(start, end) for _, start, end, _ in found])
-        memo[("response", response)] = (
-            owner, np.asarray(reader.hidden_states(ids), dtype=np.float64))
-    source_states = memo[("source", source)]
+        memo[("response", response)] = (owner, _states(reader, ids))
     owner, states = memo[("response", response)]
-    centre = np.vstack([source_states, states]).mean(axis=0)
-    similarity = _unit(states - centre) @ _unit(source_states - centre).T
-    best = similarity.max(axis=1)
+    best = best_match(states, memo[("source", source)])
     owners = np.asarray(owner)
     scores = []
     for number, (word, start, end, _) in enumerate(found):
@@ -76,8 +72,6 @@ def _pieces(reader: ReadsHiddenStates, text: str,
     return ids + tail, owner + [-1] * len(tail)
 
 
-def _unit(rows: Any) -> Any:
-    import numpy as np
-
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows / np.where(norms == 0, 1.0, norms)
+def _states(reader: ReadsHiddenStates, ids: list[int]) -> Any:
+    """Hidden states of ``ids`` read as plain text (nothing scored)."""
+    return reader.read_tokens(ids, len(ids)).states if ids else []

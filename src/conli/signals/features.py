@@ -23,7 +23,6 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("pmi_mean", "mean gain in log-probability the source gives each token"),
     ("pmi_min", "lowest such gain"),
     ("pmi_low", "share of tokens the source made less likely"),
-    ("kl_mean", "mean KL divergence between the readings with and without the source"),
     ("ent_mean", "mean entropy of the next-token distribution with the source"),
     ("ent_max", "highest such entropy"),
     ("log_tokens", "log of the sentence's token count"),
@@ -32,6 +31,9 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("novel_words", "log1p of content words the source never uses"),
     ("novel_numbers", "numbers the source never states"),
     ("novel_entities", "names the source never states word for word"),
+    ("align_min", "the worst-aligned content word: its tokens' best hidden-state match among "
+     "the source's tokens"),
+    ("align_mean", "the mean of that alignment over the sentence's content words"),
 )
 FEATURE_NAMES = tuple(name for name, _ in FEATURES)
 LOW_LOGPROB = -3.0
@@ -39,12 +41,11 @@ LOW_LOGPROB = -3.0
 
 @dataclass(frozen=True)
 class SentenceSignals:
-    """A sentence's features, its word overlap (for reasons) and mean hidden state."""
+    """A sentence's features and its word overlap (for reasons)."""
 
     index: int
     values: dict[str, float]
     overlap: Overlap
-    hidden: Any  # (dim,) float32 mean of the sentence's hidden states
 
     def vector(self, names: Sequence[str] = FEATURE_NAMES) -> list[float]:
         """The values in the order ``names`` gives."""
@@ -59,8 +60,8 @@ def sentence_signals(
 ) -> dict[int, SentenceSignals]:
     """Features of every checked segment that has tokens in ``arrays`` (a reading).
 
-    ``arrays`` holds per-token ``segment``, ``logp``, ``logp_plain``, ``kl``, ``entropy``
-    and ``hidden``; ``entities`` the entity texts found in each segment.
+    ``arrays`` holds the per-token arrays of ``signals.reader.ARRAYS``; ``entities`` the
+    entity texts found in each segment.
     """
     import numpy as np
 
@@ -76,6 +77,7 @@ def sentence_signals(
         pmi = lp - np.asarray(arrays["logp_plain"])[mask]
         entropy = np.asarray(arrays["entropy"])[mask]
         words = overlap(segment.text, source, entities.get(segment.index, []))
+        aligned = word_alignment(arrays, segment)
         values = {
             "lp_mean": float(lp.mean()),
             "lp_min": float(lp.min()),
@@ -83,7 +85,6 @@ def sentence_signals(
             "pmi_mean": float(pmi.mean()),
             "pmi_min": float(pmi.min()),
             "pmi_low": float((pmi < 0).mean()),
-            "kl_mean": float(np.asarray(arrays["kl"])[mask].mean()),
             "ent_mean": float(entropy.mean()),
             "ent_max": float(entropy.max()),
             "log_tokens": math.log(int(mask.sum())),
@@ -92,7 +93,25 @@ def sentence_signals(
             "novel_words": math.log1p(len(words.novel_words)),
             "novel_numbers": float(len(words.novel_numbers)),
             "novel_entities": float(len(words.novel_entities)),
+            "align_min": min(aligned, default=1.0),
+            "align_mean": sum(aligned) / len(aligned) if aligned else 1.0,
         }
-        hidden = np.asarray(arrays["hidden"], dtype=np.float32)[mask].mean(axis=0)
-        out[segment.index] = SentenceSignals(segment.index, values, words, hidden)
+        out[segment.index] = SentenceSignals(segment.index, values, words)
     return out
+
+
+def word_alignment(arrays: Mapping[str, Any], segment: Segment) -> list[float]:
+    """Each content word of ``segment``: the mean alignment of the tokens it overlaps."""
+    import numpy as np
+
+    from conli.coverage import words
+
+    starts, ends = np.asarray(arrays["start"]), np.asarray(arrays["end"])
+    align = np.asarray(arrays["align"], dtype=np.float64)
+    found = []
+    for _, start, end, _ in words(segment.text):
+        start, end = start + segment.start, end + segment.start
+        inside = (starts < end) & (ends > start)
+        if inside.any():
+            found.append(float(align[inside].mean()))
+    return found

@@ -3,224 +3,196 @@
 Seed 002's SynCheck reads decoding dynamics; for a response someone else wrote, the same
 numbers come from reading it as the model's own answer:
 
-- pass A, the source, (question) and the response: the final hidden state at every
-  response token (for a linear probe), and through the output matrix each token's
-  log-probability and the entropy of the distribution it was drawn from;
-- one yes/no question per sentence, asked after pass A, so the cached pass A serves every
-  sentence and each costs only its own few tokens;
-- pass B, the same response without the source: the context influence of the source is
-  the change in each token's log-probability and the KL divergence between the two
-  distributions.
+- pass A, the source, (question) and the response: each response token's log-probability
+  and the entropy of the distribution it was drawn from, and the source's hidden states;
+- pass B, the same response without the source: the same numbers without the source's
+  influence (their difference is seed 002's context influence), and the response's
+  hidden states, each read without the source in view;
+- alignment: each response token's best cosine match among the source's tokens (pass A's
+  source states against pass B's response states, centred on their joint mean as
+  BERTScore-like alignment needs with a decoder), the semantic support seed 001 measures.
 
 Chat-template markup comes from the model's own template; every piece of user data is
 tokenized as plain text, so a forged ``<|im_start|>`` in a source is text, never a turn.
+A reading is kept whole by a backend that keeps readings (the evaluation's call cache).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from conli.backends.base import Message, ReadsHiddenStates
+from conli.backends.base import Backend, ReadsHiddenStates, keeps_readings, reads_hidden_states
+from conli.errors import ConfigError
 from conli.prompts import defuse, render
 from conli.segment import Segment
 
 READ_TEMPLATE = "signals_read.v1"
-PROBE_TEMPLATE = "signals_probe.v1"
-PROBE_TOP = 20
+READING_VERSION = "reading.v2"  # what a reading computes: part of the key it is kept under
 # private-use characters: not whitespace (render strips that), never in a template
 _SENTINEL = "\ue000{}\ue001"
 _SPLIT = re.compile("\ue000(\\w+)\ue001")
-_ROWS = 64  # hidden-state rows multiplied by the output matrix at once (memory bound)
+ARRAYS = ("ids", "segment", "start", "end", "logp", "entropy", "logp_plain", "entropy_plain",
+          "align")
 
 
 @dataclass
 class Reading:
-    """Per-token arrays over the response's tokens, and per-sentence probe answers.
+    """Per-token arrays over the response's tokens (see ``ARRAYS``).
 
     ``segment[i]`` is the index of the segment token ``i`` belongs to (a token of the gap
-    before a segment belongs to that segment). ``hidden`` is the state at each token.
+    before a segment belongs to that segment); ``start``/``end`` are its character offsets
+    in the response; ``align`` its best cosine match among the source's tokens.
     """
 
-    ids: Any
-    segment: Any
-    logp: Any
-    entropy: Any
-    logp_plain: Any
-    entropy_plain: Any
-    kl: Any
-    hidden: Any
-    probe_yes: dict[int, float | None] = field(default_factory=dict)
+    arrays: dict[str, Any]
     seconds: dict[str, float] = field(default_factory=dict)
-    tokens: dict[str, int] = field(default_factory=dict)
-    templates: tuple[str, ...] = (READ_TEMPLATE, PROBE_TEMPLATE)
+    kept: bool = False  # replayed from a keeper, not computed
+
+    def __getitem__(self, name: str) -> Any:
+        return self.arrays[name]
 
 
-def read(
-    backend: ReadsHiddenStates,
-    source: str,
-    response: str,
-    segments: list[Segment],
-    *,
-    question: str | None = None,
-    probe: set[int] | None = None,
-) -> Reading:
-    """Run the passes over one response; ``probe`` names the segments to ask about."""
+def reading_key(backend: Backend, source: str, response: str, segments: list[Segment],
+                question: str | None) -> str:
+    """Everything a reading depends on, hashed: model, template, code version and texts."""
+    payload = {"version": READING_VERSION, "template": READ_TEMPLATE, "backend": backend.name,
+               "model": backend.model, "source": source, "question": question,
+               "response": response, "segments": [[s.start, s.end] for s in segments]}
+    encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def read(backend: Backend, source: str, response: str, segments: list[Segment], *,
+         question: str | None = None) -> Reading:
+    """The reading of one response, from the keeper if ``backend`` keeps readings.
+
+    ``ConfigError`` if the backend cannot serve the model's own numbers.
+    """
+    reader = reads_hidden_states(backend)
+    if reader is None:
+        raise ConfigError(
+            f"the signal detectors read the model's hidden states, which {backend.name} does "
+            "not serve; use the embedded model (--llm local) or --detector cot")
+    seconds: dict[str, float] = {}
+
+    def compute() -> dict[str, Any]:
+        return _compute(reader, source, response, segments, question, seconds)
+
+    keeper = keeps_readings(backend)
+    if keeper is None:
+        return Reading(compute(), seconds)
+    arrays = keeper.kept_reading(reading_key(backend, source, response, segments, question),
+                                 compute)
+    return Reading(arrays, seconds, kept=not seconds)
+
+
+def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: list[Segment],
+             question: str | None, seconds: dict[str, float]) -> dict[str, Any]:
     import numpy as np
 
-    seconds: dict[str, float] = {}
     data = {"source": defuse(source), "question": defuse(question) if question else None}
-    prefix_a = _assemble(backend, READ_TEMPLATE, data)
-    prefix_b = _assemble(backend, READ_TEMPLATE, {**data, "source": None})
-    ids, owner = _response_tokens(backend, response, segments)
+    prefix_a, fields = _assemble(reader, READ_TEMPLATE, data)
+    prefix_b, _ = _assemble(reader, READ_TEMPLATE, {**data, "source": None})
+    ids, owner, starts, ends = _response_tokens(reader, response, segments)
     if not ids:
         raise ValueError("the response has no tokens")
-
     started = time.perf_counter()
-    states_a = backend.hidden_states(prefix_a + ids)
+    with_source = reader.read_tokens(prefix_a + ids, len(prefix_a))
     seconds["read"] = time.perf_counter() - started
-
     started = time.perf_counter()
-    asked = _probe(backend, data, prefix_a + ids, segments, probe)
-    seconds["probe"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    states_b = backend.hidden_states(prefix_b + ids)
+    plain = reader.read_tokens(prefix_b + ids, len(prefix_b))
     seconds["read_plain"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    stats = _token_stats(
-        backend.output_matrix(),
-        states_a[len(prefix_a) - 1 : len(prefix_a) - 1 + len(ids)],
-        states_b[len(prefix_b) - 1 : len(prefix_b) - 1 + len(ids)],
-        np.asarray(ids),
-    )
-    seconds["stats"] = time.perf_counter() - started
-    return Reading(
-        ids=np.asarray(ids, dtype=np.int32),
-        segment=np.asarray(owner, dtype=np.int32),
-        hidden=states_a[len(prefix_a) :].astype(np.float16),
-        probe_yes=asked,
-        seconds=seconds,
-        tokens={"read": len(prefix_a) + len(ids), "read_plain": len(prefix_b) + len(ids)},
-        **stats,
-    )
+    first, last = fields["source"]
+    align = best_match(plain.states[len(prefix_b):], with_source.states[first:last])
+    return {
+        "ids": np.asarray(ids, dtype=np.int32), "segment": np.asarray(owner, dtype=np.int32),
+        "start": np.asarray(starts, dtype=np.int32), "end": np.asarray(ends, dtype=np.int32),
+        "logp": with_source.logp, "entropy": with_source.entropy,
+        "logp_plain": plain.logp, "entropy_plain": plain.entropy,
+        "align": align.astype(np.float32),
+    }
 
 
-def _messages(name: str, data: dict[str, str | None], **extra: str) -> list[Message]:
+def best_match(rows: Any, source_rows: Any) -> Any:
+    """Each row's highest cosine similarity among ``source_rows``, both centred jointly.
+
+    A decoder's raw states share one dominant direction, so every pair would look alike
+    without the centring. With no source rows every match is 0.
+    """
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.float64)
+    source_rows = np.asarray(source_rows, dtype=np.float64)
+    if not len(source_rows):
+        return np.zeros(len(rows))
+    centre = np.vstack([rows, source_rows]).mean(axis=0)
+    return np.asarray((_unit(rows - centre) @ _unit(source_rows - centre).T).max(axis=1))
+
+
+def _unit(rows: Any) -> Any:
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
+
+
+def _messages(name: str, data: dict[str, str | None]) -> list[Any]:
     """The template's messages with a sentinel in place of every piece of data."""
     variables: dict[str, Any] = {
         k: (None if v is None else _SENTINEL.format(k)) for k, v in data.items()
     }
-    variables.update({k: _SENTINEL.format(k) for k in extra})
     variables.setdefault("response", _SENTINEL.format("response"))
     return render(name, **variables).messages
 
 
-def _tokens_of(
-    backend: ReadsHiddenStates, text: str, data: dict[str, str | None]
-) -> list[int]:
-    """Template text as markup, the data between its sentinels as plain text."""
-    ids: list[int] = []
-    for number, part in enumerate(_SPLIT.split(text)):
-        if number % 2 == 0:
-            ids += backend.tokenize(part, special=True) if part else []
-        else:
-            value = data.get(part)
-            if value is None:
-                raise ValueError(f"the template asked for missing data {part!r}")
-            ids += backend.tokenize(value)
-    return ids
+def _assemble(reader: ReadsHiddenStates, name: str,
+              data: dict[str, str | None]) -> tuple[list[int], dict[str, tuple[int, int]]]:
+    """Token ids of the template up to where the response starts, and each field's span.
 
-
-def _assemble(
-    backend: ReadsHiddenStates, name: str, data: dict[str, str | None]
-) -> list[int]:
-    """Token ids of the template up to where the response starts."""
-    text = backend.apply_template(_messages(name, data), generation_prompt=False)
+    Template text is tokenized as markup, the data between its sentinels as plain text.
+    """
+    text = reader.apply_template(_messages(name, data), generation_prompt=False)
     head, marker, _ = text.partition(_SENTINEL.format("response"))
     if not marker:
         raise ValueError(f"{name}: the chat template dropped the response")
-    return _tokens_of(backend, head, data)
+    ids: list[int] = []
+    fields: dict[str, tuple[int, int]] = {}
+    for number, part in enumerate(_SPLIT.split(head)):
+        if number % 2 == 0:
+            ids += reader.tokenize(part, special=True) if part else []
+            continue
+        value = data.get(part)
+        if value is None:
+            raise ValueError(f"the template asked for missing data {part!r}")
+        start = len(ids)
+        ids += reader.tokenize(value)
+        fields[part] = (start, len(ids))
+    fields.setdefault("source", (0, 0))
+    return ids, fields
 
 
 def _response_tokens(
-    backend: ReadsHiddenStates, response: str, segments: list[Segment]
-) -> tuple[list[int], list[int]]:
-    """The response's tokens, tokenized segment by segment (each with its leading gap)."""
+    reader: ReadsHiddenStates, response: str, segments: list[Segment]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The response's tokens, segment by segment (each with its leading gap).
+
+    Returns the ids, the segment each belongs to and its character offsets in the response.
+    """
     ids: list[int] = []
     owner: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     cursor = 0
     for segment in segments:
-        piece = backend.tokenize(response[cursor : segment.end])
-        ids += piece
-        owner += [segment.index] * len(piece)
+        for token, start, end in reader.token_spans(response[cursor : segment.end]):
+            ids.append(token)
+            owner.append(segment.index)
+            starts.append(cursor + start)
+            ends.append(cursor + end)
         cursor = segment.end
-    return ids, owner
-
-
-def _probe(
-    backend: ReadsHiddenStates,
-    data: dict[str, str | None],
-    read_ids: list[int],
-    segments: list[Segment],
-    wanted: set[int] | None,
-) -> dict[int, float | None]:
-    """P(yes) of the yes/no question about each wanted segment (None if unreadable)."""
-    chosen = [s for s in segments if s.checked and (wanted is None or s.index in wanted)]
-    if not chosen:
-        return {}
-    messages = _messages(PROBE_TEMPLATE, data, sentence="")
-    text = backend.apply_template(messages, generation_prompt=True)
-    _, marker, tail = text.partition(_SENTINEL.format("response"))
-    if not marker:
-        raise ValueError(f"{PROBE_TEMPLATE}: the chat template dropped the response")
-    answers: dict[int, float | None] = {}
-    for segment in chosen:
-        suffix = _tokens_of(backend, tail, {**data, "sentence": defuse(segment.text)})
-        top = backend.next_token_logprobs(read_ids + suffix, PROBE_TOP)
-        answers[segment.index] = yes_probability(top)
-    return answers
-
-
-def yes_probability(top: dict[str, float]) -> float | None:
-    """P(yes) among yes and no, from the first answer token's alternatives; None if neither."""
-    import math
-
-    mass = {"yes": 0.0, "no": 0.0}
-    for token, logprob in top.items():
-        word = token.strip().lower()
-        if word in mass:
-            mass[word] += math.exp(logprob)
-    total = mass["yes"] + mass["no"]
-    return mass["yes"] / total if total >= 0.5 else None
-
-
-def _token_stats(matrix: Any, rows_a: Any, rows_b: Any, ids: Any) -> dict[str, Any]:
-    """Log-prob of each actual token, entropies and KL(with source || without), by rows."""
-    import numpy as np
-
-    out: dict[str, list[Any]] = {k: [] for k in
-                                 ("logp", "entropy", "logp_plain", "entropy_plain", "kl")}
-    for start in range(0, len(ids), _ROWS):
-        stop = start + _ROWS
-        la = _log_softmax(rows_a[start:stop] @ matrix.T)
-        lb = _log_softmax(rows_b[start:stop] @ matrix.T)
-        pa, pb = np.exp(la), np.exp(lb)
-        picked = ids[start:stop]
-        rows = np.arange(len(picked))
-        out["logp"].append(la[rows, picked])
-        out["logp_plain"].append(lb[rows, picked])
-        out["entropy"].append(-(pa * la).sum(axis=1))
-        out["entropy_plain"].append(-(pb * lb).sum(axis=1))
-        out["kl"].append((pa * (la - lb)).sum(axis=1))
-    return {k: np.concatenate(v).astype(np.float32) for k, v in out.items()}
-
-
-def _log_softmax(logits: Any) -> Any:
-    import numpy as np
-
-    top = logits.max(axis=1, keepdims=True)
-    return logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    return ids, owner, starts, ends

@@ -1,65 +1,120 @@
-"""Stored readings (``eval/extract_signals.py``) as labelled sentence rows for training.
+"""The rows trained detectors learn from: features a detect run recorded, and gold labels.
 
-Each example's readings are on disk; its texts come from the dev sets (or the synthetic
-errors planted in them, rebuilt from the same seed). A sentence's label is known when the
-data labels sentences (synthetic errors, multi-row CoNLI suites), when the response is
-faithful (every sentence is), or when a hallucinated response has one checked sentence;
-otherwise it is ``None`` and only the response's label is known.
+A ``conli eval detect`` run of the fused detector records, for every checked sentence, the
+values it weighed (``Judgement.features``) and chain of thought's own verdict. ``export``
+joins them with the dev sets' labels into a small JSON Lines file kept in the repository
+(features and labels only, no texts), so the shipped artifacts are rebuilt from a clone.
+
+A sentence's label is known when the data labels sentences (the multi-row CoNLI suites),
+when the response is faithful (every sentence is), or when a hallucinated response has
+one checked sentence; otherwise it is ``None`` and only the response's label is known.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from conli.evaluation.loaders import Example
+from conli.models import SentenceResult
 from conli.segment import Segment
-from conli.signals.features import SentenceSignals, sentence_signals
-from conli.signals.lexical import SourceWords, entity_texts
+
+FORMAT = "conli-features-1"
+FUSED = "fused"
+NLI = ("sentence_nli", "entity_nli")
+DIGITS = 6  # features are stored rounded: small files, and the same bytes on every machine
+
+
+@dataclass(frozen=True)
+class SentenceRow:
+    """One checked sentence: what a detector weighed, its gold label and cot's verdict."""
+
+    index: int
+    values: dict[str, float]
+    label: bool | None
+    cot: str | None = None
+
+    def vector(self, names: Sequence[str]) -> list[float]:
+        """The values in the order ``names`` gives."""
+        return [self.values[name] for name in names]
 
 
 @dataclass
 class ExampleRows:
-    """One example: its label, origin, and the signals and label of each checked sentence."""
+    """One example: its label, where it is from, and its checked sentences."""
 
     dataset: str
     example_id: str
     label: bool
-    synthetic: bool
-    sentences: list[SentenceSignals]
-    labels: list[bool | None]
+    sentences: list[SentenceRow]
     meta: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def labels(self) -> list[bool | None]:
+        """Each sentence's gold label (None: unknown)."""
+        return [s.label for s in self.sentences]
 
-def load_rows(folder: Path, examples: Sequence[Example], nlp: Any) -> list[ExampleRows]:
-    """Rows for every example of ``examples`` whose reading is stored in ``folder``."""
-    import numpy as np
+    def cot_flagged(self) -> bool:
+        """Chain of thought's response verdict: anything but supported is a flag."""
+        return any(s.cot != "supported" for s in self.sentences)
 
-    by_key = {(e.dataset, e.id): e for e in examples}
-    out = []
-    for line in (folder / "index.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        example = by_key.get((record["dataset"], record["id"]))
-        if example is None:
-            continue
-        segments = [Segment(i, text, start, end, checked)
-                    for i, start, end, checked, text in record["segments"]]
-        with np.load(folder / f"{record['key']}.npz") as arrays:
-            signals = sentence_signals(dict(arrays), segments, SourceWords.of(example.source),
-                                       entity_texts(nlp, segments))
-        rows = [signals[s.index] for s in segments if s.index in signals]
-        out.append(ExampleRows(
-            dataset=example.dataset, example_id=example.id, label=example.label,
-            synthetic="synthetic" in example.meta, sentences=rows,
-            labels=sentence_labels(example, [s for s in segments if s.index in signals]),
-            meta=example.meta,
-        ))
-    return out
+
+def rows_of(example: Example, sentences: Sequence[SentenceResult],
+            detector: str = FUSED) -> ExampleRows | None:
+    """The rows of one stored prediction; None if ``detector`` did not judge every sentence.
+
+    A sentence the detector left unverified has no features: the example is skipped, as
+    its prediction is scored wrong by the evaluation either way.
+    """
+    checked = [s for s in sentences if s.checked]
+    segments = [Segment(s.index, s.text, s.start, s.end, True) for s in checked]
+    labels = sentence_labels(example, segments)
+    rows = []
+    for sentence, label in zip(checked, labels, strict=True):
+        mine = [j for j in sentence.judgements if j.detector == detector and j.features]
+        if not mine:
+            return None
+        nli = [j.verdict for j in sentence.judgements if j.detector in NLI]
+        cot = ("supported" if nli and all(v == "supported" for v in nli)
+               else "unverified" if "unverified" in nli or not nli else "hallucinated")
+        rows.append(SentenceRow(sentence.index, _rounded(mine[0].features), label, cot))
+    if not rows:
+        return None
+    return ExampleRows(example.dataset, example.id, example.label, rows,
+                       {"question": example.question is not None})
+
+
+def write_rows(path: Path, rows: Iterable[ExampleRows], meta: Mapping[str, Any]) -> None:
+    """The features file: a meta line, then one example per line, keys sorted."""
+    from conli.files import write_atomically
+
+    lines = [json.dumps({"format": FORMAT, "meta": dict(meta)}, sort_keys=True)]
+    for row in rows:
+        lines.append(json.dumps({
+            "dataset": row.dataset, "id": row.example_id, "label": row.label, "meta": row.meta,
+            "sentences": [{"index": s.index, "label": s.label, "cot": s.cot,
+                           "values": s.values} for s in row.sentences],
+        }, sort_keys=True))
+    write_atomically(path, "\n".join(lines) + "\n")
+
+
+def read_rows(path: Path) -> tuple[dict[str, Any], list[ExampleRows]]:
+    """The meta and rows of a features file written by ``write_rows``."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if not lines or lines[0].get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} features file")
+    rows = [ExampleRows(r["dataset"], r["id"], bool(r["label"]), [
+        SentenceRow(s["index"], {k: float(v) for k, v in s["values"].items()}, s["label"],
+                    s.get("cot")) for s in r["sentences"]], r.get("meta", {}))
+        for r in lines[1:]]
+    return lines[0]["meta"], rows
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(float(v), DIGITS) for k, v in sorted(values.items())}
 
 
 def sentence_labels(example: Example, segments: Sequence[Segment]) -> list[bool | None]:

@@ -8,13 +8,13 @@ that held up leave-one-dataset-out). Sentences of a hallucinated response whose 
 sentence is unknown do not train the model, only its threshold.
 
 ``leave_one_dataset_out`` is the honest estimate: every dev set is scored by a model
-trained and thresholded without it (and without the synthetic errors made from it).
+trained and thresholded without it.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from conli.signals.model import SignalModel
@@ -33,8 +33,6 @@ FUSED_FEATURES = ("pmi_low", "nli_support", "nli_flagged")
 FUSED_KEEP = ("novel_numbers",)
 C = 0.1  # L2 strength: chosen leave-one-dataset-out on the dev readings (0.03-1 within 1.5)
 SEED = 0
-# sentence verdicts of another detector, by (dataset, example id): one per checked sentence
-SecondOpinion = Mapping[tuple[str, str], Sequence[str | None]]
 
 
 def fit(rows: Sequence[ExampleRows], features: Sequence[str] = FAST_FEATURES,
@@ -58,9 +56,8 @@ def fit(rows: Sequence[ExampleRows], features: Sequence[str] = FAST_FEATURES,
         coef=tuple(float(v) for v in fitted.coef_[0]), intercept=float(fitted.intercept_[0]),
         threshold=0.5, band=(0.0, 1.0), keep_nli_flag_if=tuple(keep),
     )
-    real = [r for r in rows if not r.synthetic]
-    threshold = best_threshold([response_score(model, r) for r in real], [r.label for r in real],
-                               [r.dataset for r in real])
+    threshold = best_threshold([response_score(model, r) for r in rows], [r.label for r in rows],
+                               [r.dataset for r in rows])
     return replace(model, threshold=threshold, band=(threshold, 1.0))
 
 
@@ -92,23 +89,21 @@ def best_threshold(scores: Sequence[float], gold: Sequence[bool],
     return chosen
 
 
-def choose_band(
-    model: SignalModel, rows: Sequence[ExampleRows], cot: SecondOpinion
-) -> tuple[float, float]:
+def choose_band(model: SignalModel, rows: Sequence[ExampleRows]) -> tuple[float, float]:
     """The hybrid band whose low end gives the best balanced accuracy on ``rows``.
 
     Below the low end the signals settle a sentence; above it chain of thought decides.
     """
     from sklearn.metrics import balanced_accuracy_score
 
-    usable = [r for r in rows if (r.dataset, r.example_id) in cot and not r.synthetic]
+    usable = list(rows)
     if not usable:
         return model.band
     sentence_scores = [[model.probability(s.values) for s in r.sentences] for r in usable]
     candidates = sorted({round(p, 3) for ps in sentence_scores for p in ps} | {0.0})
     best, chosen = -1.0, 0.0
     for low in candidates:
-        predicted = [hybrid_verdict(ps, cot[(r.dataset, r.example_id)], low, model.threshold)
+        predicted = [hybrid_verdict(ps, [s.cot for s in r.sentences], low, model.threshold)
                      for r, ps in zip(usable, sentence_scores, strict=True)]
         value = balanced_accuracy_score([r.label for r in usable], predicted)
         if value > best + 1e-9:
@@ -148,11 +143,11 @@ class HeldOut:
 
 def leave_one_dataset_out(
     rows: Sequence[ExampleRows],
-    cot: SecondOpinion | None = None,
     *,
     features: Sequence[str] = FAST_FEATURES,
     version: str = MODEL_VERSION,
     keep: Sequence[str] = (),
+    hybrid: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> list[HeldOut]:
     """Score every dev set with a model fitted, thresholded and banded on the others."""
@@ -163,25 +158,24 @@ def leave_one_dataset_out(
         if progress is not None:
             progress(dataset)
         train = [r for r in rows if r.dataset != dataset]
-        test = [r for r in rows if r.dataset == dataset and not r.synthetic]
+        test = [r for r in rows if r.dataset == dataset]
         model = fit(train, features, version, keep)
         scores = [response_score(model, r) for r in test]
         gold = [r.label for r in test]
         predicted = [s >= model.threshold for s in scores]
-        hybrid = share = None
-        if cot:
-            low, _ = choose_band(model, train, cot)
-            usable = [r for r in test if (r.dataset, r.example_id) in cot]
-            per = [[model.probability(s.values) for s in r.sentences] for r in usable]
-            verdicts = [hybrid_verdict(ps, cot[(r.dataset, r.example_id)], low, model.threshold)
-                        for r, ps in zip(usable, per, strict=True)]
-            hybrid = balanced_accuracy_score([r.label for r in usable], verdicts)
+        hybrid_bacc = share = None
+        if hybrid:
+            low, _ = choose_band(model, train)
+            per = [[model.probability(s.values) for s in r.sentences] for r in test]
+            verdicts = [hybrid_verdict(ps, [s.cot for s in r.sentences], low, model.threshold)
+                        for r, ps in zip(test, per, strict=True)]
+            hybrid_bacc = balanced_accuracy_score(gold, verdicts)
             total = sum(len(ps) for ps in per)
             share = sum(p >= low for ps in per for p in ps) / total if total else None
         out.append(HeldOut(
             dataset=dataset, n=len(test),
             auroc=roc_auc_score(gold, scores) if len(set(gold)) > 1 else None,
             balanced_accuracy=balanced_accuracy_score(gold, predicted),
-            hybrid_balanced_accuracy=hybrid, nli_share=share, scores=scores, gold=gold,
+            hybrid_balanced_accuracy=hybrid_bacc, nli_share=share, scores=scores, gold=gold,
         ))
     return out
