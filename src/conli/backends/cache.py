@@ -35,6 +35,7 @@ from conli.backends.base import (
     TokenLogprob,
     TokenReading,
     counts_tokens,
+    primes_prefix,
     reads_hidden_states,
 )
 from conli.errors import BackendError
@@ -77,8 +78,8 @@ class CachedBackend:
         self.cache_dir = Path(cache_dir)
         self.name = inner.name
         self.model = inner.model
-        # calls and readings are answered here; priming a prefix is not worth it for a replay
-        self.capabilities = replace(inner.capabilities, primes_prefix=False, keeps_readings=True)
+        # calls and readings are answered here; priming (the static prefix) goes to ``inner``
+        self.capabilities = replace(inner.capabilities, keeps_readings=True)
         self.hits = 0
         self.misses = 0
         self.replayed_seconds = 0.0  # what the hits took when first made (to cost a method)
@@ -89,6 +90,11 @@ class CachedBackend:
         if counter is None:
             raise BackendError(f"{self.inner.name} cannot count tokens")
         return counter.count_tokens(text)
+
+    def prime(self, messages: list[Message]) -> float:
+        """Prime the inner backend, so the calls the cache misses start from the prefix."""
+        primer = primes_prefix(self.inner)
+        return primer.prime(messages) if primer is not None else 0.0
 
     def _reader(self) -> ReadsHiddenStates:
         reader = reads_hidden_states(self.inner)
