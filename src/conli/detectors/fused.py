@@ -13,16 +13,25 @@ sentence NLI could not check stays unverified: the signals never pass it on thei
 
 from __future__ import annotations
 
+import math
+import re
+
+from conli.agents.nli import nli_windows
+from conli.agents.nli_prompts import nli_prompt
+from conli.agents.scoring import score_hypothesis
+from conli.agents.structured import CallRecord
 from conli.detectors.base import Detection, DetectionContext
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import read_signals, reason
 from conli.models import Judgement
+from conli.segment import Segment
 from conli.signals.features import SentenceSignals
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.signals.reader import READ_TEMPLATE
 
 NLI_DETECTORS = (SentenceNLI.name, EntityNLI.name)
 NLI_UNSCORED = 0.5  # the support score a sentence gets when NLI read no label probability
+_WORD = re.compile(r"\w+")
 
 
 def nli_features(judgements: list[Judgement]) -> dict[str, float]:
@@ -32,6 +41,46 @@ def nli_features(judgements: list[Judgement]) -> dict[str, float]:
         "nli_support": min(scores) if scores else NLI_UNSCORED,
         "nli_flagged": float(any(j.verdict != "supported" for j in judgements)),
     }
+
+
+def context_features(context: DetectionContext) -> dict[str, float]:
+    """What the classifier may read of the response as a whole: its kind and length.
+
+    A one-word answer to a question and a five-sentence summary give the reading very
+    different amounts of text to count; these let a model weigh its signals accordingly.
+    """
+    return {
+        "has_question": float(bool(context.question)),
+        "log_response_words": math.log1p(len(_WORD.findall(context.response))),
+        "log_claims": math.log(max(1, len(context.claims))),
+    }
+
+
+def label_priors(context: DetectionContext, claims: list[Segment]
+                 ) -> tuple[dict[int, float], list[CallRecord]]:
+    """P(entailment) of each claim from the NLI prompt's label token, with no reasoning.
+
+    A second look at the claim, in another framing: the chain-of-thought label is near
+    certain either way, this one is not. It shares the NLI calls' cached prefix, so each
+    costs the claim's own tokens and one decoded token. Over a long source's windows a
+    claim keeps its best window's (as NLI does); unreadable: ``NLI_UNSCORED``.
+    """
+    deps = context.deps
+    prompt = nli_prompt(deps.settings.nli_prompt)
+    template = prompt.template("sentence")
+    windows = nli_windows(deps.backend, context.source, deps.settings)
+    priors: dict[int, float] = {}
+    calls: list[CallRecord] = []
+    for claim in claims:
+        found = []
+        for window in windows:
+            score, made = score_hypothesis(deps.backend, window, claim.text, template,
+                                           prompt.label_opening, deps.settings,
+                                           question=context.question)
+            calls += made
+            found += [score] if score is not None else []
+        priors[claim.index] = max(found, default=NLI_UNSCORED)
+    return priors, calls
 
 
 def fused_model(context: DetectionContext) -> SignalModel:
@@ -54,15 +103,21 @@ class FusedDetector:
         claims = context.unsettled
         if not claims:
             return Detection()
+        # the label looks share the NLI calls' cached prefix: before the reading replaces it
+        priors, calls = label_priors(context, claims) if "nli_prior" in model.features \
+            else ({}, [])
         signals = read_signals(context, claims)
+        whole = context_features(context)
         out: dict[int, list[Judgement]] = {}
         for claim in claims:
             nli = [j for name in NLI_DETECTORS for j in context.judged(claim.index, name)]
-            out[claim.index] = [self._judge(claim.text, nli, signals.get(claim.index), model)]
-        return Detection(judgements=out)
+            read = signals.get(claim.index)
+            extra = {**whole, **({"nli_prior": priors[claim.index]} if priors else {})}
+            out[claim.index] = [self._judge(claim.text, nli, read, model, extra)]
+        return Detection(judgements=out, calls=calls)
 
     def _judge(self, text: str, nli: list[Judgement], signals: SentenceSignals | None,
-               model: SignalModel) -> Judgement:
+               model: SignalModel, extra: dict[str, float] | None = None) -> Judgement:
         if not nli:
             return self._unverified(text, "chain-of-thought NLI did not judge this sentence")
         failed = [j for j in nli if j.verdict == "unverified"]
@@ -70,7 +125,7 @@ class FusedDetector:
             return self._unverified(text, failed[0].error or "NLI could not check it")
         if signals is None:
             return self._unverified(text, "the reading gave this sentence no tokens")
-        values = {**signals.values, **nli_features(nli)}
+        values = {**signals.values, **nli_features(nli), **(extra or {})}
         try:
             p = model.probability(values)
             kept = model.keeps_nli_flag(values)

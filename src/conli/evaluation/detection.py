@@ -110,7 +110,7 @@ class Outcome:
     predicted: Verdict
     flagged_share: float | None = None
     support_score: float | None = None
-    judge_score: int | None = None
+    judge_score: float | None = None
     sentence_gold: list[bool] = field(default_factory=list)
     sentence_predicted: list[Verdict] = field(default_factory=list)
     uncovered_sentences: int = 0
