@@ -16,10 +16,10 @@ from conli.errors import ConfigError
 from conli.evaluation.loaders import Example
 from conli.nlp import load_pipeline
 from conli.pipeline import Checker
-from conli.signals.features import FEATURE_NAMES, SentenceSignals
+from conli.signals.features import FEATURE_NAMES
 from conli.signals.lexical import SourceWords, content_words, overlap
 from conli.signals.model import SignalModel
-from conli.training.data import ExampleRows
+from conli.training.data import ExampleRows, SentenceRow
 from conli.training.synthetic import synthetic_examples
 from conli.training.train import fit, leave_one_dataset_out
 from tests.readers import TinyReader
@@ -115,8 +115,7 @@ def _rows(seed: int) -> list[ExampleRows]:
             bad = i % 2 == 1
             values = {n: float(rng.normal()) for n in FEATURE_NAMES}
             values["novel_numbers"] = float(bad) + float(rng.normal(0, 0.2))
-            signals = SentenceSignals(0, values, overlap("x", SourceWords.of("x")))
-            out.append(ExampleRows(dataset, f"{dataset}{i}", bad, False, [signals], [bad]))
+            out.append(ExampleRows(dataset, f"{dataset}{i}", bad, [SentenceRow(0, values, bad)]))
     return out
 
 
