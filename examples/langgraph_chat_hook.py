@@ -67,8 +67,10 @@ def fake_model(messages: list[Message]) -> str:
     """Answers conli's prompts like a model would (offline stand-in for a real backend)."""
     system, last = messages[0]["content"], messages[-1]["content"]
     if "You grade how faithful" in system:
-        return json.dumps({"reasoning": "compared with the source", "score":
-                           2 if "charity" in last.split("<text>")[-1] else 5})
+        wrong = "charity" in last.split("<text>")[-1]
+        errors = [{"sentence": "It is run by a private charity.", "source": "the city council",
+                   "problem": "the source says the city council runs it"}] if wrong else []
+        return json.dumps({"errors": errors, "score": 2 if wrong else 5})
     if "You are an editor" in system:
         ids = re.findall(r'<sentence id="(\d+)">', last)
         return json.dumps({"rewrites": [{"id": int(i), "fix": "x", "action": "rewrite",
@@ -140,7 +142,7 @@ def main() -> None:
     print("draft:   ", state["response"])
     print("flagged: ", flagged)
     print("answer:  ", state["answer"])
-    print("judge:   ", state["judge_raw"].score, "->", state["judge_refined"].score)
+    print("judge:   ", f'{state["judge_raw"].score:g} -> {state["judge_refined"].score:g}')
 
     # The same check as an async post-edit hook, reusing the checker's graph and backend.
     result = asyncio.run(acheck(SOURCE, state["response"], checker=checker))

@@ -87,9 +87,11 @@ def rule_responder(
                     }
                 )
             return json.dumps({"rewrites": rewrites})
-        text = messages[-1]["content"].split("<text>")[1]
-        score = judge_scores[0] if any(b in text for b in bad) else judge_scores[1]
-        return json.dumps({"reasoning": "checked each statement", "score": score})
+        text = messages[-1]["content"].split("<text>")[1].split("</text>")[0]
+        flagged = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if any(b in s for b in bad)]
+        score = judge_scores[0] if flagged else judge_scores[1]
+        return json.dumps({"errors": [{"sentence": s, "problem": "not in the source",
+                                       "source": ""} for s in flagged], "score": score})
 
     return respond
 

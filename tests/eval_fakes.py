@@ -35,10 +35,10 @@ def respond(messages: list[Message]) -> str:
     source = _between(user, "source")
     if "You grade how faithful" in system:
         sentences = [s for s in _SENT.split(_between(user, "text")) if s.strip()]
-        missing = sum(1 for s in sentences if _norm(s) not in source)
-        score = round(5 - 4 * missing / max(1, len(sentences)))
-        reasoning = "" if "must be\nthe empty string" in system else f"{missing} unsupported"
-        return json.dumps({"reasoning": reasoning, "score": score})
+        missing = [s for s in sentences if _norm(s) not in source]
+        score = round(5 - 4 * len(missing) / max(1, len(sentences)))
+        return json.dumps({"errors": [{"sentence": s, "problem": "not in the source",
+                                       "source": ""} for s in missing], "score": score})
     if "<sentence id=" in user:
         first = _SENT.split(source)[0]
         ids = re.findall(r'<sentence id="(\d+)">', user)

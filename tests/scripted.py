@@ -13,12 +13,21 @@ import os
 import re
 import time
 
+from pydantic import BaseModel, Field
+
 from conli.backends import register_backend
 from conli.backends.base import Backend, Message
 from conli.backends.fake import Responder, ScriptedBackend
 from conli.config import Settings
 
 FLAG = "FALSE"
+
+
+class JudgeAnswer(BaseModel):
+    """A small reasoning-then-score answer (the v1 judge's shape), for structured-output tests."""
+
+    reasoning: str = Field(max_length=4000)
+    score: int = Field(ge=1, le=5)
 
 
 def responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
@@ -29,10 +38,11 @@ def responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
             time.sleep(sleep)
         system, last = messages[0]["content"], messages[-1]["content"]
         if "You grade how faithful" in system:
-            text = last.split("<text>")[-1]
-            score = 2 if flag in text else 5
-            return json.dumps({"reasoning": f"checked against the source; {flag in text=}",
-                               "score": score})
+            text = last.split("<text>")[-1].split("</text>")[0]
+            wrong = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if flag in s]
+            return json.dumps({"errors": [{"sentence": s, "problem": "contradicted by the "
+                                           "source", "source": ""} for s in wrong],
+                               "score": 2 if wrong else 5})
         if "You are an editor" in system:
             found = re.findall(r'<sentence id="(\d+)">(.*?)</sentence>', last, re.S)
             return json.dumps({"rewrites": [

@@ -198,6 +198,14 @@ def test_conli_eval_detect_resumes_in_budgeted_slices(
     assert done["scores"]["datasets"]["eval_sample"]["response"]["f1_macro"] == 1.0
     assert main([*argv, "--ablation", "sentence"]) == 2  # another set-up: refused, not mixed
     assert "other settings" in capsys.readouterr().err
+    # a run started before a setting existed resumes while that setting is at its default
+    manifest = json.loads((out / "run.json").read_text())
+    del manifest["settings"]["judge_scale"]
+    (out / "run.json").write_text(json.dumps(manifest))
+    assert main(argv) == 0
+    manifest["settings"]["judge_raw"] = not manifest["settings"]["judge_raw"]
+    (out / "run.json").write_text(json.dumps(manifest))
+    assert main(argv) == 2  # one that was set otherwise is still another set-up
 
 
 def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
@@ -210,7 +218,8 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     common = ["--file", str(data), "--llm", "evalfake", "--cache-dir", str(tmp_path / "c")]
     assert main(["eval", "judge", *common, "--out", str(tmp_path / "j")]) == 0
     judged = json.loads((tmp_path / "j" / "results.json").read_text())
-    assert judged["residuals"]["reasoning"]["gold_full"]["residual"] == 0
+    for mode in ("rubric", "grounded"):  # one dataset: grounded uses the shipped scale
+        assert judged["residuals"][mode]["gold_full"]["residual"] == 0
     assert (tmp_path / "j" / "progression.png").exists()
     assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
     rewritten = json.loads((tmp_path / "r" / "results.json").read_text())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conli.agents.grounded_judge import Scale
 from conli.config import Settings
 from conli.evaluation import judge_eval as je
 from conli.evaluation.loaders import Example
@@ -70,16 +71,16 @@ def test_plan_tasks_builds_residual_tasks_and_nested_progressions() -> None:
     assert intrinsic[-1].text == " ".join(f"Fact {i} is false." for i in range(5))
 
 
-def _scored(task: str, score: int | None, pct: int | None = None, expected: int | None = None,
-            item: str = "x") -> je.Scored:
-    return je.Scored(je.Task(item, task, "t", expected, pct), "reasoning", score, "judge_rubric.v1")
+def _scored(task: str, score: float | None, pct: int | None = None,
+            expected: int | None = None, item: str = "x") -> je.Scored:
+    return je.Scored(je.Task(item, task, "t", expected, pct), "rubric", score, "judge_rubric.v2")
 
 
 def test_residual_table_by_hand() -> None:
     scored = [_scored("gold_full", 5, 0, 5), _scored("gold_sentence", 3, None, 5),
               _scored("intrinsic_sentence", 2, None, 1),
               _scored("extrinsic_sentence", None, None, 1)]
-    table = je.residual_table(scored)["reasoning"]
+    table = je.residual_table(scored)["rubric"]
     assert table["gold_sentence"]["residual"] == 2
     assert table["intrinsic_sentence"]["residual"] == 1
     assert table["extrinsic_sentence"] == {"n": 1, "unverified": 1, "residual": None,
@@ -88,81 +89,124 @@ def test_residual_table_by_hand() -> None:
     assert table["all"]["residual_unverified_as_4"] == pytest.approx(7 / 4)
 
 
-def test_progression_means_and_delta_per_step() -> None:
-    scored = [_scored("gold_full", 5, 0, 5, "a"), _scored("gold_full", 4, 0, 5, "b")]
-    for item, scores in (("a", [4, 3, 2, 1, 1]), ("b", [4, 3, 3, 2, None])):
-        scored += [_scored("progression_intrinsic", s, p, None, item)
-                   for s, p in zip(scores, (20, 40, 60, 80, 100), strict=True)]
-    row = je.progression(scored)["reasoning"]["intrinsic"]
-    assert row["mean_score"] == {0: 4.5, 20: 4, 40: 3, 60: 2.5, 80: 1.5, 100: 1}
-    assert row["delta_per_step"] == pytest.approx((1 - 4.5) / 5)  # -0.70, the seed's table 4 form
-    assert row["unverified"][100] == 1 and row["items"] == 2
+def test_progression_means_and_the_fitted_slope_per_step() -> None:
+    scored = [_scored("gold_full", 5, 0, 5, "a"), _scored("gold_full", 5, 0, 5, "b")]
+    for item in ("a", "b"):
+        scored += [_scored("progression_intrinsic", 5 - 0.8 * step, 20 * step, None, item)
+                   for step in range(1, 6)]
+    scored.append(_scored("progression_intrinsic", None, 100, None, "c"))
+    row = je.progression(scored)["rubric"]["intrinsic"]
+    assert row["mean_score"][0] == 5 and row["mean_score"][100] == pytest.approx(1)
+    assert row["delta_per_step"] == pytest.approx(-0.8)  # a straight line: its slope
+    assert row["unverified"][100] == 1
 
 
-def test_end_to_end_with_a_scripted_judge(tmp_path: Path) -> None:
+def test_items_of_three_to_five_sentences_share_one_slope() -> None:
+    scored = [_scored("gold_full", 5, 0, 5, "three"), _scored("gold_full", 5, 0, 5, "five")]
+    scored += [_scored("progression_extrinsic", 5 - 4 * p / 100, p, None, "three")
+               for p in (33, 67, 100)]
+    scored += [_scored("progression_extrinsic", 5 - 4 * p / 100, p, None, "five")
+               for p in (20, 40, 60, 80, 100)]
+    row = je.progression(scored)["rubric"]["extrinsic"]
+    assert row["delta_per_step"] == pytest.approx(-0.8)
+
+
+def test_build_items_takes_three_to_five_sentences_one_a_document() -> None:
+    long = " ".join(f"Fact {i} is true." for i in range(7))
+    examples = [Example("a", long, long, False, "d"), Example("b", long, long, False, "d"),
+                Example("c", "One. Two.", "One. Two.", False, "d")]
+    split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
+    items = je.build_items(examples, split, None, sentences=(3, 5), limit=None, seed=0)
+    assert [len(i.gold) for i in items] == [5] and items[0].dataset == "d"
+
+
+def test_the_rubric_judge_is_scored_end_to_end(tmp_path: Path) -> None:
     source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. " \
              "The cafe is open in May. Tickets cost 5 euros."
     example = Example("e", source, source, False, "d")
     split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
-    items = je.build_items([example], split, None, sentences=5, limit=None, seed=0)
+    items = je.build_items([example], split, None, sentences=(3, 5), limit=None, seed=0)
     assert len(items) == 1 and all(v is not None for v in items[0].intrinsic)
     tasks = je.plan_tasks(items, seed=0)
-    settings = Settings(llm="local")
-    scored = [s for mode in ("reasoning", "score_only") for s in je.score_tasks(
-        fake_backend(), items, tasks, je.judge_mode_settings(mode, settings), mode)]
-    assert {s.template for s in scored} == {"judge_rubric.v1", "judge_rubric_score_only.v1"}
+    scored = je.score_rubric(fake_backend(), items, tasks, Settings(llm="local"))
+    assert {s.template for s in scored} == {"judge_rubric.v2"}
     residuals = je.residual_table(scored)
-    assert residuals["reasoning"]["gold_full"]["residual"] == 0
-    assert residuals["reasoning"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
+    assert residuals["rubric"]["gold_full"]["residual"] == 0
+    assert residuals["rubric"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
     progress = je.progression(scored)
-    assert progress["score_only"]["extrinsic"]["mean_score"][0] == 5
-    assert progress["reasoning"]["extrinsic"]["mean_score"][100] == 1
-    assert progress["reasoning"]["intrinsic"]["delta_per_step"] == pytest.approx(-0.8)
+    assert progress["rubric"]["extrinsic"]["mean_score"][100] == 1
+    assert -0.8 <= progress["rubric"]["intrinsic"]["delta_per_step"] < -0.7  # rounded steps
     pytest.importorskip("matplotlib")
     png = je.plot_progression(progress, tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_three_sentence_progressions_report_the_slope_per_20_percent() -> None:
-    scored = [_scored("gold_full", 5, 0, 5, "a")]
-    scored += [_scored("progression_extrinsic", s, p, None, "a")
-               for s, p in ((3, 33), (2, 67), (1, 100))]
-    row = je.progression(scored)["reasoning"]["extrinsic"]
-    assert row["delta_per_step"] == pytest.approx((1 - 5) / 5)  # same slope as 5 sentences
-
-
 def test_targets_and_intervals_over_documents() -> None:
     scored = []
-    for n, (gold, full) in enumerate([(5, 1), (5, 2), (4, 3), (5, 1)]):
+    for n, (gold, full) in enumerate([(5, 1), (4.6, 2.4), (3.4, 3), (5, 1)]):
         item = f"d{n}"
         scored += [_scored("gold_full", gold, 0, 5, item),
                    _scored("progression_intrinsic", full, 100, None, item)]
-    targets = je.targets(scored)["reasoning"]
-    assert targets["gold_scored_5"] == 0.75 and targets["all_hallucinated_at_most_2"] == 0.75
-    interval = je.bootstrap_intervals(scored, seed=0, resamples=200)["reasoning"]
+    targets = je.targets(scored)["rubric"]
+    assert targets["gold_scored_5"] == 0.75 and targets["gold_at_least_4"] == 0.75
+    assert targets["all_hallucinated_at_most_2"] == 0.75
+    interval = je.bootstrap_intervals(scored, seed=0, resamples=200)["rubric"]
     low, high = interval["delta_intrinsic"]
-    point = je.progression(scored)["reasoning"]["intrinsic"]["delta_per_step"]
+    point = je.progression(scored)["rubric"]["intrinsic"]["delta_per_step"]
     assert low <= point <= high and low < high
+    low, high = interval["gold_at_least_4"]
+    assert low <= 0.75 <= high
 
 
-def test_grounded_mode_scores_from_the_verdicts(tmp_path: Path) -> None:
+def _evidence(dataset: str, item: str, task: str, pct: int | None, value: float,
+              expected: int | None = None) -> je.Scored:
+    return je.Scored(je.Task(item, task, "t", expected, pct), "grounded", None,
+                     "judge_grounded.v1", dataset, evidence=value)
+
+
+def test_the_grounded_scale_is_monotone_and_scored_leave_one_dataset_out() -> None:
+    rows = []
+    for dataset, noise in (("a", 0.0), ("b", 0.05), ("c", 0.1)):
+        for n in range(4):
+            item = f"{dataset}{n}"
+            rows.append(_evidence(dataset, item, "gold_full", 0, noise, 5))
+            rows += [_evidence(dataset, item, "progression_intrinsic", p, p / 100 + noise)
+                     for p in (33, 67, 100)]
+    scale = je.fit_scale(rows)
+    assert list(scale.y) == sorted(scale.y, reverse=True) and scale(0.0) == 5.0
+    shipped = Scale("shipped", (0.0, 1.0), (1.0, 1.0))  # scores everything 1: easy to spot
+    scored = je.lodo_grounded(rows, shipped)
+    assert len(scored) == len(rows) and all(s.score is not None for s in scored)
+    assert not any(s.template.endswith("+shipped") for s in scored)
+    held_out_a = [s for s in scored if s.dataset == "a"]
+    # a's scale never saw a: with a's lower evidence it still scores gold texts 5
+    assert all(s.score == 5 for s in held_out_a if s.task.task == "gold_full")
+    row = je.progression(scored)["grounded"]["intrinsic"]
+    assert row["delta_per_step"] < -0.5
+    alone = je.lodo_grounded([r for r in rows if r.dataset == "a"], shipped)
+    assert {s.score for s in alone} == {1.0}  # one dataset: nothing held out to fit on
+    assert all(s.template.endswith("+shipped") for s in alone)
+
+
+def test_grounded_evidence_comes_from_the_detectors(tmp_path: Path) -> None:
     source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours."
     example = Example("e", source, source, False, "d")
     split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
-    items = je.build_items([example, example], split, None, sentences=3, limit=None, seed=0)
+    items = je.build_items([example, example], split, None, sentences=(3, 5), limit=None,
+                           seed=0)
     assert len(items) == 1  # one item a document
     tasks = je.plan_tasks(items, seed=0)
-    backend = fake_backend()
-    scored = je.score_grounded(backend, items, tasks, Settings(llm="local"), reasoning_items=1)
+    scored = je.grounded_evidence(fake_backend(), items, tasks,
+                                  Settings(llm="local", detectors=["cot"]), reasoning_items=1)
     by_task = {(s.task.task, s.task.pct): s for s in scored}
-    assert by_task[("gold_full", 0)].score == 5
-    assert by_task[("progression_extrinsic", 100)].score == 1  # every sentence unsupported
-    assert by_task[("gold_full", 0)].reasoning_status == "checked"
-    assert by_task[("progression_extrinsic", 33)].reasoning_status is None  # score only
-    assert {s.mode for s in scored} == {"grounded"}
+    assert by_task[("gold_full", 0)].evidence == 0
+    assert by_task[("progression_extrinsic", 100)].evidence == 1.0  # all contradicted
+    assert by_task[("progression_extrinsic", 100)].reasoning_status == "checked"
+    assert by_task[("progression_extrinsic", 33)].reasoning_status is None  # evidence only
 
 
 def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
+    from conli.agents.grounded_judge import load_scale
     from conli.pipeline import Checker
 
     checker = Checker(Settings(llm="local", detectors=["cot"], mitigate=False, judge=False),
@@ -175,4 +219,7 @@ def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
                                 "result": result.model_dump(mode="json")}))
     path = tmp_path / "predictions.jsonl"
     path.write_text("\n".join(rows) + "\n")
-    assert je.stored_grounded_scores(path) == [("x0", "d", False, 5), ("x1", "d", True, 1)]
+    scale = load_scale()
+    stored = je.stored_grounded_scores(path, scale)
+    assert [(r[0], r[2]) for r in stored] == [("x0", False), ("x1", True)]
+    assert stored[0][3] == 5 and stored[1][3] < stored[0][3]

@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field
 from conli.agents.structured import exact_items_schema
 from conli.backends.forced_prefix import forced_prefix
 from conli.models import (
-    JudgeAnswer,
     NLIAnswer,
     NLIItem,
     NLIReasonedAnswer,
@@ -16,6 +15,7 @@ from conli.models import (
     RewriteAnswer,
     RewriteItem,
 )
+from tests.scripted import JudgeAnswer
 
 
 def _serialised(answer: BaseModel) -> str:

@@ -157,7 +157,7 @@ def test_failed_mitigation_keeps_the_raw_text_and_says_so(settings):
 def test_judge_failure_is_unverified_with_no_score(settings):
     def respond(messages):
         if kind_of(messages) == "judge":
-            return json.dumps({"reasoning": "r", "score": 0})
+            return json.dumps({"errors": [], "score": 0})
         return rule_responder()(messages)
 
     result = run(ScriptedBackend(responder=respond), settings)
@@ -168,7 +168,7 @@ def test_judge_failure_is_unverified_with_no_score(settings):
 def test_result_records_templates_usage_and_timings(settings):
     result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
     # one claim per call (the scripted backend's batch is 1): "auto" picks the v3 prompt
-    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_rubric.v1"} <= set(
+    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_rubric.v2"} <= set(
         result.templates
     )
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
 
-from conli.agents.grounded_judge import check_quotes, grounded_score
+from conli.agents.grounded_judge import check_quotes, evidence, grounded_score, load_scale
+from conli.agents.judge import judge
+from conli.backends.base import CallUsage, Completion, TokenLogprob
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import Entity, Judgement, SentenceResult
@@ -28,28 +31,40 @@ def sentence(i: int, verdict: str, label: str | None = None, *, entity: bool = F
                           judgements=judgements, reasons=["r"] if verdict != "supported" else [])
 
 
-@pytest.mark.parametrize(("verdicts", "score"), [
-    ([("supported", None)] * 5, 5),
-    ([("hallucinated", "neutral", True)] + [("supported", None)] * 4, 4),  # one minor detail
-    ([("hallucinated", "neutral", True)] * 2 + [("supported", None)] * 3, 3),
-    ([("hallucinated", "contradiction")] + [("supported", None)] * 4, 2),
-    ([("hallucinated", "neutral")] * 3 + [("supported", None)] * 2, 2),  # 0.45 by weight
-    ([("hallucinated", "contradiction")] * 3 + [("supported", None)] * 2, 1),  # 0.6
-    ([("hallucinated", "neutral")] * 5, 1),
-    ([("unverified", None)] * 5, 1),  # never fail open: unchecked counts as unsupported
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([("supported", None)] * 5, 0.0),
+    ([("hallucinated", "neutral", True)] + [("supported", None)] * 4, 0.4 / 5),  # minor detail
+    ([("hallucinated", "contradiction")] + [("supported", None)] * 4, 1.0 / 5),
+    ([("hallucinated", "neutral")] * 3 + [("supported", None)] * 2, 0.75 * 3 / 5),
+    ([("unverified", None)] * 5, 0.75),  # never fail open: unchecked counts as unsupported
 ])
-def test_the_score_follows_the_rubric_from_the_weighted_findings(
-    verdicts: list[Any], score: int
+def test_the_evidence_weighs_each_flagged_sentence_by_its_severity(
+    verdicts: list[Any], expected: float
 ) -> None:
     sentences = [sentence(i, v[0], v[1], entity=len(v) > 2) for i, v in enumerate(verdicts)]
-    assert grounded_score(sentences)[0] == score
+    share, _ = evidence(sentences)
+    assert share == pytest.approx(expected)
+    score, shared, _ = grounded_score(sentences)
+    assert shared == share and score == load_scale()(share)
+
+
+def test_a_passed_sentence_adds_its_remaining_doubt() -> None:
+    doubtful = sentence(0, "supported").model_copy(update={"score": 0.7})
+    assert evidence([doubtful, sentence(1, "supported")])[0] == pytest.approx(0.15)
+
+
+def test_the_score_falls_as_more_of_the_text_is_wrong() -> None:
+    scores = [grounded_score([sentence(i, "hallucinated" if i < wrong else "supported",
+                                       "contradiction" if i < wrong else None)
+                              for i in range(5)])[0] for wrong in range(6)]
+    assert scores == sorted(scores, reverse=True) and scores[0] == 5 and scores[-1] < 2
 
 
 def test_headings_do_not_count_and_the_share_is_weighted() -> None:
     sentences = [sentence(0, "hallucinated", "contradiction"), sentence(1, "supported"),
                  sentence(2, "supported", checked=False)]
-    score, share, findings = grounded_score(sentences)
-    assert (score, share) == (2, 0.5) and [f.severity for f in findings] == ["contradiction"]
+    _, share, findings = grounded_score(sentences)
+    assert share == 0.5 and [f.severity for f in findings] == ["contradiction"]
 
 
 def test_quotes_must_be_in_the_judged_text() -> None:
@@ -76,44 +91,76 @@ def test_the_grounded_judge_scores_from_verdicts_and_checks_its_reasoning() -> N
             return json.dumps({"reasoning": 'The text says "It is run by a charity." wrongly.'})
         return nli(messages)
 
+    response = "The library opened in 1962. It is run by a charity."
     result = _checker(respond, mitigate=False).check(
-        "The library opened in 1962. The city council runs it.",
-        "The library opened in 1962. It is run by a charity.")
+        "The library opened in 1962. The city council runs it.", response)
     judged = result.judge_refined
-    assert judged is not None and judged.mode == "grounded"
-    assert judged.score == 2 and judged.reasoning_status == "checked"  # 1 of 2 unsupported
+    assert judged is not None and judged.mode == "grounded" and judged.scored_by == "verdicts"
+    assert judged.share == pytest.approx(0.375)  # one unsupported of two, by weight
+    assert judged.score == load_scale()(0.375) and judged.reasoning_status == "checked"
     assert [f.severity for f in judged.findings] == ["unsupported"]
-    assert len(asked) == 2 and "Score: 2 of 5" in asked[0]
+    (error,) = judged.errors  # tied to its sentence by offsets in the judged text
+    assert response[error.start:error.end] == "It is run by a charity." == error.sentence
+    assert len(asked) == 2
 
 
-def test_reasoning_that_keeps_inventing_is_dropped_but_the_score_stands() -> None:
-    nli = rule_responder()
-
-    def respond(messages: list[Any]) -> str:
-        if "You write the reasoning" in messages[0]["content"]:
-            return json.dumps({"reasoning": 'It says "a claim nowhere in the text".'})
-        return nli(messages)
-
-    judged = _checker(respond, mitigate=False).check(
-        "The library opened in 1962.", "The library opened in 1962.").judge_refined
-    assert judged is not None and judged.score == 5
-    assert judged.reasoning == "" and judged.reasoning_status == "dropped"
-
-
-def test_the_rubric_judge_keeps_its_score_when_its_reasoning_invents_a_quote() -> None:
-    nli = rule_responder()
+def test_with_nothing_flagged_the_grounded_judge_asks_nothing_and_invents_nothing() -> None:
+    calls: list[str] = []
 
     def respond(messages: list[Any]) -> str:
-        if "You grade how faithful" in messages[0]["content"]:
-            return json.dumps({"reasoning": 'It mentions "an old pool closed in 2019".',
-                               "score": 4})
-        return nli(messages)
+        calls.append(messages[0]["content"])
+        return rule_responder()(messages)
 
-    checker = Checker(Settings(judge_mode="rubric", entity_level=False, mitigate=False),
-                      backend=ScriptedBackend(responder=respond))
-    judged = checker.check("The library opened in 1962.", "The library opened in 1962.")
-    assert judged.judge_refined is not None and judged.judge_refined.score == 4
-    assert judged.judge_refined.reasoning_status == "dropped"
+    result = _checker(respond, mitigate=False).check(
+        "The library opened in 1962.", "The library opened in 1962.")
+    judged = result.judge_refined
+    assert judged is not None and judged.score == 5 and judged.errors == []
+    assert "every checked sentence is supported" in judged.reasoning
+    assert not any("You write the reasoning" in c for c in calls)
+
+
+def _completion(text: str, digit_top: dict[str, float]) -> Completion:
+    """A scripted reply whose score token carries the given alternatives."""
+    head, digit, tail = text.rpartition('"score": ')[0] + '"score": ', text[-2], "}"
+    tokens = (TokenLogprob(head, 0.0, {}), TokenLogprob(digit, -0.1, digit_top),
+              TokenLogprob(tail, 0.0, {}))
+    return Completion(text=text, usage=CallUsage(), logprobs=tokens)
+
+
+def test_the_rubric_score_is_the_mean_of_the_score_tokens_distribution() -> None:
+    text = json.dumps({"errors": [{"sentence": "It is run by a charity.", "problem": "wrong",
+                                   "source": "The city council runs it"}], "score": 2})
+    top = {"2": math.log(0.6), "3": math.log(0.3), "1": math.log(0.1)}
+    backend = ScriptedBackend([_completion(text, top)], logprobs=20)
+    judged, _ = judge(backend, "The library opened in 1962. The city council runs it.",
+                      "The library opened in 1962. It is run by a charity.", Settings())
+    assert judged.scored_by == "distribution"
+    assert judged.score == pytest.approx(0.1 * 1 + 0.6 * 2 + 0.3 * 3)
+    assert judged.distribution is not None and judged.distribution["2"] == pytest.approx(0.6)
+    (error,) = judged.errors
+    assert error.start == 28 and error.source_quote == "The city council runs it"
+
+
+def test_without_log_probabilities_the_rubric_score_is_the_token_and_says_so() -> None:
+    text = json.dumps({"errors": [], "score": 5})
+    judged, _ = judge(ScriptedBackend([text]), "The library opened in 1962.",
+                      "The library opened in 1962.", Settings())
+    assert judged.score == 5 and judged.scored_by == "token"
+    assert judged.note is not None and "no log-probabilities" in judged.note
+
+
+def test_errors_the_rubric_judge_invents_are_dropped_and_counted() -> None:
+    invented = json.dumps({"errors": [
+        {"sentence": "The opening date is different.", "problem": "wrong date", "source": ""},
+        {"sentence": "The library opened in 1962.", "problem": "wrong year",
+         "source": "it opened in 1965"},  # the source says no such thing
+        {"sentence": "It lends books.", "problem": "unsupported", "source": ""},
+    ], "score": 3})
+    judged, _ = judge(ScriptedBackend([invented]), "The library opened in 1962.",
+                      "The library opened in 1962. It lends books.", Settings())
+    assert judged.dropped_errors == 2
+    assert [e.sentence for e in judged.errors] == ["It lends books."]
+    assert "2 other error(s)" in judged.reasoning and "opening date" not in judged.reasoning
 
 
 def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
@@ -127,14 +174,14 @@ def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
         if "You write the reasoning" in messages[0]["content"]:
             return json.dumps({"reasoning": 'The text says "It is run by a charity." wrongly.'})
         if "You grade how faithful" in messages[0]["content"]:
-            return json.dumps({"reasoning": "fine", "score": 5})
+            return json.dumps({"errors": [], "score": 5})
         return nli(messages)
 
     source, response = "The library opened in 1962.", "It opened in 1962. It is run by a charity."
     checked = check_input(source, response, max_source_chars=1000, max_response_chars=1000)
     checker = _checker(respond)
     graded = judge_only(checker.backend, checked, checker.settings, checker)
-    assert graded.judge.mode == "grounded" and graded.judge.score == 2
+    assert graded.judge.mode == "grounded" and graded.judge.score == load_scale()(0.375)
     assert graded.usage.calls >= 2  # detection, then the reasoning
     rubric = judge_only(checker.backend, checked, checker.settings.model_copy(
         update={"judge_mode": "rubric"}))
@@ -142,4 +189,4 @@ def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
     worker = make_worker(checker.settings, "judge", checker.backend)
     record = worker({"id": "r1", "source": source, "response": response})
     assert record["result"]["judge"]["mode"] == "grounded"
-    assert record["result"]["judge"]["score"] == 2
+    assert record["result"]["judge"]["score"] == load_scale()(0.375)

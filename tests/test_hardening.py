@@ -32,13 +32,13 @@ from conli.errors import (
 )
 from conli.evaluation.detection import predict
 from conli.evaluation.loaders import Example
-from conli.models import JudgeAnswer
 from conli.ner.grounding import SourceMentions
 from conli.pipeline import Checker
 from conli.prompts import defuse, render
 from tests import scripted
 from tests.conftest import rule_responder
 from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
+from tests.scripted import JudgeAnswer
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."

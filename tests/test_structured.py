@@ -8,7 +8,8 @@ from conli.backends.base import CallUsage, llama_cpp_split
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
-from conli.models import JudgeAnswer
+from conli.models import JudgeErrorsAnswer
+from tests.scripted import JudgeAnswer
 
 MESSAGES = [{"role": "user", "content": "grade"}]
 
@@ -86,15 +87,18 @@ def test_llama_cpp_timings_become_seconds_and_anything_else_none() -> None:
         assert llama_cpp_split(odd) == {"prefill_seconds": None, "decode_seconds": None}
 
 
-def test_the_judge_asks_for_reasoning_short_enough_that_its_score_fits_the_budget() -> None:
-    backend = ScriptedBackend(['{"reasoning": "The dates agree.", "score": 5}'])
+def test_the_judge_asks_for_errors_short_enough_that_its_score_fits_the_budget() -> None:
+    backend = ScriptedBackend(['{"errors": [], "score": 5}'])
     result, _ = judge_module.judge(backend, "It opened in 1962.", "It opened in 1962.",
                                    Settings())
     assert result.status == "scored" and result.score == 5
     (schema,) = backend.schemas
     assert schema is not None
-    capped = schema["properties"]["reasoning"]["maxLength"]
-    # even at 3 characters a token, the capped reasoning and the JSON around it fit
-    assert capped / 3 + 20 <= judge_module.ANSWER_TOKENS
+    named = schema["$defs"]["NamedError"]["properties"]
+    longest = schema["properties"]["errors"]["maxItems"] * sum(
+        named[field]["maxLength"] + 20 for field in ("sentence", "problem", "source"))
+    # even at 3 characters a token, the capped errors and the JSON around them fit
+    assert longest / 3 + 20 <= judge_module.ANSWER_TOKENS
     # validation keeps the looser limit, for backends that do not enforce the schema
-    assert JudgeAnswer.model_json_schema()["properties"]["reasoning"]["maxLength"] > capped
+    loose = JudgeErrorsAnswer.model_json_schema()["$defs"]["NamedError"]["properties"]
+    assert loose["sentence"]["maxLength"] > named["sentence"]["maxLength"]

@@ -35,7 +35,7 @@ def reading_model(context_window: int = 2000) -> ScriptedBackend:
             return nli_answer(["entailment" if c in source else "neutral"
                                for c in claims_of(messages)], messages)
         score = 5 if FIRST in source_of(messages) else 2
-        return json.dumps({"reasoning": "read it", "score": score})
+        return json.dumps({"errors": [], "score": score})
 
     return ScriptedBackend(responder=respond, context_window=context_window)
 
@@ -98,7 +98,7 @@ def test_best_supported_never_fails_open():
 def test_the_judge_keeps_the_best_window_and_says_which(settings):
     result, calls = judge_agent.judge(reading_model(), LONG_SOURCE, "The bridge opened.", settings)
     assert result.status == "scored" and result.score == 5
-    assert result.reasoning.startswith(f"[best of {len(calls)} source windows: window 1]")
+    assert result.note.endswith(f"best of {len(calls)} source windows: window 1")
 
 
 def test_the_judge_is_unverified_when_any_window_fails(settings):

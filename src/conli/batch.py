@@ -119,12 +119,16 @@ class Summary:
 
 
 def outcome(record: Record) -> str:
-    """Name the summary bucket of a successful record: its verdict, or its judge score."""
+    """Name the summary bucket of a successful record: its verdict, or its judge score.
+
+    Scores are bucketed to the rubric's integers (a distribution's mean is continuous).
+    """
     result = record["result"]
     if "verdict" in result:
         return str(result["verdict"])
     judged = result.get("judge", {})
-    return f"score {judged['score']}" if judged.get("score") else "unverified"
+    score = judged.get("score")
+    return f"score {int(score + 0.5)}" if score else "unverified"
 
 
 # --- OUT: resume --------------------------------------------------------------------------

@@ -60,9 +60,11 @@ def format_text(result: CheckResult) -> str:
     lines += addition_lines(result.mitigation.added)
     for label, judged in (("raw", result.judge_raw), ("refined", result.judge_refined)):
         if judged is not None:
-            score = judged.score if judged.status == "scored" else f"unverified ({judged.error})"
-            lines += ["", f"judge score, {label}: {printable(str(score))}",
+            score = (f"{judged.score:.1f}" if judged.score is not None
+                     else f"unverified ({judged.error})")
+            lines += ["", f"judge score, {label}: {printable(score)}",
                       f"  {printable(judged.reasoning)}"]
+            lines += [f"  note: {printable(judged.note)}"] if judged.note else []
     usage = result.usage
     lines += [
         "",

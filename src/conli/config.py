@@ -156,6 +156,9 @@ class JudgeSettings(BaseModel):
     )
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
+    judge_scale: Path | None = Field(
+        None, description="a grounded judge scale (evidence -> 1-5, from conli eval judge "
+        "--write-scale) instead of the shipped one")
 
 
 class RunSettings(BaseModel):

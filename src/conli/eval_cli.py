@@ -2,7 +2,7 @@
 
     conli eval detect  --dataset NAME ... [--ablation hierarchical] [--limit N --seed S]
     conli eval rewrite --dataset NAME ... [--hallucinated-only]
-    conli eval judge   --dataset NAME ... [--sentences 5] [--modes reasoning score_only]
+    conli eval judge   --dataset NAME ... [--max-sentences 5] [--modes grounded rubric]
 
 Every model call goes through a disk cache (``--cache-dir``), so a re-run costs nothing.
 Each run writes ``results.json`` and ``results.md`` (and ``predictions.jsonl`` for detect)
@@ -96,14 +96,19 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     judge = kinds.add_parser("judge", parents=[common],
                              help="residuals and the 0-100%% hallucination progression")
-    judge.add_argument("--sentences", type=int, default=5,
-                       help="gold responses are cut to this many sentences (default 5)")
-    judge.add_argument("--modes", nargs="+", choices=["grounded", "reasoning", "score_only"],
-                       default=["grounded", "reasoning"],
-                       help="grounded: scored from cot verdicts; reasoning/score_only: the "
-                       "rubric judge with and without reasoning")
+    judge.add_argument("--min-sentences", type=int, default=3,
+                       help="gold responses need at least this many sentences (default 3)")
+    judge.add_argument("--max-sentences", type=int, default=5,
+                       help="and are cut to at most this many (default 5: 20%% steps)")
+    judge.add_argument("--modes", nargs="+", choices=judge_eval.MODES,
+                       default=list(judge_eval.MODES),
+                       help="grounded: scored from the detectors' verdicts through a scale "
+                       "fitted leave-one-dataset-out; rubric: the model reads the rubric")
     judge.add_argument("--reasoning-items", type=int, default=10,
                        help="grounded mode writes reasoning for this many items' end texts")
+    judge.add_argument("--write-scale", type=Path, metavar="FILE",
+                       help="write the grounded scale fitted on every item here (to ship: "
+                       "src/conli/signals/grounded_scale.v1.json)")
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
 
@@ -292,13 +297,34 @@ def _recorded(settings: Settings, outcomes: list[detection.Outcome]) -> _Recorde
     return _Recorded(settings.llm, ", ".join(models) or "none: no prediction made")
 
 
+def _since(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the settings added to conli since it was written, at their defaults.
+
+    A setting that did not exist when a run started, left at its default, cannot have
+    changed what the run does: resuming it stays allowed.
+    """
+    if not isinstance(old.get("settings"), dict):
+        return old
+    added = {name: value for name, value in new["settings"].items()
+             if name not in old["settings"] and name in Settings.model_fields
+             and value == _json_default(name)}
+    return {**old, "settings": {**old["settings"], **added}}
+
+
+def _json_default(name: str) -> Any:
+    """A setting's default as run.json stores it."""
+    default = Settings.model_fields[name].get_default(call_default_factory=True)
+    return json.loads(json.dumps(default, default=str))
+
+
 def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
     """Predictions an earlier run of the same set-up left in ``out``; refuse a different one."""
     manifest = {"ablation": args.ablation, "judge": bool(args.judge),
                 **({"no_question": True} if args.no_question else {}),
                 "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
     path = out / "run.json"
-    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != manifest:
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else manifest
+    if _since(old, manifest) != manifest:
         raise ConfigError(f"{out} holds a run with other settings ({path}); choose another --out")
     write_atomically(path, json.dumps(manifest, indent=2) + "\n")
     return read_log(out / "predictions.jsonl", detection.Outcome.from_json)
@@ -333,7 +359,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
 
 def run_judge(args: argparse.Namespace) -> int:
-    """Measure the rubric judge's residuals and progression on rule-based variants."""
+    """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
+    from conli.agents.grounded_judge import SCALE_ARTIFACT, load_scale
     from conli.nlp import load_pipeline
     from conli.segment import sentence_splitter
 
@@ -344,47 +371,62 @@ def run_judge(args: argparse.Namespace) -> int:
         return [(e.text, e.label_) for e in nlp(text).ents]
 
     settings = _base_settings(args)
-    sets, paths = _datasets(args, sample=False)  # --limit counts gold items here
+    sets, paths = _datasets(args, sample=False)  # --limit counts gold items (documents) here
     backend = eval_backend(args, settings)
     out = _out_dir(args, "judge")
-    scored: list[judge_eval.Scored] = []
     items: list[judge_eval.JudgeItem] = []
+    rubric: list[judge_eval.Scored] = []
+    evidence: list[judge_eval.Scored] = []
     try:
         for examples in sets.values():
-            grounded = [e for e in examples if not e.label]
-            found = judge_eval.build_items(grounded, split, entities, sentences=args.sentences,
-                                           limit=args.limit, seed=args.seed)
+            found = judge_eval.build_items(
+                [e for e in examples if not e.label], split, entities, limit=args.limit,
+                sentences=(args.min_sentences, args.max_sentences), seed=args.seed)
             items += found
             tasks = judge_eval.plan_tasks(found, args.seed)
-            for mode in args.modes:
-                shown = _progress(args.progress, f"judge {mode}")
-                scored += (judge_eval.score_grounded(backend, found, tasks, settings,
-                                                     args.reasoning_items, shown)
-                           if mode == "grounded" else judge_eval.score_tasks(
-                    backend, found, tasks, judge_eval.judge_mode_settings(mode, settings), mode,
-                    shown))
+            if "grounded" in args.modes:
+                evidence += judge_eval.grounded_evidence(
+                    backend, found, tasks, settings, args.reasoning_items,
+                    _progress(args.progress, "judge grounded"))
+            if "rubric" in args.modes:
+                rubric += judge_eval.score_rubric(backend, found, tasks, settings,
+                                                  _progress(args.progress, "judge rubric"))
     finally:
         backend.close()
     if not items:
-        raise ConfigError(f"no gold response has {args.sentences} sentences in these datasets")
+        raise ConfigError(f"no gold response has {args.min_sentences} sentences in these sets")
+    shipped = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    scored = rubric + judge_eval.lodo_grounded(evidence, shipped)
     progression = judge_eval.progression(scored)
     plot = None
     if not args.no_plot:
         plot = str(judge_eval.plot_progression(progression, out / "progression.png"))
-    payload = {
+    residuals = judge_eval.residual_table(scored)
+    payload: dict[str, Any] = {
         "kind": "judge",
         "provenance": _meta(args, backend, settings, {s.template for s in scored}, paths),
+        "detectors": settings.detectors,
         "items": [item.__dict__ for item in items],
-        "residuals": judge_eval.residual_table(scored),
+        "residuals": residuals,
         "progression": progression,
         "targets": judge_eval.targets(scored),
         "intervals": judge_eval.bootstrap_intervals(scored, args.seed),
         "plot": plot,
-        "scores": [{"item": s.task.item, "task": s.task.task, "pct": s.task.pct, "mode": s.mode,
-                    "expected": s.task.expected, "score": s.score, "error": s.error,
-                    "seconds": s.seconds, "reasoning_status": s.reasoning_status}
-                   for s in scored],
+        "scores": [{"item": s.task.item, "dataset": s.dataset, "task": s.task.task,
+                    "pct": s.task.pct, "mode": s.mode, "expected": s.task.expected,
+                    "target": s.task.target, "score": s.score, "evidence": s.evidence,
+                    "error": s.error, "seconds": s.seconds,
+                    "reasoning_status": s.reasoning_status,
+                    "dropped_errors": s.dropped_errors} for s in scored],
     }
+    if args.write_scale and evidence:
+        scale = judge_eval.fit_scale(evidence)
+        scale = replace(scale, training={
+            "fitted_on": f"{len(evidence)} texts of {len(items)} documents",
+            "datasets": sorted({s.dataset for s in evidence}), "command": _command(),
+            "detectors": settings.detectors, "seed": args.seed,
+            "leave_one_dataset_out": residuals.get("grounded", {}).get("all")})
+        write_atomically(args.write_scale, json.dumps(scale.to_json(), indent=1) + "\n")
     return _finish(out, payload, report.judge_markdown(payload))
 
 
@@ -423,10 +465,13 @@ def run_coverage(args: argparse.Namespace) -> int:
 
 def run_judge_auroc(args: argparse.Namespace) -> int:
     """Grounded scores from a stored detect run; the rubric judge on a sample of it."""
+    from conli.agents.grounded_judge import SCALE_ARTIFACT, load_scale
+
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)
     examples = {e.id: e for found in sets.values() for e in found}
-    stored = [row for row in judge_eval.stored_grounded_scores(args.predictions)
+    scale = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    stored = [row for row in judge_eval.stored_grounded_scores(args.predictions, scale)
               if row[0] in examples]
     if not stored:
         raise ConfigError(f"no prediction in {args.predictions} is from these datasets")
@@ -442,7 +487,8 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
             backend.close()
     recorded: Backend | _Recorded = backend or _Recorded("none", "none")
     payload = {"kind": "judge-auroc", "predictions": str(args.predictions),
-               "provenance": _meta(args, recorded, settings, {"judge_rubric.v1"}, paths),
+               "scale": scale.version,
+               "provenance": _meta(args, recorded, settings, {"judge_rubric.v2"}, paths),
                "datasets": by_set, "pooled": pooled}
     return _finish(_out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))
 

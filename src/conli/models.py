@@ -17,7 +17,9 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 # 2: judgements and sentences name the ``detector`` that made them (was ``level``).
 # 3: ``coverage`` (points and their verdicts) and ``word_scores``; both optional.
 # 4: judgements carry the ``features`` a trained detector weighed, and the result the
-#    ``calibration`` that decided its verdicts (both optional).
+#    ``calibration`` that decided its verdicts (both optional); judge scores are numbers
+#    (1-5, a distribution's mean where the backend gives one) with ``errors`` tied to
+#    sentences and the ``dropped_errors`` count.
 RESULT_SCHEMA_VERSION = "4"
 
 
@@ -105,10 +107,18 @@ class RewriteAnswer(BaseModel):
     rewrites: list[RewriteItem]
 
 
-class JudgeAnswer(BaseModel):
-    """The rubric judge's answer: reasoning first, then a bounded score."""
+class NamedError(BaseModel):
+    """One statement of the judged text the source does not support, as the judge names it."""
 
-    reasoning: str = Field(max_length=4000)
+    sentence: str = Field(max_length=1000, description="the sentence, copied from the text")
+    problem: str = Field(max_length=400)
+    source: str = Field(max_length=400, description="the source's words it contradicts, or ''")
+
+
+class JudgeErrorsAnswer(BaseModel):
+    """The rubric judge's answer (v2): the errors it finds first, then a bounded score."""
+
+    errors: list[NamedError] = Field(max_length=12)
     score: int = Field(ge=1, le=5)
 
 
@@ -240,20 +250,46 @@ class JudgeFinding(BaseModel):
     reason: str
 
 
+class JudgeError(BaseModel):
+    """One error a judge names, tied to the sentence of the judged text it is about.
+
+    An error that names no sentence of the text, or quotes the source with words the
+    source does not have, is never shown: it is dropped and counted (``dropped_errors``).
+    """
+
+    sentence: str = Field(description="the judged text's sentence, as it appears there")
+    start: int = Field(ge=0, description="offset of the sentence in the judged text")
+    end: int = Field(ge=0)
+    problem: str
+    source_quote: str = Field("", description="the source's words the error rests on, "
+                              "checked to occur in the source (empty: the source lacks it)")
+
+
 class JudgeResult(BaseModel):
     """A 1-5 score; ``score`` is None when the judge could not be completed.
 
-    ``grounded``: computed from the sentence verdicts (``findings``, ``share``), the model
-    writing only the reasoning; ``rubric``: the model reads the rubric and gives the score.
-    ``reasoning_status``: ``checked`` (every quote in it is in the judged text),
-    ``dropped`` (it quoted text that is not there, twice: the score stands without it).
+    ``rubric``: the model reads the rubric and names the errors; where the backend gives
+    log-probabilities the score is the mean of the score token's distribution over 1-5
+    (``distribution``), else the generated token (``scored_by``, ``note`` say which).
+    ``grounded``: the score is computed from the sentence verdicts (``findings``) through
+    a monotone scale fitted on seed 003's progressions; the model writes only the reasoning.
+    ``errors`` are tied to sentences by offsets; ``dropped_errors`` counts the ones a judge
+    named that could not be tied to the text or the source. ``reasoning_status``:
+    ``checked`` (every quote in it is in the judged text), ``dropped`` (it quoted text that
+    is not there: the score stands without it).
     """
 
     status: Literal["scored", "unverified"]
-    score: int | None = Field(None, ge=1, le=5)
+    score: float | None = Field(None, ge=1.0, le=5.0)
     mode: Literal["grounded", "rubric"] = "rubric"
+    scored_by: Literal["distribution", "token", "verdicts"] | None = None
+    distribution: dict[str, float] | None = Field(
+        None, description="P of each score token 1-5 at the score position (rubric)")
+    note: str | None = None
     reasoning: str = ""
     reasoning_status: Literal["checked", "dropped"] = "checked"
+    errors: list[JudgeError] = Field(default_factory=list)
+    dropped_errors: int = Field(0, ge=0)
     share: float | None = Field(None, ge=0.0, description="weighted share of flagged sentences")
     findings: list[JudgeFinding] = Field(default_factory=list)
     error: str | None = None

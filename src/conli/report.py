@@ -166,13 +166,19 @@ def _verdict(record: Record) -> str:
     return "judged"
 
 
-def _score(judged: Any) -> int | None:
-    if isinstance(judged, dict) and isinstance(judged.get("score"), int):
-        return int(judged["score"])
+def _score(judged: Any) -> float | None:
+    score = judged.get("score") if isinstance(judged, dict) else None
+    if isinstance(score, int | float) and not isinstance(score, bool):
+        return float(score)
     return None
 
 
-def _scores(record: Record) -> tuple[int | None, int | None]:
+def _shown(score: float | None) -> str:
+    """A judge score as shown: one decimal at most (a distribution's mean), '–' if none."""
+    return "–" if score is None else f"{round(score, 1):g}"
+
+
+def _scores(record: Record) -> tuple[float | None, float | None]:
     """Judge scores (before, after); judge mode gives one score, shown as both."""
     result = record.get("result", {})
     if "judge" in result:
@@ -266,8 +272,8 @@ def render_record(record: Record, number: int) -> str:
     parts.append(additions_section(result))
     before, after = _scores(record)
     if before is not None or after is not None:
-        parts.append(f'<p class="scores">Judge score: before <b>{before or "–"}</b> → '
-                     f'after <b>{after or "–"}</b> (1-5)</p>')
+        parts.append(f'<p class="scores">Judge score: before <b>{_shown(before)}</b> → '
+                     f'after <b>{_shown(after)}</b> (1-5)</p>')
     for key in ("judge", "judge_raw", "judge_refined"):
         judged = result.get(key)
         if isinstance(judged, dict) and judged.get("reasoning"):
@@ -290,7 +296,7 @@ class _Tally:
     rewritten: int = 0
     points: int = 0
     uncovered: int = 0
-    scores: dict[str, list[int]] = field(default_factory=lambda: {"before": [], "after": []})
+    scores: dict[str, list[float]] = field(default_factory=lambda: {"before": [], "after": []})
     malformed: list[Malformed] = field(default_factory=list)
 
     def add(self, record: Record | Malformed) -> None:
@@ -311,7 +317,7 @@ class _Tally:
         self.scores["after"] += [after] if after else []
 
 
-def _mean(values: list[int]) -> str:
+def _mean(values: list[float]) -> str:
     return f"{sum(values) / len(values):.2f} (n={len(values)})" if values else "–"
 
 

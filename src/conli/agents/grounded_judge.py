@@ -1,38 +1,44 @@
 """The grounded judge: a 1-5 score computed from the detector's sentence verdicts.
 
-Seed 003's rubric, applied to what detection found instead of asked of a model in one go:
+Seed 003's rubric, applied to what detection found instead of asked of a model in one go.
+Each checked sentence weighs what is wrong with it: a flagged sentence its severity
+(``SEVERITY``: a contradiction 1.0, an unsupported addition 0.75, a minor detail 0.4),
+a passed one its remaining doubt (1 - its support score). The text's evidence is the mean
+over its checked sentences, and a monotone scale (isotonic regression, fitted on seed
+003's synthetic progressions leave-one-dataset-out by ``conli eval judge``, shipped as
+``signals/grounded_scale.v1.json``) turns it into a 1-5 score, so the score tracks how much
+of the text is wrong rather than a hand-set rule.
 
-- 5: no sentence flagged;
-- 4: one minor detail flagged, nothing misleading;
-- 3: several minor details, nothing misleading;
-- 2: at least one misleading statement (a contradiction or an unsupported addition), but
-  the weighted share of flagged sentences is at most one half;
-- 1: more than half, by weight ("most or all of the text is wrong or unverifiable").
-
-Weights (``SEVERITY``): a contradiction 1.0, an unsupported addition 0.75, a minor detail
-0.4. A contradiction is a sentence chain of thought labels ``contradiction``; a minor
-detail is one that only the entity level flagged (the sentence as a whole was entailed);
-anything else flagged, or a sentence that could not be checked, is an unsupported
-addition (never fail open). The model then writes the reasoning from these findings, in
-one short generation, and must quote only sentences of the text (``check_quotes``).
+A contradiction is a sentence chain of thought labels ``contradiction``; a minor detail is
+one that only the entity level flagged; anything else flagged, or a sentence that could not
+be checked, is an unsupported addition (never fail open). The model then writes the
+reasoning from these findings, in one short generation, quoting only sentences of the text
+(``check_quotes``); with no finding there is nothing to explain and no call is made.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from conli.agents.judge import sentence_span
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.models import JudgeFinding, JudgeResult, SentenceResult
+from conli.errors import ConfigError
+from conli.models import JudgeError, JudgeFinding, JudgeResult, SentenceResult
 from conli.ner.grounding import normalize
 from conli.prompts import render
 
 TEMPLATE = "judge_grounded.v1"
+SCALE_ARTIFACT = Path(__file__).parent.parent / "signals" / "grounded_scale.v1.json"
 Severity = Literal["contradiction", "unsupported", "minor"]
 SEVERITY: dict[Severity, float] = {"contradiction": 1.0, "unsupported": 0.75, "minor": 0.4}
 RUBRIC = {
@@ -73,16 +79,57 @@ def finding(sentence: SentenceResult) -> JudgeFinding | None:
                         weight=SEVERITY[severity], reason=reason)
 
 
-def grounded_score(sentences: Sequence[SentenceResult]) -> tuple[int, float, list[JudgeFinding]]:
-    """The rubric score, the weighted share of flagged sentences, and the findings."""
+@dataclass(frozen=True)
+class Scale:
+    """A monotone map from the evidence (0-1) to a 1-5 score: isotonic knots, interpolated."""
+
+    version: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    training: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __call__(self, evidence: float) -> float:
+        """The score for ``evidence``, interpolated between the knots, within 1-5."""
+        import numpy as np
+
+        return float(min(5.0, max(1.0, np.interp(evidence, self.x, self.y))))
+
+    def to_json(self) -> dict[str, Any]:
+        """The artifact's JSON form."""
+        return {"version": self.version, "x": list(self.x), "y": list(self.y),
+                "training": self.training}
+
+
+@lru_cache(maxsize=4)
+def load_scale(path: Path = SCALE_ARTIFACT) -> Scale:
+    """The scale artifact at ``path``; ``ConfigError`` if it is unreadable or not monotone."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        scale = Scale(str(data["version"]), tuple(float(v) for v in data["x"]),
+                      tuple(float(v) for v in data["y"]), dict(data.get("training", {})))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot read the grounded judge's scale {path}: {exc}") from exc
+    if len(scale.x) != len(scale.y) or not scale.x or list(scale.x) != sorted(scale.x):
+        raise ConfigError(f"the grounded judge's scale {path} is not a monotone map")
+    return scale
+
+
+def evidence(sentences: Sequence[SentenceResult]) -> tuple[float, list[JudgeFinding]]:
+    """How much of the text is wrong, 0-1 (the mean per checked sentence), and the findings."""
     checked = [s for s in sentences if s.checked]
-    findings = [f for f in (finding(s) for s in checked) if f is not None]
-    share = sum(f.weight for f in findings) / len(checked) if checked else 0.0
-    if not findings:
-        return 5, share, findings
-    if all(f.severity == "minor" for f in findings):
-        return (4 if len(findings) == 1 else 3), share, findings
-    return (2 if share <= 0.5 else 1), share, findings
+    findings = {f.index: f for f in (finding(s) for s in checked) if f is not None}
+    if not checked:
+        return 0.0, []
+    weights = [findings[s.index].weight if s.index in findings
+               else 1.0 - s.score if s.score is not None else 0.0 for s in checked]
+    return sum(weights) / len(checked), list(findings.values())
+
+
+def grounded_score(sentences: Sequence[SentenceResult], scale: Scale | None = None
+                   ) -> tuple[float, float, list[JudgeFinding]]:
+    """The 1-5 score, the evidence it comes from, and the findings."""
+    share, findings = evidence(sentences)
+    return (scale or load_scale())(share), share, findings
 
 
 def check_quotes(reasoning: str, text: str) -> None:
@@ -95,14 +142,39 @@ def check_quotes(reasoning: str, text: str) -> None:
                              f"{quoted[:80]!r}")
 
 
+def errors_of(findings: Sequence[JudgeFinding], sentences: Sequence[SentenceResult],
+              text: str) -> list[JudgeError]:
+    """Each finding as an error tied to its sentence's offsets in ``text``."""
+    by_index = {s.index: s for s in sentences}
+    out = []
+    for found in findings:
+        span = sentence_span(found.sentence, text)
+        if span is None:  # a sentence of the judged text always is; never shown untied
+            continue
+        lead = next((j for j in by_index[found.index].judgements
+                     if j.verdict != "supported" and j.evidence_in_source), None)
+        out.append(JudgeError(sentence=text[span[0]:span[1]], start=span[0], end=span[1],
+                              problem=found.reason, source_quote=lead.evidence if lead else ""))
+    return out
+
+
 def grounded_judge(
     backend: Backend, text: str, sentences: Sequence[SentenceResult], settings: Settings
 ) -> tuple[JudgeResult, list[CallRecord]]:
     """Score ``text`` from its checked ``sentences``; the model writes only the reasoning."""
-    score, share, findings = grounded_score(sentences)
+    scale = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    score, share, findings = grounded_score(sentences, scale)
+    errors = errors_of(findings, sentences, text)
+    done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",
+            "share": share, "findings": findings, "errors": errors,
+            "template": f"{TEMPLATE}+{scale.version}"}
+    if not findings:  # nothing to explain, and nothing the model could add but invention
+        return JudgeResult(reasoning=f"{RUBRIC[5]}: every checked sentence is supported by "
+                           "the source.", **done), []
+    level = min(RUBRIC, key=lambda k: abs(k - score))
     prompt = render(
-        TEMPLATE, sentences=[s.text for s in sentences], score=score, rubric_line=RUBRIC[score],
-        findings=[f.model_dump() for f in findings],
+        TEMPLATE, sentences=[s.text for s in sentences], score=round(score, 1),
+        rubric_line=RUBRIC[level], findings=[f.model_dump() for f in findings],
     )
     schema = GroundedAnswer.model_json_schema()
     schema["properties"]["reasoning"]["maxLength"] = REASONING_CHARS
@@ -112,10 +184,8 @@ def grounded_judge(
         schema=schema, check=lambda answer: check_quotes(answer.reasoning, text),
     )
     result = JudgeResult(
-        status="scored", score=score, mode="grounded", share=share, findings=findings,
         reasoning=asked.value.reasoning if asked.value else "",
         reasoning_status="checked" if asked.value else "dropped",
-        error=None if asked.value else f"reasoning dropped: {asked.error}",
-        template=TEMPLATE,
+        error=None if asked.value else f"reasoning dropped: {asked.error}", **done,
     )
     return result, asked.calls

@@ -1,29 +1,41 @@
-"""The rubric judge: a 1-5 faithfulness score with reasoning, as validated JSON.
+"""The rubric judge: a 1-5 faithfulness score, from the errors it names, as validated JSON.
 
+The judge lists each sentence of the text the source does not support (copied, with the
+source's words it disagrees with), then gives the score. Every error is tied back to the
+text: one that names no sentence of it, or quotes the source with words the source does
+not have, is dropped and counted, never shown as fact. Where the backend gives
+log-probabilities the score is the mean of the score token's distribution over 1-5
+(G-Eval): a continuous score that moves with the errors where a single token jumps.
 The rubric is a Jinja template; users point ``judge_template`` at their own file.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-from conli.agents.grounded_judge import check_quotes
 from conli.agents.structured import CallRecord, ask_structured
-from conli.backends.base import Backend
+from conli.backends.base import Backend, Completion
 from conli.config import Settings
 from conli.errors import ContextOverflowError
-from conli.models import JudgeAnswer, JudgeResult
+from conli.models import JudgeError, JudgeErrorsAnswer, JudgeResult, NamedError
 from conli.prompts import render
 from conli.windows import tokens_of, windows_for
 
-DEFAULT_TEMPLATE = "judge_rubric.v1"
-JUDGE_PROMPT_TOKENS = 700  # the rubric and framing around source and text
-ANSWER_TOKENS = 400
-# The reasoning a grammar lets the judge write: 1,000 characters is at most ~330 tokens even
-# at 3 characters a token, so the score always fits in ANSWER_TOKENS. Without it a small
-# model that repeats itself runs to the token cap and the answer is lost (unverified).
-# Validation keeps JudgeAnswer's own, looser limit for backends that do not enforce schemas.
-REASONING_CHARS = 1000
+DEFAULT_TEMPLATE = "judge_rubric.v2"
+JUDGE_PROMPT_TOKENS = 900  # the rubric, the worked example and framing around the texts
+ANSWER_TOKENS = 640  # four capped errors at 3 characters a token, and the score
+SCORE_TOKENS = ("1", "2", "3", "4", "5")
+TOP_ALTERNATIVES = 10
+MIN_SCORE_MASS = 0.5  # less on the five digits: the model meant something else there
+# Each error's strings are capped by the grammar, so a small model that repeats itself
+# cannot run the answer past ANSWER_TOKENS and lose the score.
+ERROR_CHARS = {"sentence": 200, "problem": 100, "source": 100}
+MAX_ERRORS = 4  # four errors already make a short text a 1 or a 2
+_SCORE_KEY = re.compile(r'"score"\s*:\s*$')
+_WORD = re.compile(r"\w+")
+NO_LOGPROBS = "the backend gives no log-probabilities: the score is the generated token"
 
 
 def judge(
@@ -52,25 +64,21 @@ def judge(
         error = f"source window {i + 1} of {len(windows)} was not scored: {result.error}"
         return result.model_copy(update={"error": error}), calls
     number, best = max(enumerate(r for r, _ in judged), key=lambda item: item[1].score or 0)
-    note = f"[best of {len(windows)} source windows: window {number + 1}] "
-    return best.model_copy(update={"reasoning": note + (best.reasoning or "")}), calls
+    note = f"best of {len(windows)} source windows: window {number + 1}"
+    return best.model_copy(update={"note": "; ".join(n for n in (best.note, note) if n)}), calls
 
 
 def _judge_once(
     backend: Backend, source: str, text: str, settings: Settings, name: str
 ) -> tuple[JudgeResult, list[CallRecord]]:
     prompt = render(name, source=source, text=text)
+    reads = backend.capabilities.logprobs > 0
     try:
         asked = ask_structured(
-            backend,
-            prompt.messages,
-            JudgeAnswer,
-            schema=answer_schema(),
-            step="judge",
-            template=prompt.template,
-            max_tokens=ANSWER_TOKENS,
-            max_reasks=settings.max_reasks,
-            temperature=settings.temperature,
+            backend, prompt.messages, JudgeErrorsAnswer, schema=answer_schema(), step="judge",
+            template=prompt.template, max_tokens=ANSWER_TOKENS,
+            max_reasks=settings.max_reasks, temperature=settings.temperature,
+            top_logprobs=TOP_ALTERNATIVES if reads else 0,
         )
     except ContextOverflowError as exc:
         return JudgeResult(status="unverified", error=str(exc), template=prompt.template), []
@@ -78,24 +86,112 @@ def _judge_once(
         return JudgeResult(
             status="unverified", error=asked.error, template=prompt.template
         ), asked.calls
-    reasoning, status, error = asked.value.reasoning, "checked", None
-    try:
-        check_quotes(reasoning, text)
-    except ValueError as exc:  # the score stands; reasoning that invents text does not
-        reasoning, status, error = "", "dropped", f"reasoning dropped: {exc}"
+    errors, dropped = tie_errors(asked.value.errors, text, source)
+    distribution = score_distribution(asked.completion) if asked.completion else None
+    if distribution is not None:
+        score = sum(int(k) * p for k, p in distribution.items())
+        scored_by, note = "distribution", None
+    else:
+        score, scored_by = float(asked.value.score), "token"
+        note = NO_LOGPROBS if not reads else "the score token's distribution was unreadable"
     result = JudgeResult(
-        status="scored",
-        score=asked.value.score,
-        reasoning=reasoning,
-        reasoning_status=status,
-        error=error,
+        status="scored", score=score, scored_by=scored_by, distribution=distribution,
+        note=note, reasoning=describe(errors, dropped), errors=errors, dropped_errors=dropped,
         template=prompt.template,
     )
     return result, asked.calls
 
 
 def answer_schema() -> dict[str, Any]:
-    """JudgeAnswer's schema with the reasoning capped to fit the answer's token budget."""
-    schema = JudgeAnswer.model_json_schema()
-    schema["properties"]["reasoning"]["maxLength"] = REASONING_CHARS
+    """The answer's schema with each string and the error list capped (see ``ERROR_CHARS``)."""
+    schema = JudgeErrorsAnswer.model_json_schema()
+    schema["properties"]["errors"]["maxItems"] = MAX_ERRORS
+    item = schema["$defs"]["NamedError"]["properties"]
+    for field, limit in ERROR_CHARS.items():
+        item[field]["maxLength"] = limit
     return schema
+
+
+def score_distribution(completion: Completion) -> dict[str, float] | None:
+    """P(1..5) at the generated score token, from its alternatives (None if unreadable)."""
+    text, found = "", None
+    for generated in completion.logprobs:
+        if generated.token.strip() in SCORE_TOKENS and _SCORE_KEY.search(text):
+            found = generated  # the last "score" key: a string inside an error may say score
+        text += generated.token
+    if found is None:
+        return None
+    mass = dict.fromkeys(SCORE_TOKENS, 0.0)
+    for token, logprob in found.top.items():
+        if token.strip() in mass:
+            mass[token.strip()] += math.exp(logprob)
+    total = sum(mass.values())
+    if total < MIN_SCORE_MASS:
+        return None
+    return {k: v / total for k, v in mass.items()}
+
+
+def locate(quote: str, text: str) -> tuple[int, int] | None:
+    """Where ``quote``'s words occur in ``text``, in order; None if they do not.
+
+    Spacing, case and punctuation between the words may differ.
+    """
+    words = _WORD.findall(quote)
+    if not words:
+        return None
+    pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
+    found = re.search(pattern, text, re.IGNORECASE)
+    return (found.start(), found.end()) if found else None
+
+
+def tie_errors(named: list[NamedError], text: str, source: str) -> tuple[list[JudgeError], int]:
+    """The named errors tied to a sentence of ``text``, and how many were dropped.
+
+    An error is kept when its sentence's words occur in ``text`` (it gets that sentence's
+    offsets) and its source quote, if any, occurs in ``source``.
+    """
+    kept: list[JudgeError] = []
+    for error in named:
+        span = sentence_span(error.sentence, text)
+        quote = error.source.strip()
+        if span is None or (quote and locate(quote, source) is None):
+            continue
+        start, end = span
+        kept.append(JudgeError(sentence=text[start:end], start=start, end=end,
+                               problem=error.problem.strip(), source_quote=quote))
+    return kept, len(named) - len(kept)
+
+
+def sentence_span(sentence: str, text: str) -> tuple[int, int] | None:
+    """The offsets in ``text`` of the sentence ``sentence`` names (copied, or nearly)."""
+    exact = text.find(sentence.strip())
+    if sentence.strip() and exact >= 0:
+        return exact, exact + len(sentence.strip())
+    span = locate(sentence, text)
+    return None if span is None else _sentence_around(text, *span)
+
+
+def _sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span widened to the sentence it lies in (ends at . ! ? or a line break)."""
+    before = max(text.rfind(mark, 0, start) for mark in (". ", "! ", "? ", "\n"))
+    first = 0 if before < 0 else before + 1
+    while first < start and text[first].isspace():
+        first += 1
+    stops = [i for i in (text.find(mark, max(end - 1, 0)) for mark in (".", "!", "?", "\n"))
+             if i >= 0]
+    last = min(stops) + 1 if stops else len(text)
+    return first, max(last, end)
+
+
+def describe(errors: list[JudgeError], dropped: int) -> str:
+    """The reasoning shown: the tied errors, and how many could not be tied."""
+    if not errors:
+        lines = ["No statement of the text was found unsupported by the source."]
+    else:
+        lines = [f'"{e.sentence}": {e.problem}'
+                 + (f' (the source says: "{e.source_quote}")' if e.source_quote else "")
+                 for e in errors]
+    if dropped:
+        lines.append(f"{dropped} other error(s) the judge named could not be found in the "
+                     "text or the source and are not shown.")
+    return " ".join(lines)

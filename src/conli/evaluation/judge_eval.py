@@ -1,39 +1,39 @@
 """Judge evaluation (seed 003): residuals, and the score progression over 0-100% hallucination.
 
-Residuals compare gold and synthetic hallucinated text; the progression swaps in one more
-hallucinated sentence per 20% step.
-
-Synthetic variants here are rule-based: an *intrinsic* variant contradicts the source by
+Each item is a faithful summary cut to 3-5 sentences (as many as it has, up to five, so the
+progression has seed 003's 20% steps where the texts allow it). Residuals compare gold and
+single-sentence hallucinated text; the progression swaps in one more hallucinated sentence
+per step. Variants are rule-based: an *intrinsic* variant contradicts the source by
 swapping a number, a date, a named entity (for another of the same type from the source)
-or by negating an auxiliary; an *extrinsic* variant appends a clause the source does not
-support. LLM-written variants (the seed's table 7) are not implemented yet.
+or by negating an auxiliary; an *extrinsic* variant appends a clause the source lacks.
 
-Modes: ``reasoning`` and ``score_only`` ask the rubric judge; ``grounded`` checks the text
-with chain-of-thought NLI (preset ``cot``: its verdicts are one claim per call, so the
-disk cache shares them between every text an item's sentences appear in) and computes the
-score from the verdicts; it writes reasoning for the end texts of ``reasoning_items`` items.
+Modes: ``rubric`` asks the rubric judge (its score a distribution's mean where the backend
+gives log-probabilities); ``grounded`` checks each text with the configured detectors (the
+product's default unless ``--detector``; the verdicts of one item's sentences are shared
+through the call cache), and its score comes from a monotone scale fitted on the *other*
+datasets' items (``lodo_grounded``): every figure is leave-one-dataset-out, as detection's
+are. The scale fitted on every item is what ``--write-scale`` ships.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from statistics import mean
 from time import perf_counter
 from typing import Any
 
-from conli.agents.grounded_judge import grounded_judge, grounded_score
+from conli.agents.grounded_judge import Scale, evidence, grounded_judge
 from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.evaluation.loaders import Example
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
 
-SCORE_ONLY_TEMPLATE = Path(__file__).parent / "templates" / "judge_rubric_score_only.v1.jinja"
 EXPECTED = {"gold_full": 5, "gold_sentence": 5, "intrinsic_sentence": 1, "extrinsic_sentence": 1}
 Entities = Callable[[str], list[tuple[str, str]]]  # text -> [(entity text, NER label)]
+MODES = ("grounded", "rubric")
 
 # --- items, tasks and scores -------------------------------------------------------------
 
@@ -48,21 +48,26 @@ class JudgeItem:
     intrinsic: list[str | None]
     extrinsic: list[str]
     rules: list[str | None] = field(default_factory=list)
+    dataset: str = ""
 
 
 def build_items(
     examples: Sequence[Example], split: Callable[[str], list[str]], entities: Entities | None,
-    *, sentences: int, limit: int | None, seed: int,
+    *, sentences: tuple[int, int], limit: int | None, seed: int,
 ) -> list[JudgeItem]:
-    """Gold (non-hallucinated) examples with at least ``sentences`` sentences, cut to that many."""
+    """Gold examples with at least ``sentences[0]`` sentences, cut to at most ``sentences[1]``.
+
+    One item a document (the bootstrap resamples documents), at most ``limit``.
+    """
+    fewest, most = sentences
     rng = random.Random(seed)
     items: list[JudgeItem] = []
     seen: set[str] = set()
     for example in examples:
         if example.label or example.source in seen:
-            continue  # one item a document: the bootstrap resamples documents
-        gold = split(example.response)[:sentences]
-        if len(gold) < sentences:
+            continue
+        gold = split(example.response)[:most]
+        if len(gold) < fewest:
             continue
         pool = entities(example.source) if entities else []
         intrinsic, rules = [], []
@@ -72,7 +77,8 @@ def build_items(
             rules.append(found[1] if found else None)
         extrinsic = [extrinsic_variant(s, rng, example.source) for s in gold]
         seen.add(example.source)
-        items.append(JudgeItem(example.id, example.source, gold, intrinsic, extrinsic, rules))
+        items.append(JudgeItem(example.id, example.source, gold, intrinsic, extrinsic, rules,
+                               example.dataset))
         if limit is not None and len(items) >= limit:
             break
     return items
@@ -87,6 +93,13 @@ class Task:
     text: str
     expected: int | None
     pct: int | None = None
+
+    @property
+    def target(self) -> float:
+        """What a faithful judge scores it: ``expected``, or 5 down to 1 along the steps."""
+        if self.expected is not None:
+            return float(self.expected)
+        return 5.0 - 4.0 * (self.pct or 0) / 100
 
 
 def plan_tasks(items: Sequence[JudgeItem], seed: int) -> list[Task]:
@@ -118,72 +131,101 @@ def plan_tasks(items: Sequence[JudgeItem], seed: int) -> list[Task]:
 
 @dataclass(frozen=True)
 class Scored:
-    """A task with the judge's score (None when unverified) under one prompt mode."""
+    """A task with the judge's score (None when unverified) under one mode.
+
+    ``evidence``: grounded mode's 0-1 evidence, from which a scale gives the score.
+    """
 
     task: Task
     mode: str
-    score: int | None
+    score: float | None
     template: str
+    dataset: str = ""
     error: str | None = None
     seconds: float | None = None  # the judge's own time: detection is not counted
     reasoning_status: str | None = None
+    evidence: float | None = None
+    dropped_errors: int = 0
 
 
-def score_tasks(
+def score_rubric(
     backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
-    mode: str, progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Scored]:
     """Ask the rubric judge for every task's score."""
-    sources = {item.id: item.source for item in items}
+    by_id = {item.id: item for item in items}
     scored = []
     for number, task in enumerate(tasks, start=1):
         started = perf_counter()
-        result, _ = judge(backend, sources[task.item], task.text, settings)
-        scored.append(Scored(task, mode, result.score, result.template, result.error,
-                             perf_counter() - started, result.reasoning_status))
+        item = by_id[task.item]
+        result, _ = judge(backend, item.source, task.text, settings)
+        scored.append(Scored(task, "rubric", result.score, result.template, item.dataset,
+                             result.error, perf_counter() - started, result.reasoning_status,
+                             dropped_errors=result.dropped_errors))
         if progress is not None:
             progress(number, len(tasks))
     return scored
 
 
-def score_grounded(
+def grounded_evidence(
     backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
     reasoning_items: int, progress: Callable[[int, int], None] | None = None,
 ) -> list[Scored]:
-    """Check each task's text with ``cot``, score it from the verdicts; reason on a sample.
+    """Check each task's text with the configured detectors and keep its evidence.
 
-    Reasoning is written for the gold text and the 100% texts of the first
-    ``reasoning_items`` items (it never changes the score, so the rest skip it).
+    The score is left for ``lodo_grounded``. Reasoning is written (and timed) for the gold
+    text and the 100% texts of the first ``reasoning_items`` items: it never changes the
+    score, so the rest skip it.
     """
     from conli.pipeline import Checker
 
-    checker = Checker(settings.model_copy(update={
-        "detectors": ["cot"], "mitigate": False, "judge": False}), backend)
-    sources = {item.id: item.source for item in items}
+    checker = Checker(settings.model_copy(update={"mitigate": False, "judge": False}), backend)
+    by_id = {item.id: item for item in items}
     reasoned = {item.id for item in items[:reasoning_items]}
     scored = []
     for number, task in enumerate(tasks, start=1):
-        sentences = checker.check(sources[task.item], task.text).sentences
+        item = by_id[task.item]
+        sentences = checker.check(item.source, task.text).sentences
+        share, _ = evidence(sentences)
+        seconds = status = None
         if task.item in reasoned and (task.task == "gold_full" or task.pct == 100):
             started = perf_counter()
             result, _ = grounded_judge(backend, task.text, sentences, settings)
-            scored.append(Scored(task, "grounded", result.score, result.template, result.error,
-                                 perf_counter() - started, result.reasoning_status))
-        else:
-            score, _, _ = grounded_score(sentences)
-            scored.append(Scored(task, "grounded", score, "judge_grounded.v1"))
+            seconds, status = perf_counter() - started, result.reasoning_status
+        scored.append(Scored(task, "grounded", None, "judge_grounded.v1", item.dataset,
+                             seconds=seconds, reasoning_status=status, evidence=share))
         if progress is not None:
             progress(number, len(tasks))
     return scored
 
 
-def judge_mode_settings(mode: str, base: Settings) -> Settings:
-    """``reasoning`` is the default rubric; ``score_only`` the same rubric without reasoning."""
-    if mode == "reasoning":
-        return base
-    if mode == "score_only":
-        return base.model_copy(update={"judge_template": SCORE_ONLY_TEMPLATE})
-    raise ValueError(f"unknown judge mode {mode!r}")
+def fit_scale(rows: Sequence[Scored], version: str = "grounded_scale.v1") -> Scale:
+    """The isotonic (non-increasing) map from evidence to each task's target score."""
+    from sklearn.isotonic import IsotonicRegression
+
+    usable = [r for r in rows if r.evidence is not None]
+    fitted = IsotonicRegression(increasing=False, y_min=1.0, y_max=5.0, out_of_bounds="clip")
+    fitted.fit([r.evidence for r in usable], [r.task.target for r in usable])
+    return Scale(version, tuple(round(float(v), 6) for v in fitted.X_thresholds_),
+                 tuple(round(float(v), 6) for v in fitted.y_thresholds_))
+
+
+def lodo_grounded(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
+    """Every grounded row scored by a scale fitted on the other datasets' rows only.
+
+    With one dataset there is nothing to fit on but the scored rows themselves: ``shipped``
+    (fitted elsewhere) scores them instead, and the template says which scale it was.
+    """
+    out = []
+    for dataset in sorted({r.dataset for r in rows}):
+        others = [r for r in rows if r.dataset != dataset and r.evidence is not None]
+        scale = fit_scale(others) if others else shipped
+        out += [replace(r, score=scale(r.evidence), template=f"{r.template}+{scale.version}")
+                for r in rows if r.dataset == dataset and r.evidence is not None]
+    return out
+
+
+# --- the figures --------------------------------------------------------------------------
 
 
 def residual_table(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -210,7 +252,7 @@ def residual_table(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, An
 
 
 def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per mode and kind: mean score at each percentage and the mean delta per step.
+    """Per mode and kind: mean score at each percentage and the slope per 20% step.
 
     0% is the gold full text of the same items; only items with a full progression count.
     """
@@ -223,8 +265,8 @@ def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]
             rows = [s for s in scored if s.mode == mode and s.task.task == f"progression_{kind}"]
             if not rows:
                 continue
-            by_pct: dict[int, list[int | None]] = {0: [gold.get(i) for i in
-                                                        sorted({r.task.item for r in rows})]}
+            by_pct: dict[int, list[float | None]] = {0: [gold.get(i) for i in
+                                                          sorted({r.task.item for r in rows})]}
             for r in rows:
                 by_pct.setdefault(r.task.pct or 0, []).append(r.score)
             means = {pct: (mean(v for v in values if v is not None)
@@ -232,24 +274,30 @@ def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]
                      for pct, values in sorted(by_pct.items())}
             unverified = {pct: sum(v is None for v in values) for pct, values in by_pct.items()}
             out[mode][kind] = {"mean_score": means, "unverified": unverified,
-                               "delta_per_step": _delta(means), "items": len(by_pct[0])}
+                               "delta_per_step": slope(rows, gold), "items": len(by_pct[0])}
     return out
 
 
-def _delta(means: dict[int, float | None]) -> float | None:
-    """Score change per 20% of hallucinated sentences, end to end (seed 003's table 4).
+def slope(rows: Sequence[Scored], gold: dict[str, float | None]) -> float | None:
+    """Score change per 20% of hallucinated sentences (seed 003's table 4).
 
-    With 5-sentence texts this is the mean step; with 3-sentence texts (0, 33, 67, 100%)
-    the same slope, so texts of either length compare.
+    The least-squares slope over every (percentage, score) point, gold texts at 0%. Items
+    of 3, 4 and 5 sentences put their steps at different percentages; a fitted slope uses
+    every point, where the end-to-end difference would use two.
     """
-    first, last = means.get(0), means.get(max(means))
-    if first is None or last is None or max(means) == 0:
+    import numpy as np
+
+    points = [(0.0, g) for item, g in gold.items() if g is not None
+              and any(r.task.item == item for r in rows)]
+    points += [(float(r.task.pct or 0), r.score) for r in rows if r.score is not None]
+    if len({p for p, _ in points}) < 2:
         return None
-    return (last - first) * 20 / max(means)
+    x, y = np.asarray([p for p, _ in points]), np.asarray([s for _, s in points], dtype=float)
+    return float(np.polyfit(x, y, 1)[0] * 20)
 
 
 def targets(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
-    """Per mode: the share of gold texts scored 5 and of 100% texts scored 2 or less."""
+    """Per mode: gold texts scored >= 4 and 5, fully hallucinated <= 2 (scores rounded)."""
     out: dict[str, dict[str, Any]] = {}
     for mode in sorted({s.mode for s in scored}):
         gold = [s.score for s in scored if s.mode == mode and s.task.task == "gold_full"]
@@ -259,12 +307,15 @@ def targets(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
         statuses = [s.reasoning_status for s in scored
                     if s.mode == mode and s.reasoning_status is not None]
         out[mode] = {
-            "gold_scored_5": _share([s == 5 for s in gold]), "gold_n": len(gold),
-            "all_hallucinated_at_most_2": _share([s is not None and s <= 2 for s in full]),
+            "gold_at_least_4": _share([s is not None and s >= 3.5 for s in gold]),
+            "gold_scored_5": _share([s is not None and s >= 4.5 for s in gold]),
+            "gold_n": len(gold),
+            "all_hallucinated_at_most_2": _share([s is not None and s <= 2.5 for s in full]),
             "all_hallucinated_n": len(full),
             "judge_seconds_mean": mean(timed) if timed else None, "judge_calls_timed": len(timed),
             "reasoning_checked": _share([s == "checked" for s in statuses]),
             "reasoning_n": len(statuses),
+            "dropped_errors": sum(s.dropped_errors for s in scored if s.mode == mode),
         }
     return out
 
@@ -276,13 +327,15 @@ def _share(flags: Sequence[bool]) -> float | None:
 def bootstrap_intervals(
     scored: Sequence[Scored], seed: int, resamples: int = 2000
 ) -> dict[str, dict[str, list[float] | None]]:
-    """95% percentile intervals, resampling documents: overall residual and Δ per step."""
+    """95% percentile intervals, resampling documents: residual, slopes and the shares."""
     items = sorted({s.task.item for s in scored})
     out: dict[str, dict[str, list[float] | None]] = {}
     for mode in sorted({s.mode for s in scored}):
         mine = [s for s in scored if s.mode == mode]
         statistics = {"residual_all": _residual_all, "delta_intrinsic": _delta_of("intrinsic"),
-                      "delta_extrinsic": _delta_of("extrinsic")}
+                      "delta_extrinsic": _delta_of("extrinsic"),
+                      "gold_at_least_4": _target_of("gold_at_least_4"),
+                      "all_hallucinated_at_most_2": _target_of("all_hallucinated_at_most_2")}
         out[mode] = {name: _interval(mine, items, statistic, seed, resamples)
                      for name, statistic in statistics.items()}
     return out
@@ -296,11 +349,18 @@ def _residual_all(rows: Sequence[Scored]) -> float | None:
 
 
 def _delta_of(kind: str) -> Callable[[Sequence[Scored]], float | None]:
-    """The Δ per step of one kind, over one mode's rows."""
+    """The slope per step of one kind, over one mode's rows."""
     def delta(rows: Sequence[Scored]) -> float | None:
         value = next(iter(progression(rows).values()), {}).get(kind, {}).get("delta_per_step")
         return None if value is None else float(value)
     return delta
+
+
+def _target_of(name: str) -> Callable[[Sequence[Scored]], float | None]:
+    def share(rows: Sequence[Scored]) -> float | None:
+        value = next(iter(targets(rows).values()), {}).get(name)
+        return None if value is None else float(value)
+    return share
 
 
 def _interval(rows: Sequence[Scored], items: Sequence[str],
@@ -323,7 +383,7 @@ def _interval(rows: Sequence[Scored], items: Sequence[str],
     return [float(low), float(high)]
 
 
-def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path) -> Path:
+def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Any) -> Any:
     """Write a PNG: score against hallucination percentage, one panel per kind."""
     try:
         import matplotlib
@@ -339,7 +399,7 @@ def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path)
                 continue
             points = [(int(p), s) for p, s in kinds[kind]["mean_score"].items() if s is not None]
             axis.plot([p for p, _ in points], [s for _, s in points], marker="o",
-                      label=f"{mode} (Δ/step {kinds[kind]['delta_per_step']:+.2f})"
+                      label=f"{mode} (slope/step {kinds[kind]['delta_per_step']:+.2f})"
                       if kinds[kind]["delta_per_step"] is not None else mode)
         axis.set_title(f"{kind} hallucination")
         axis.set_xlabel("hallucinated sentences (%)")
@@ -355,7 +415,10 @@ def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Path)
     return path
 
 
-def stored_grounded_scores(predictions: Path) -> list[tuple[str, str, bool, int]]:
+# --- the judge's AUROC on labelled data ---------------------------------------------------
+
+
+def stored_grounded_scores(predictions: Any, scale: Scale) -> list[tuple[str, str, bool, float]]:
     """(example id, dataset, gold hallucinated, grounded score) from a stored detect run.
 
     The grounded score is computed from the sentence verdicts a ``conli eval detect`` run
@@ -370,14 +433,13 @@ def stored_grounded_scores(predictions: Path) -> list[tuple[str, str, bool, int]
         record = json.loads(line)
         if not record.get("result"):
             continue
-        result = CheckResult.model_validate(record["result"])
-        score, _, _ = grounded_score(result.sentences)
-        rows.append((record["example_id"], record["dataset"], bool(record["gold"]), score))
+        share, _ = evidence(CheckResult.model_validate(record["result"]).sentences)
+        rows.append((record["example_id"], record["dataset"], bool(record["gold"]), scale(share)))
     return rows
 
 
 def judge_auroc(
-    stored: Sequence[tuple[str, str, bool, int]], examples: dict[str, Example],
+    stored: Sequence[tuple[str, str, bool, float]], examples: dict[str, Example],
     backend: Backend | None, settings: Settings, per_dataset: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
@@ -394,7 +456,7 @@ def judge_auroc(
         if row[0] in examples and taken.get(row[1], 0) < per_dataset:
             taken[row[1]] = taken.get(row[1], 0) + 1
             sample.append(row)
-    rubric: list[int | None] = []
+    rubric: list[float | None] = []
     if backend is not None:
         for number, (example_id, _, _, _) in enumerate(sample, start=1):
             example = examples[example_id]
@@ -403,7 +465,7 @@ def judge_auroc(
             if progress is not None:
                 progress(number, len(sample))
 
-    def area(rows: Sequence[tuple[bool, int | None]]) -> dict[str, Any]:
+    def area(rows: Sequence[tuple[bool, float | None]]) -> dict[str, Any]:
         kept = [(gold, score) for gold, score in rows if score is not None]
         return {"auroc": auroc([g for g, _ in kept], [6 - s for _, s in kept]), "n": len(kept),
                 "unverified": len(rows) - len(kept)}

@@ -183,14 +183,19 @@ def rewrite_markdown(payload: dict[str, Any]) -> str:
     return "\n".join([*lines, ""])
 
 
-def _ci(interval: list[float] | None) -> str:
-    return f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""
+def _ci(interval: list[float] | None, *, percent: bool = False) -> str:
+    if not interval:
+        return ""
+    if percent:
+        return f" [{100 * interval[0]:.0f}, {100 * interval[1]:.0f}]"
+    return f" [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
 def judge_markdown(payload: dict[str, Any]) -> str:
     """Residual table, progression table and the targets per judge mode."""
     intervals = payload.get("intervals", {})
-    lines = ["# Judge evaluation", "", *_header(payload["provenance"]),
+    lines = ["# Judge evaluation", "", f"- detectors (grounded mode): "
+             f"{', '.join(payload.get('detectors') or [])}", *_header(payload["provenance"]),
              "| mode | task | n | residual | residual (unverified as 4) | unverified |",
              "|---|---|---|---|---|---|"]
     for mode, tasks in payload["residuals"].items():
@@ -210,14 +215,23 @@ def judge_markdown(payload: dict[str, Any]) -> str:
             lines.append(f"| {mode} | {kind} | {row['items']} | {cells} | "
                          f"{_num(row['delta_per_step'])}{_ci(ci)} |")
     if payload.get("targets"):
-        lines += ["", "| mode | gold text scored 5 | 100% hallucinated scored <= 2 | "
-                  "judge s a call (timed) | reasoning checked |", "|---|---|---|---|---|"]
+        lines += ["", "| mode | gold text >= 4 | gold text 5 | 100% hallucinated <= 2 | "
+                  "judge s a call (timed) | reasoning checked | errors dropped |",
+                  "|---|---|---|---|---|---|---|"]
         for mode, row in payload["targets"].items():
+            ci = intervals.get(mode, {})
             lines.append(
-                f"| {mode} | {_pct(row['gold_scored_5'])} of {row['gold_n']} | "
-                f"{_pct(row['all_hallucinated_at_most_2'])} of {row['all_hallucinated_n']} | "
+                f"| {mode} | {_pct(row['gold_at_least_4'])}"
+                f"{_ci(ci.get('gold_at_least_4'), percent=True)} of {row['gold_n']} | "
+                f"{_pct(row['gold_scored_5'])} | {_pct(row['all_hallucinated_at_most_2'])}"
+                f"{_ci(ci.get('all_hallucinated_at_most_2'), percent=True)} of "
+                f"{row['all_hallucinated_n']} | "
                 f"{_num(row['judge_seconds_mean'])} ({row['judge_calls_timed']}) | "
-                f"{_pct(row['reasoning_checked'])} of {row['reasoning_n']} |")
+                f"{_pct(row['reasoning_checked'])} of {row['reasoning_n']} | "
+                f"{row.get('dropped_errors', 0)} |")
+        lines += ["", "Scores are rounded to the rubric's integers for the shares (>= 3.5 "
+                  "counts as 4, <= 2.5 as 2). Grounded scores come from a scale fitted on the "
+                  "other datasets' items (leave-one-dataset-out)."]
     if payload.get("plot"):
         lines += ["", f"![progression]({Path(payload['plot']).name})"]
     return "\n".join([*lines, ""])

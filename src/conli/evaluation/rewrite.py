@@ -133,7 +133,7 @@ def _share(values: Sequence[bool]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _judge_summary(scores: Sequence[int | None]) -> dict[str, Any]:
+def _judge_summary(scores: Sequence[float | None]) -> dict[str, Any]:
     scored = [s for s in scores if s is not None]
     return {"mean": mean(scored) if scored else None, "scored": len(scored),
             "unscored": len(scores) - len(scored)}
