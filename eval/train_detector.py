@@ -28,11 +28,13 @@ from typing import Any
 
 from conli.evaluation.detection import Outcome
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
+from conli.evaluation.report import file_digest
 from conli.files import read_log, write_atomically
 from conli.signals.features import FEATURES
 from conli.training.data import ExampleRows, read_rows, rows_of, write_rows
 from conli.training.train import (
     FAST_FEATURES,
+    FUSED_CANDIDATES,
     FUSED_FEATURES,
     FUSED_KEEP,
     FUSED_VERSION,
@@ -66,7 +68,7 @@ def export(args: argparse.Namespace) -> int:
             "git_commit": run["provenance"]["git_commit"],
             "templates": run["provenance"]["templates"], "detectors": run.get("detectors"),
             "data_files": {name: {"path": str(dataset_path(name, args.data_dir)),
-                                  "sha256": _sha256(dataset_path(name, args.data_dir))}
+                                  "sha256": file_digest(dataset_path(name, args.data_dir))}
                            for name in sorted(DATASETS)}}
     write_rows(args.out, sorted(rows, key=lambda r: (r.dataset, r.example_id)), meta)
     print(f"{len(rows)} examples written to {args.out} ({skipped} without features skipped)",
@@ -85,6 +87,8 @@ def fit_all(args: argparse.Namespace) -> int:
         "features_file": str(args.features), "features_meta": meta,
         "held_out": [_public(h) for h in held], "pooled": summary(held),
         "fused": {"held_out": [_public(h) for h in held_fused], "pooled": summary(held_fused)},
+        "candidates": {name: candidate(rows, features)
+                       for name, features in FUSED_CANDIDATES.items()},
         "cot": cot_alone(rows),
         "signal_auroc": signal_aurocs(rows),
         "counts": {d: sum(1 for r in rows if r.dataset == d) for d in sorted(DATASETS)},
@@ -113,6 +117,14 @@ def summary(held: list[HeldOut]) -> dict[str, Any]:
             "auroc": statistics.mean(h.auroc for h in held if h.auroc is not None),
             "balanced_accuracy": statistics.mean(h.balanced_accuracy for h in held),
             "hybrid": statistics.mean(hybrids) if hybrids else None}
+
+
+def candidate(rows: list[ExampleRows], features: tuple[str, ...]) -> dict[str, Any]:
+    """One fused feature set, leave-one-dataset-out: the means and each set's BAcc."""
+    held = leave_one_dataset_out(rows, features=features, version=FUSED_VERSION,
+                                 keep=FUSED_KEEP)
+    return {**summary(held), "features": list(features),
+            "per_set": {h.dataset: h.balanced_accuracy for h in held}}
 
 
 def cot_alone(rows: list[ExampleRows]) -> dict[str, float]:
@@ -174,6 +186,13 @@ def markdown(report: dict[str, Any]) -> str:
                  f"{_pct(pooled['balanced_accuracy'])} | {_pct(pooled['hybrid'])} | "
                  f"{_pct(report['cot'].get('mean'))} | {_pct(joint['auroc'])} | "
                  f"{_pct(joint['balanced_accuracy'])} |")
+    lines += ["", "Fused feature sets (mean of sets, leave-one-dataset-out):", "",
+              "| features | AUROC | BAcc | worst set against cot |", "|---|---|---|---|"]
+    for name, c in report["candidates"].items():
+        worst = min(c["per_set"], key=lambda d: c["per_set"][d] - report["cot"][d])
+        lines.append(f"| {name} ({', '.join(c['features'])}) | {_pct(c['auroc'])} | "
+                     f"{_pct(c['balanced_accuracy'])} | {worst} "
+                     f"{_pct(c['per_set'][worst] - report['cot'][worst])} |")
     lines += ["", "Per signal (AUROC of the response's worst sentence; pooled):", ""]
     lines += [f"- {name}: {_pct(v)}" for name, v in report["signal_auroc"].items()]
     return "\n".join(lines) + "\n"
