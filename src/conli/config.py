@@ -121,6 +121,11 @@ class DetectionSettings(BaseModel):
     score_first: bool = Field(
         False, description="score each hypothesis from its label token; reason only on failures"
     )
+    nli_evidence: Literal["whole", "focus"] = Field(
+        "whole", description="what NLI reads of the source: the whole source (in windows when "
+        "long), or focus = each claim's best-matching source sentences (experimental)")
+    nli_focus_sentences: int = Field(
+        5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
     entailment_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
     )

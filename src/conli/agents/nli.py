@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from conli.agents.evidence import group_by_focus
 from conli.agents.nli_prompts import Kind, NLIPrompt, batch_size, nli_prompt
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
@@ -90,6 +91,8 @@ def run_nli(
     shown with the claims.
     """
     call = _Call(backend, kind, settings, detector or f"{kind}_nli", question)
+    if settings.nli_evidence == "focus" and hypotheses:
+        return _judge_focused(call, source, hypotheses, settings.nli_focus_sentences)
     windows = nli_windows(backend, source, settings) if hypotheses else [source]
     if len(windows) == 1:
         return call.judge_all(source, hypotheses)
@@ -100,6 +103,22 @@ def run_nli(
         per_window.append([j.model_copy(update={"source_window": number}) for j in judged])
         calls += window_calls
     return [best_supported(list(js)) for js in zip(*per_window, strict=True)], calls
+
+
+def _judge_focused(call: _Call, source: str, hypotheses: list[Hypothesis], sentences: int
+                   ) -> tuple[list[Judgement], list[CallRecord]]:
+    """Judge each hypothesis against its focused source (``agents.evidence``), in input order.
+
+    Claims that focus on the same sentences share their calls' prompt (and its cache).
+    """
+    judged: dict[int, Judgement] = {}
+    calls: list[CallRecord] = []
+    for focus, positions in group_by_focus(source, [h.text for h in hypotheses],
+                                           sentences).items():
+        found, made = call.judge_all(focus, [hypotheses[i] for i in positions])
+        judged.update(zip(positions, found, strict=True))
+        calls += made
+    return [judged[i] for i in range(len(hypotheses))], calls
 
 
 def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
