@@ -43,6 +43,7 @@ from conli.evaluation.loaders import (
     load_dataset,
     load_file,
 )
+from conli.evaluation.run_folder import claim_run_folder
 from conli.files import LogAppender, read_log, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
 from conli.generation import METHODS
@@ -297,36 +298,12 @@ def _recorded(settings: Settings, outcomes: list[detection.Outcome]) -> _Recorde
     return _Recorded(settings.llm, ", ".join(models) or "none: no prediction made")
 
 
-def _since(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``old`` with the settings added to conli since it was written, at their defaults.
-
-    A setting that did not exist when a run started, left at its default, cannot have
-    changed what the run does: resuming it stays allowed.
-    """
-    if not isinstance(old.get("settings"), dict):
-        return old
-    added = {name: value for name, value in new["settings"].items()
-             if name not in old["settings"] and name in Settings.model_fields
-             and value == _json_default(name)}
-    return {**old, "settings": {**old["settings"], **added}}
-
-
-def _json_default(name: str) -> Any:
-    """A setting's default as run.json stores it."""
-    default = Settings.model_fields[name].get_default(call_default_factory=True)
-    return json.loads(json.dumps(default, default=str))
-
-
 def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
     """Predictions an earlier run of the same set-up left in ``out``; refuse a different one."""
     manifest = {"ablation": args.ablation, "judge": bool(args.judge),
                 **({"no_question": True} if args.no_question else {}),
                 "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
-    path = out / "run.json"
-    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else manifest
-    if _since(old, manifest) != manifest:
-        raise ConfigError(f"{out} holds a run with other settings ({path}); choose another --out")
-    write_atomically(path, json.dumps(manifest, indent=2) + "\n")
+    claim_run_folder(out, manifest)
     return read_log(out / "predictions.jsonl", detection.Outcome.from_json)
 
 
