@@ -114,15 +114,19 @@ def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
 
 
-def test_llama_cpp_enforces_the_judge_reasoning_cap_and_still_returns_a_score(
+def test_the_real_judge_names_capped_errors_and_scores_from_the_distribution(
     checker, monkeypatch
 ):
     from conli.agents import judge as judge_module
 
-    monkeypatch.setattr(judge_module, "REASONING_CHARS", 40)
+    monkeypatch.setitem(judge_module.ERROR_CHARS, "problem", 30)
     result, calls = judge_module.judge(checker.backend, SOURCE, RESPONSE, checker.settings)
     assert result.status == "scored" and result.score is not None
-    assert 0 < len(result.reasoning or "") <= 40  # the grammar closed the string for it
+    # llama.cpp gives the score token's alternatives: the score is their mean, not one digit
+    assert result.scored_by == "distribution" and result.distribution is not None
+    assert abs(sum(result.distribution.values()) - 1) < 1e-6
+    assert all(len(e.problem) <= 30 for e in result.errors)  # the grammar closed the string
+    assert all(RESPONSE[e.start:e.end] == e.sentence for e in result.errors)  # tied by offsets
     assert len(calls) == 1  # a valid answer the first time: no re-ask
 
 

@@ -190,3 +190,28 @@ def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
     record = worker({"id": "r1", "source": source, "response": response})
     assert record["result"]["judge"]["mode"] == "grounded"
     assert record["result"]["judge"]["score"] == load_scale()(0.375)
+
+
+def test_in_a_check_the_rubric_judge_shows_no_error_on_a_sentence_detection_verified() -> None:
+    nli = rule_responder()  # every claim entailed: detection finds nothing
+
+    def respond(messages: list[Any]) -> str:
+        if "You grade how faithful" in messages[0]["content"]:  # invents a discrepancy
+            return json.dumps({"errors": [{"sentence": "The library opened in 1962.",
+                                           "problem": "the opening date is different",
+                                           "source": ""}], "score": 4})
+        return nli(messages)
+
+    checker = _checker(respond, mitigate=False)
+    settings = checker.settings.model_copy(update={"judge_mode": "rubric"})
+    result = Checker(settings, backend=checker.backend).check(
+        "The library opened in 1962.", "The library opened in 1962.")
+    judged = result.judge_refined
+    assert result.verdict == "supported" and judged is not None
+    assert judged.errors == [] and judged.dropped_errors == 1
+    assert "opening date" not in judged.reasoning
+    assert judged.note is not None and "detection verified" in judged.note
+    assert "tied to no sentence" in judged.note  # a 4 with nothing shown says so
+    alone, _ = judge(ScriptedBackend([respond([{"content": "You grade how faithful"}])]),
+                     "The library opened in 1962.", "The library opened in 1962.", Settings())
+    assert len(alone.errors) == 1  # without detection (judge only) the judge's error stands

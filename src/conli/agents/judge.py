@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from conli.agents.structured import CallRecord, ask_structured
@@ -181,6 +182,31 @@ def _sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
              if i >= 0]
     last = min(stops) + 1 if stops else len(text)
     return first, max(last, end)
+
+
+def set_aside_verified(result: JudgeResult, text: str, verified: Sequence[str]) -> JudgeResult:
+    """``result`` without the errors it names on sentences detection found supported.
+
+    In a check every sentence of the judged text has a detector's verdict: an error the
+    judge names on a sentence detection verified is not shown as fact but counted in
+    ``dropped_errors``, and ``note`` says so. A score below 5 that no shown error explains
+    is said to be the judge's overall impression.
+    """
+    spans = [(at, at + len(v)) for v in verified if v and (at := text.find(v)) >= 0]
+    kept = [e for e in result.errors
+            if not any(first <= e.start and e.end <= last for first, last in spans)]
+    moved = len(result.errors) - len(kept)
+    notes = [result.note] if result.note else []
+    if moved:
+        notes.append(f"{moved} error(s) the judge named are on sentences detection verified "
+                     "as supported and are not shown")
+    if not kept and result.score is not None and result.score < 4.95:
+        notes.append("no error it named stands: the score below 5 is the judge's overall "
+                     "impression, tied to no sentence")
+    dropped = result.dropped_errors + moved
+    return result.model_copy(update={
+        "errors": kept, "dropped_errors": dropped, "note": "; ".join(notes) or None,
+        "reasoning": describe(kept, dropped) if result.status == "scored" else result.reasoning})
 
 
 def describe(errors: list[JudgeError], dropped: int) -> str:

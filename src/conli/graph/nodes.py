@@ -11,13 +11,14 @@ from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
 from conli.agents.grounded_judge import grounded_judge
+from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block, response_word_scores
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps
 from conli.graph.state import CheckState
-from conli.models import Judgement, Mitigation, SentenceResult, Verdict
+from conli.models import Judgement, JudgeResult, Mitigation, SentenceResult, Verdict
 from conli.segment import select_claims, split_response
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
@@ -214,16 +215,21 @@ def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
                                             deps.settings)
             calls = calls + raw_calls
         return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
-    refined, calls = judge_agent.judge(
-        deps.backend, state["source"], state["refined_text"], deps.settings
-    )
+    refined, calls = _rubric(deps, state["source"], state["refined_text"],
+                             refined_verdicts(state["sentences"], state.get("mitigation")))
     raw = refined
     if changed and deps.settings.judge_raw:
-        raw, raw_calls = judge_agent.judge(
-            deps.backend, state["source"], state["response"], deps.settings
-        )
+        raw, raw_calls = _rubric(deps, state["source"], state["response"], state["sentences"])
         calls = calls + raw_calls
     return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
+
+
+def _rubric(deps: Deps, source: str, text: str, sentences: list[SentenceResult]
+            ) -> tuple[JudgeResult, list[CallRecord]]:
+    """The rubric judge's result, its errors on sentences detection verified set aside."""
+    result, calls = judge_agent.judge(deps.backend, source, text, deps.settings)
+    verified = [s.text for s in sentences if s.checked and s.verdict == "supported"]
+    return judge_agent.set_aside_verified(result, text, verified), calls
 
 
 def refined_verdicts(
