@@ -89,8 +89,8 @@ def fit_all(args: argparse.Namespace) -> int:
         "features_file": str(args.features), "features_meta": meta,
         "held_out": [_public(h) for h in held], "pooled": summary(held),
         "fused": {"held_out": [_public(h) for h in held_fused], "pooled": summary(held_fused)},
-        "candidates": {name: candidate(rows, features)
-                       for name, features in FUSED_CANDIDATES.items()},
+        "candidates": {name: candidate(rows, features, keep)
+                       for name, (features, keep) in FUSED_CANDIDATES.items()},
         "cot": cot_alone(rows),
         "as_shipped": as_shipped(rows),
         "signal_auroc": signal_aurocs(rows),
@@ -122,11 +122,11 @@ def summary(held: list[HeldOut]) -> dict[str, Any]:
             "hybrid": statistics.mean(hybrids) if hybrids else None}
 
 
-def candidate(rows: list[ExampleRows], features: tuple[str, ...]) -> dict[str, Any]:
+def candidate(rows: list[ExampleRows], features: tuple[str, ...], keep: tuple[str, ...]
+              ) -> dict[str, Any]:
     """One fused feature set, leave-one-dataset-out: the means and each set's BAcc."""
-    held = leave_one_dataset_out(rows, features=features, version=FUSED_VERSION,
-                                 keep=FUSED_KEEP)
-    return {**summary(held), "features": list(features),
+    held = leave_one_dataset_out(rows, features=features, version=FUSED_VERSION, keep=keep)
+    return {**summary(held), "features": list(features), "keep": list(keep),
             "per_set": {h.dataset: h.balanced_accuracy for h in held}}
 
 
@@ -213,7 +213,8 @@ def markdown(report: dict[str, Any]) -> str:
               "| features | AUROC | BAcc | worst set against cot |", "|---|---|---|---|"]
     for name, c in report["candidates"].items():
         worst = min(c["per_set"], key=lambda d: c["per_set"][d] - report["cot"][d])
-        lines.append(f"| {name} ({', '.join(c['features'])}) | {_pct(c['auroc'])} | "
+        kept = f"; keeps {', '.join(c['keep'])}" if c["keep"] != list(FUSED_KEEP) else ""
+        lines.append(f"| {name} ({', '.join(c['features'])}{kept}) | {_pct(c['auroc'])} | "
                      f"{_pct(c['balanced_accuracy'])} | {worst} "
                      f"{_pct(c['per_set'][worst] - report['cot'][worst])} |")
     lines += ["", "Per signal (AUROC of the response's worst sentence; pooled):", ""]

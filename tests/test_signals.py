@@ -143,3 +143,28 @@ def test_synthetic_errors_are_labelled_and_reproducible() -> None:
         assert example.label and example.sentence_labels
         assert sum(h for _, h in example.sentence_labels) == 1
         assert all(text in example.response for text, _ in example.sentence_labels)
+
+
+def test_feature_rows_read_cot_from_the_fused_judgement_that_superseded_it() -> None:
+    from conli.models import Judgement, SentenceResult
+    from conli.training.data import rows_of
+
+    text = "The pool cost 4.2 million dollars."
+    example = Example("e1", SOURCE, text, True, "d")
+
+    def result(label: str, flagged: float, nli: list[Judgement]) -> list[SentenceResult]:
+        fused = Judgement(detector="fused", hypothesis=text, verdict="hallucinated",
+                          label=label, features={"pmi_low": 0.3, "nli_flagged": flagged})
+        return [SentenceResult(index=0, text=text, start=0, end=len(text), checked=True,
+                               verdict="hallucinated", judgements=[fused, *nli])]
+
+    row = rows_of(example, result("contradiction", 1.0, []))
+    assert row is not None and row.cot_flagged()  # NLI's flag, as fused recorded it
+    assert row.sentences[0].values["nli_contradiction"] == 1.0
+    passed = rows_of(example, result("entailment", 0.0, []))
+    assert passed is not None and not passed.cot_flagged()
+    assert passed.sentences[0].values["nli_contradiction"] == 0.0
+    kept = Judgement(detector="sentence_nli", hypothesis=text, verdict="supported",
+                     label="entailment")
+    where_kept = rows_of(example, result("contradiction", 1.0, [kept]))
+    assert where_kept is not None and not where_kept.cot_flagged()  # its own judgements win

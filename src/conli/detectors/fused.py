@@ -40,6 +40,9 @@ def nli_features(judgements: list[Judgement]) -> dict[str, float]:
     return {
         "nli_support": min(scores) if scores else NLI_UNSCORED,
         "nli_flagged": float(any(j.verdict != "supported" for j in judgements)),
+        # a contradiction states what the source says otherwise; neutral only misses support
+        "nli_contradiction": float(any(j.verdict == "hallucinated"
+                                       and j.label == "contradiction" for j in judgements)),
     }
 
 

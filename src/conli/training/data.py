@@ -77,14 +77,29 @@ def rows_of(example: Example, sentences: Sequence[SentenceResult],
         mine = [j for j in sentence.judgements if j.detector == detector and j.features]
         if not mine:
             return None
-        nli = [j.verdict for j in sentence.judgements if j.detector in NLI]
-        cot = ("supported" if nli and all(v == "supported" for v in nli)
-               else "unverified" if "unverified" in nli or not nli else "hallucinated")
-        rows.append(SentenceRow(sentence.index, _rounded(mine[0].features), label, cot))
+        values = dict(mine[0].features)
+        if "nli_contradiction" not in values:  # runs before it was recorded: its lead label
+            values["nli_contradiction"] = float(
+                bool(values.get("nli_flagged")) and mine[0].label == "contradiction")
+        rows.append(SentenceRow(sentence.index, _rounded(values), label,
+                                _cot_verdict(sentence, values)))
     if not rows:
         return None
     return ExampleRows(example.dataset, example.id, example.label, rows,
                        {"question": example.question is not None})
+
+
+def _cot_verdict(sentence: SentenceResult, values: Mapping[str, float]) -> str:
+    """What chain-of-thought NLI alone said of the sentence.
+
+    From its own judgements where the result kept them; a detector that supersedes NLI
+    (fused) keeps only its own, whose ``nli_flagged`` feature is NLI's verdict.
+    """
+    nli = [j.verdict for j in sentence.judgements if j.detector in NLI]
+    if nli:
+        return ("supported" if all(v == "supported" for v in nli)
+                else "unverified" if "unverified" in nli else "hallucinated")
+    return "hallucinated" if values.get("nli_flagged") else "supported"
 
 
 def write_rows(path: Path, rows: Iterable[ExampleRows], meta: Mapping[str, Any]) -> None:
