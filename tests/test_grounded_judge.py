@@ -48,9 +48,11 @@ def test_the_evidence_weighs_each_flagged_sentence_by_its_severity(
     assert shared == share and score == load_scale()(share)
 
 
-def test_a_passed_sentence_adds_its_remaining_doubt() -> None:
+def test_a_passed_sentence_adds_its_remaining_doubt_once_something_is_flagged() -> None:
     doubtful = sentence(0, "supported").model_copy(update={"score": 0.7})
-    assert evidence([doubtful, sentence(1, "supported")])[0] == pytest.approx(0.15)
+    flagged = sentence(1, "hallucinated", "contradiction")
+    assert evidence([doubtful, flagged])[0] == pytest.approx((0.3 + 1.0) / 2)
+    assert evidence([doubtful, sentence(1, "supported")])[0] == 0.0  # nothing flagged: a 5
 
 
 def test_the_score_falls_as_more_of_the_text_is_wrong() -> None:

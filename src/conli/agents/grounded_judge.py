@@ -115,10 +115,14 @@ def load_scale(path: Path = SCALE_ARTIFACT) -> Scale:
 
 
 def evidence(sentences: Sequence[SentenceResult]) -> tuple[float, list[JudgeFinding]]:
-    """How much of the text is wrong, 0-1 (the mean per checked sentence), and the findings."""
+    """How much of the text is wrong, 0-1 (the mean per checked sentence), and the findings.
+
+    With nothing flagged it is 0: a text detection passed whole scores 5, as the rubric
+    says; the passed sentences' doubt only ranks texts that do have findings.
+    """
     checked = [s for s in sentences if s.checked]
     findings = {f.index: f for f in (finding(s) for s in checked) if f is not None}
-    if not checked:
+    if not checked or not findings:
         return 0.0, []
     weights = [findings[s.index].weight if s.index in findings
                else 1.0 - s.score if s.score is not None else 0.0 for s in checked]

@@ -249,7 +249,7 @@ def refined_verdicts(
         elif change.action == "rewrite":
             verdict = change.rewrite_verdict or "unverified"
             out.append(sentence.model_copy(update={
-                "text": change.after, "verdict": verdict, "judgements": [],
+                "text": change.after, "verdict": verdict, "judgements": [], "score": None,
                 "reasons": [] if verdict == "supported" else [change.note or "not re-checked"],
             }))
     added = [a for a in (mitigation.added if mitigation else []) if a.added]
