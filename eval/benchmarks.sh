@@ -74,3 +74,19 @@ conli bench --dataset halueval_summarization --limit 20 --seed 0 \
 # peak memory of the README's demo (read "Maximum resident set size")
 /usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
   > /dev/null
+# detection round 3 (issue 28): every dev example through fused with the v3 prompt, features
+# recorded (resumable; the collection model is eval/results/detect-fused-v3/collect-model.json)
+CONLI_FUSED_MODEL=/work/runs/collect-fused.json conli eval detect --dataset all --limit 100 \
+  --seed 0 --detector fused --progress --budget-minutes 92 --out /work/runs/detect-fused-collect
+python eval/train_detector.py export --predictions eval/results/detect-fused-v3 \
+  --out eval/features/dev.jsonl
+python eval/train_detector.py fit --features eval/features/dev.jsonl \
+  --out eval/results/detectors-lodo-v3
+# cost of fused against cot on the README demo (detection only)
+/usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
+  --no-mitigate --no-judge --detector cot > /dev/null
+/usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
+  --no-mitigate --no-judge --detector fused > /dev/null
+# the judge, round 2 (issue 29): the rubric pilot
+conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 3 --seed 0 \
+  --modes rubric --progress --out eval/results/judge-pilot-v2
