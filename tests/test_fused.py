@@ -41,8 +41,11 @@ def _signals(pmi_low: float, claim: str = CLAIM) -> SentenceSignals:
 
 def test_nli_features_read_the_lowest_score_and_any_flag() -> None:
     assert nli_features([_nli("supported", 0.9), _nli("hallucinated", 0.2)]) == {
-        "nli_support": 0.2, "nli_flagged": 1.0}
-    assert nli_features([_nli("supported", None)]) == {"nli_support": 0.5, "nli_flagged": 0.0}
+        "nli_support": 0.2, "nli_flagged": 1.0, "nli_contradiction": 0.0}  # neutral: no label
+    assert nli_features([_nli("supported", None)]) == {
+        "nli_support": 0.5, "nli_flagged": 0.0, "nli_contradiction": 0.0}
+    contradicted = _nli("hallucinated", 0.1).model_copy(update={"label": "contradiction"})
+    assert nli_features([contradicted])["nli_contradiction"] == 1.0
 
 
 def test_what_nli_could_not_check_stays_unverified_whatever_the_signals_say() -> None:
