@@ -22,18 +22,29 @@ T = TypeVar("T")
 
 
 @contextmanager
-def atomic_writer(path: Path, *, mode: int = 0o644) -> Iterator[TextIO]:
-    """Yield a text handle; on success the file appears at ``path`` with ``mode``."""
+def atomic_path(path: Path, *, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a temp path beside ``path``; on success it is renamed to ``path`` with ``mode``.
+
+    For writers that want a file name rather than a handle (numpy's memory maps); on any
+    error the temp file is removed and ``path`` is left as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
+        yield Path(tmp)
         os.chmod(tmp, mode)  # mkstemp makes it 0600; outputs are meant to be read
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_writer(path: Path, *, mode: int = 0o644) -> Iterator[TextIO]:
+    """Yield a text handle; on success the file appears at ``path`` with ``mode``."""
+    with atomic_path(path, mode=mode) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        yield handle
 
 
 def write_atomically(path: Path, text: str) -> None:

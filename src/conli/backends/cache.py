@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,7 @@ from conli.backends.base import (
     reads_hidden_states,
 )
 from conli.errors import BackendError
-from conli.files import atomic_writer
+from conli.files import atomic_path, atomic_writer
 
 CACHE_FORMAT = "1"
 
@@ -132,14 +131,8 @@ class CachedBackend:
             pass
         arrays = compute()
         self.misses += 1
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with partial.open("wb") as handle:
-                np.savez(handle, **arrays)
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
+        with atomic_path(path) as partial, partial.open("wb") as handle:
+            np.savez(handle, **arrays)
         return arrays
 
     def path_for(self, key: str) -> Path:

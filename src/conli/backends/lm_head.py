@@ -13,11 +13,11 @@ ever exists.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 from conli.errors import BackendUnavailableError
+from conli.files import atomic_path
 
 _NAMES = ("output.weight", "token_embd.weight")  # untied output first; tied models reuse embd
 BLOCK = 32  # weights per scale
@@ -95,10 +95,8 @@ def _convert(model: Path, weights_path: Path, scales_path: Path) -> None:
     dim = int(tensor.shape[0])
     if dim % BLOCK:
         raise BackendUnavailableError(f"{model}: output rows of {dim} are not blocks of {BLOCK}")
-    weights_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_weights = weights_path.with_name(f".{weights_path.name}.{os.getpid()}.tmp")
-    tmp_scales = scales_path.with_name(f".{scales_path.name}.{os.getpid()}.tmp")
-    try:
+    # the weights are renamed into place last: a reader needs both files
+    with atomic_path(weights_path) as tmp_weights, atomic_path(scales_path) as tmp_scales:
         weights = np.lib.format.open_memmap(tmp_weights, mode="w+", dtype=np.int8,
                                             shape=(vocabulary, dim))
         scales = np.lib.format.open_memmap(tmp_scales, mode="w+", dtype=np.float16,
@@ -114,11 +112,6 @@ def _convert(model: Path, weights_path: Path, scales_path: Path) -> None:
         weights.flush()
         scales.flush()
         del weights, scales
-        os.replace(tmp_scales, scales_path)
-        os.replace(tmp_weights, weights_path)
-    finally:
-        tmp_weights.unlink(missing_ok=True)
-        tmp_scales.unlink(missing_ok=True)
 
 
 def _output_tensor(model: Path) -> Any:
