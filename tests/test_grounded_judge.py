@@ -217,3 +217,13 @@ def test_in_a_check_the_rubric_judge_shows_no_error_on_a_sentence_detection_veri
     alone, _ = judge(ScriptedBackend([respond([{"content": "You grade how faithful"}])]),
                      "The library opened in 1962.", "The library opened in 1962.", Settings())
     assert len(alone.errors) == 1  # without detection (judge only) the judge's error stands
+
+
+def test_a_nearly_copied_sentence_is_widened_to_its_whole_sentence_past_a_decimal() -> None:
+    from conli.agents.judge import sentence_span
+
+    text = "The pool cost 2.4 million dollars. It opened in June."
+    start, end = sentence_span("the pool cost 2", text)  # cut short, and case differs
+    assert text[start:end] == "The pool cost 2.4 million dollars."
+    start, end = sentence_span("it opened in june", text)
+    assert text[start:end] == "It opened in June."

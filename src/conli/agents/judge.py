@@ -22,6 +22,7 @@ from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeError, JudgeErrorsAnswer, JudgeResult, NamedError
 from conli.prompts import render
+from conli.signals.lexical import sentence_spans
 from conli.windows import tokens_of, windows_for
 
 DEFAULT_TEMPLATE = "judge_rubric.v2"
@@ -173,15 +174,11 @@ def sentence_span(sentence: str, text: str) -> tuple[int, int] | None:
 
 
 def _sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
-    """The span widened to the sentence it lies in (ends at . ! ? or a line break)."""
-    before = max(text.rfind(mark, 0, start) for mark in (". ", "! ", "? ", "\n"))
-    first = 0 if before < 0 else before + 1
-    while first < start and text[first].isspace():
-        first += 1
-    stops = [i for i in (text.find(mark, max(end - 1, 0)) for mark in (".", "!", "?", "\n"))
-             if i >= 0]
-    last = min(stops) + 1 if stops else len(text)
-    return first, max(last, end)
+    """The span widened to the sentence it starts in (as the lexical signals split them)."""
+    for first, last in sentence_spans(text):
+        if first <= start < last:
+            return first, max(last, end)
+    return start, end
 
 
 def set_aside_verified(result: JudgeResult, text: str, verified: Sequence[str]) -> JudgeResult:

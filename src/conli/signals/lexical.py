@@ -43,6 +43,21 @@ def _stem(word: str) -> str:
     return str(_stemmer().stem(word))  # type: ignore[attr-defined]
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Each sentence's (start, end) in ``text``, without surrounding space.
+
+    A sentence ends at . ! ? (a run of them) or a line break; "2.4" does not end one.
+    """
+    spans = []
+    for found in _SENTENCE.finditer(text):
+        piece = found.group()
+        start = found.start() + len(piece) - len(piece.lstrip())
+        end = found.end() - len(piece) + len(piece.rstrip())
+        if start < end:
+            spans.append((start, end))
+    return spans
+
+
 def content_words(text: str) -> list[str]:
     """Stemmed content words of ``text``, in order (stop words dropped)."""
     stop = stop_words()
@@ -67,8 +82,8 @@ class SourceWords:
     @classmethod
     def of(cls, source: str) -> SourceWords:
         """Index ``source`` once for every sentence of a response."""
-        found = [(m.group().strip(), frozenset(content_words(m.group())))
-                 for m in _SENTENCE.finditer(source)]
+        found = [(source[start:end], frozenset(content_words(source[start:end])))
+                 for start, end in sentence_spans(source)]
         found = [(text, words) for text, words in found if words]
         return cls(
             words=frozenset().union(*(w for _, w in found)) if found else frozenset(),
