@@ -212,6 +212,7 @@ def test_in_a_check_the_rubric_judge_shows_no_error_on_a_sentence_detection_veri
     assert result.verdict == "supported" and judged is not None
     assert judged.errors == [] and judged.dropped_errors == 1
     assert "opening date" not in judged.reasoning
+    assert "could not be found" not in judged.reasoning  # it was found: detection passed it
     assert judged.note is not None and "detection verified" in judged.note
     assert "tied to no sentence" in judged.note  # a 4 with nothing shown says so
     alone, _ = judge(ScriptedBackend([respond([{"content": "You grade how faithful"}])]),

@@ -200,10 +200,12 @@ def set_aside_verified(result: JudgeResult, text: str, verified: Sequence[str]) 
     if not kept and result.score is not None and result.score < 4.95:
         notes.append("no error it named stands: the score below 5 is the judge's overall "
                      "impression, tied to no sentence")
-    dropped = result.dropped_errors + moved
+    # the reasoning counts only the untied errors it speaks of; the note says why these went
+    reasoning = describe(kept, result.dropped_errors) if result.status == "scored" \
+        else result.reasoning
     return result.model_copy(update={
-        "errors": kept, "dropped_errors": dropped, "note": "; ".join(notes) or None,
-        "reasoning": describe(kept, dropped) if result.status == "scored" else result.reasoning})
+        "errors": kept, "dropped_errors": result.dropped_errors + moved,
+        "note": "; ".join(notes) or None, "reasoning": reasoning})
 
 
 def describe(errors: list[JudgeError], dropped: int) -> str:
