@@ -337,7 +337,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
 def run_judge(args: argparse.Namespace) -> int:
     """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
-    from conli.agents.grounded_judge import SCALE_ARTIFACT, load_scale
+    from conli.agents.grounded_judge import configured_scale
     from conli.nlp import load_pipeline
     from conli.segment import sentence_splitter
 
@@ -372,7 +372,7 @@ def run_judge(args: argparse.Namespace) -> int:
         backend.close()
     if not items:
         raise ConfigError(f"no gold response has {args.min_sentences} sentences in these sets")
-    shipped = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    shipped = configured_scale(settings)
     scored = rubric + judge_eval.lodo_grounded(evidence, shipped)
     progression = judge_eval.progression(scored)
     plot = None
@@ -442,12 +442,12 @@ def run_coverage(args: argparse.Namespace) -> int:
 
 def run_judge_auroc(args: argparse.Namespace) -> int:
     """Grounded scores from a stored detect run; the rubric judge on a sample of it."""
-    from conli.agents.grounded_judge import SCALE_ARTIFACT, load_scale
+    from conli.agents.grounded_judge import configured_scale
 
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)
     examples = {e.id: e for found in sets.values() for e in found}
-    scale = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    scale = configured_scale(settings)
     stored = [row for row in judge_eval.stored_grounded_scores(args.predictions, scale)
               if row[0] in examples]
     if not stored:

@@ -114,6 +114,11 @@ def load_scale(path: Path = SCALE_ARTIFACT) -> Scale:
     return scale
 
 
+def configured_scale(settings: Settings) -> Scale:
+    """The scale ``settings`` name (``judge_scale``), else the shipped one."""
+    return load_scale(settings.judge_scale or SCALE_ARTIFACT)
+
+
 def evidence(sentences: Sequence[SentenceResult]) -> tuple[float, list[JudgeFinding]]:
     """How much of the text is wrong, 0-1 (the mean per checked sentence), and the findings.
 
@@ -166,7 +171,7 @@ def grounded_judge(
     backend: Backend, text: str, sentences: Sequence[SentenceResult], settings: Settings
 ) -> tuple[JudgeResult, list[CallRecord]]:
     """Score ``text`` from its checked ``sentences``; the model writes only the reasoning."""
-    scale = load_scale(settings.judge_scale or SCALE_ARTIFACT)
+    scale = configured_scale(settings)
     score, share, findings = grounded_score(sentences, scale)
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",
