@@ -22,6 +22,7 @@ import hashlib
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,14 +84,17 @@ def fit_all(args: argparse.Namespace) -> int:
     meta, rows = read_rows(args.features)
     progress = lambda d: print(f"holding out {d}", file=sys.stderr)  # noqa: E731
     held = leave_one_dataset_out(rows, hybrid=True, progress=progress)
-    held_fused = leave_one_dataset_out(rows, features=FUSED_FEATURES, version=FUSED_VERSION,
-                                       keep=FUSED_KEEP, progress=progress)
+    # each fused feature set once; "shipped" is the artifact's own (FUSED_FEATURES)
+    held_by = {name: leave_one_dataset_out(rows, features=features, version=FUSED_VERSION,
+                                           keep=keep, progress=progress)
+               for name, (features, keep) in FUSED_CANDIDATES.items()}
+    held_fused = held_by["shipped"]
     report: dict[str, Any] = {
         "features_file": str(args.features), "features_meta": meta,
         "held_out": [_public(h) for h in held], "pooled": summary(held),
         "fused": {"held_out": [_public(h) for h in held_fused], "pooled": summary(held_fused)},
-        "candidates": {name: candidate(rows, features, keep)
-                       for name, (features, keep) in FUSED_CANDIDATES.items()},
+        "candidates": {name: candidate(held_by[name], *FUSED_CANDIDATES[name])
+                       for name in FUSED_CANDIDATES},
         "cot": cot_alone(rows),
         "as_shipped": as_shipped(rows),
         "signal_auroc": signal_aurocs(rows),
@@ -122,10 +126,9 @@ def summary(held: list[HeldOut]) -> dict[str, Any]:
             "hybrid": statistics.mean(hybrids) if hybrids else None}
 
 
-def candidate(rows: list[ExampleRows], features: tuple[str, ...], keep: tuple[str, ...]
+def candidate(held: list[HeldOut], features: tuple[str, ...], keep: tuple[str, ...]
               ) -> dict[str, Any]:
-    """One fused feature set, leave-one-dataset-out: the means and each set's BAcc."""
-    held = leave_one_dataset_out(rows, features=features, version=FUSED_VERSION, keep=keep)
+    """One fused feature set's leave-one-dataset-out run: the means and each set's BAcc."""
     return {**summary(held), "features": list(features), "keep": list(keep),
             "per_set": {h.dataset: h.balanced_accuracy for h in held}}
 
@@ -133,25 +136,24 @@ def candidate(rows: list[ExampleRows], features: tuple[str, ...], keep: tuple[st
 def as_shipped(rows: list[ExampleRows]) -> dict[str, Any]:
     """The fused artifact in the package now, as users run it, on these rows (not held out:
     it may have been trained on some of these examples, under an older prompt)."""
-    from sklearn.metrics import balanced_accuracy_score
-
     model = load_model(FUSED_ARTIFACT)
-    out: dict[str, Any] = {"version": model.version}
-    for dataset in sorted({r.dataset for r in rows}):
-        mine = [r for r in rows if r.dataset == dataset]
-        out[dataset] = balanced_accuracy_score(
-            [r.label for r in mine], [response_score(model, r) >= model.threshold for r in mine])
-    out["mean"] = statistics.mean(v for k, v in out.items() if k != "version")
-    return out
+    return {"version": model.version,
+            **per_set(rows, lambda r: response_score(model, r) >= model.threshold)}
 
 
 def cot_alone(rows: list[ExampleRows]) -> dict[str, float]:
     """Chain of thought's own balanced accuracy on the same examples, per set and mean."""
+    return per_set(rows, ExampleRows.cot_flagged)
+
+
+def per_set(rows: list[ExampleRows], flagged: Callable[[ExampleRows], bool]
+            ) -> dict[str, float]:
+    """Balanced accuracy of ``flagged`` on each dataset's rows, and their mean."""
     from sklearn.metrics import balanced_accuracy_score
 
     out = {dataset: balanced_accuracy_score(
         [r.label for r in rows if r.dataset == dataset],
-        [r.cot_flagged() for r in rows if r.dataset == dataset])
+        [flagged(r) for r in rows if r.dataset == dataset])
         for dataset in sorted({r.dataset for r in rows})}
     out["mean"] = statistics.mean(out.values())
     return out
