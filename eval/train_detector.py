@@ -32,7 +32,6 @@ from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
 from conli.evaluation.report import file_digest
 from conli.files import read_log, write_atomically
 from conli.signals.features import FEATURES
-from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, read_rows, rows_of, write_rows
 from conli.training.train import (
     FAST_FEATURES,
@@ -46,7 +45,6 @@ from conli.training.train import (
     choose_band,
     fit,
     leave_one_dataset_out,
-    response_score,
 )
 
 SIGNALS = [name for name, _ in FEATURES]
@@ -96,7 +94,6 @@ def fit_all(args: argparse.Namespace) -> int:
         "candidates": {name: candidate(held_by[name], *FUSED_CANDIDATES[name])
                        for name in FUSED_CANDIDATES},
         "cot": cot_alone(rows),
-        "as_shipped": as_shipped(rows),
         "signal_auroc": signal_aurocs(rows),
         "counts": {d: sum(1 for r in rows if r.dataset == d) for d in sorted(DATASETS)},
     }
@@ -131,14 +128,6 @@ def candidate(held: list[HeldOut], features: tuple[str, ...], keep: tuple[str, .
     """One fused feature set's leave-one-dataset-out run: the means and each set's BAcc."""
     return {**summary(held), "features": list(features), "keep": list(keep),
             "per_set": {h.dataset: h.balanced_accuracy for h in held}}
-
-
-def as_shipped(rows: list[ExampleRows]) -> dict[str, Any]:
-    """The fused artifact in the package now, as users run it, on these rows (not held out:
-    it may have been trained on some of these examples, under an older prompt)."""
-    model = load_model(FUSED_ARTIFACT)
-    return {"version": model.version,
-            **per_set(rows, lambda r: response_score(model, r) >= model.threshold)}
 
 
 def cot_alone(rows: list[ExampleRows]) -> dict[str, float]:
@@ -206,11 +195,6 @@ def markdown(report: dict[str, Any]) -> str:
                  f"{_pct(pooled['balanced_accuracy'])} | {_pct(pooled['hybrid'])} | "
                  f"{_pct(report['cot'].get('mean'))} | {_pct(joint['auroc'])} | "
                  f"{_pct(joint['balanced_accuracy'])} |")
-    shipped = report["as_shipped"]
-    lines += ["", f"The shipped artifact `{shipped['version']}` as users run it, on the same "
-              "rows (not held out): mean of sets "
-              f"{_pct(shipped['mean'])}; by set: " + ", ".join(
-                  f"{d} {_pct(v)}" for d, v in shipped.items() if d not in ("version", "mean"))]
     lines += ["", "Fused feature sets (mean of sets, leave-one-dataset-out):", "",
               "| features | AUROC | BAcc | worst set against cot |", "|---|---|---|---|"]
     for name, c in report["candidates"].items():
