@@ -88,6 +88,10 @@ class DetectionSettings(BaseModel):
     calibration: Path | None = Field(
         None, description="a calibration file from `conli calibrate`: the decision fitted on "
         "your own labelled examples, applied wherever this backend and detectors run")
+    threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="the bar a result's `passed` sets: every checked "
+        "sentence's score (P(grounded)) at or above it, i.e. support_score >= it; None: passed "
+        "= verdict supported. It decides `passed` only, never the verdicts")
     ner: Literal["spacy", "azure"] = "spacy"
     entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")

@@ -20,7 +20,8 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 #    ``calibration`` that decided its verdicts (both optional); judge scores are numbers
 #    (1-5, a distribution's mean where the backend gives one) with ``errors`` tied to
 #    sentences and the ``dropped_errors`` count.
-RESULT_SCHEMA_VERSION = "4"
+# 5: ``passed`` (the user's bar, ``Settings.threshold``) and the ``threshold`` it used.
+RESULT_SCHEMA_VERSION = "5"
 
 
 # --- what the models answer -------------------------------------------------------------
@@ -394,6 +395,11 @@ class CheckResult(BaseModel):
     support_score: float | None = Field(
         None, description="lowest sentence score: a continuous P(grounded), for AUROC/thresholds"
     )
+    passed: bool = Field(
+        False, description="clears the user's bar: never when unverified; with a threshold, "
+        "every checked sentence has a score at or above it; without one, verdict supported")
+    threshold: float | None = Field(
+        None, description="the support-score threshold `passed` was decided by (None: none)")
     backend: str
     model: str
     sentences: list[SentenceResult]

@@ -17,6 +17,7 @@ from conli.backends.base import Backend
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.errors import ConfigError, ContextOverflowError
+from conli.gate import passes
 from conli.graph import Deps, build_graph
 from conli.inputs import CheckInput, check_input
 from conli.models import CheckResult, Mitigation, Verdict
@@ -113,6 +114,8 @@ class Checker:
         result = _to_result(state, self.backend, time.perf_counter() - started)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
+        result.threshold = deps.settings.threshold
+        result.passed = passes(result, result.threshold)
         return result
 
     def astream(
@@ -242,14 +245,19 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
 
 
 def check(
-    source: str, response: str, settings: Settings | None = None, *, points: object = None
+    source: str,
+    response: str,
+    settings: Settings | None = None,
+    *,
+    question: str | None = None,
+    points: object = None,
 ) -> CheckResult:
     """One-shot convenience: build a checker, check one pair, release the backend.
 
-    ``points`` are what the response must cover, as ``Checker.check`` takes them.
+    ``question`` and ``points`` (what the response must cover) as ``Checker.check`` takes them.
     """
     checker = Checker(settings)
     try:
-        return checker.check(source, response, points=points)
+        return checker.check(source, response, question=question, points=points)
     finally:
         checker.close()
