@@ -1,5 +1,8 @@
 """The one place calls are retried: transient failures only, with jittered backoff.
 
+Model calls reach it through ``backends.calls.call_model``, which also records usage;
+other provider calls (Azure NER) use ``call_with_retries`` directly.
+
 Rate limits wait at least the provider's ``Retry-After``; authentication and bad-request
 errors are raised at once because no retry can fix them. No attempt starts, and no wait
 runs, past the check's deadline (``run_context``).
@@ -7,6 +10,7 @@ runs, past the check's deadline (``run_context``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -40,6 +44,11 @@ class _WaitHonouringRetryAfter:
         return wait if left is None else max(0.0, min(wait, left))
 
 
+def _sleep(seconds: float) -> None:
+    """Wait between attempts (a seam: tests replace it with a fake clock's)."""
+    time.sleep(seconds)
+
+
 def call_with_retries(
     fn: Callable[[], T],
     *,
@@ -62,6 +71,7 @@ def call_with_retries(
             on_failure(error)
 
     retrying = Retrying(
+        sleep=_sleep,
         retry=retry_if_exception_type(TransientBackendError),
         wait=_WaitHonouringRetryAfter(max_wait),
         stop=stop_after_attempt(attempts),

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 
-from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Completion, Message
+from conli.backends.calls import CallRecord, call_model
 from conli.config import Settings
 from conli.prompts import render
-from conli.retry import call_with_retries
 
 _LABELS = ("entailment", "contradiction", "neutral")
 _LABEL_KEY = '"label"'
@@ -77,12 +76,9 @@ def score_hypothesis(
     prompt = render(template, source=source, hypotheses=[hypothesis],
                     cot=settings.chain_of_thought, question=question)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
-    failures: list[BaseException] = []
-    completion = call_with_retries(
-        lambda: backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES),
-        on_failure=failures.append,
-    )
-    calls = [CallRecord("score", template, completion.usage, len(failures), completion.logprobs)]
+    completion, record = call_model(backend, messages, step="score", template=template,
+                                    max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
+    calls = [record]
     if not completion.logprobs:
         return None, calls
     return entailment_probability(completion.logprobs[0].top), calls

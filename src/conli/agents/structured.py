@@ -1,24 +1,27 @@
 """Ask a backend for JSON, validate it into a Pydantic model, re-ask once on failure.
 
 The outcome is either a validated value or an error string: never a guessed default.
-Transient backend failures are retried in ``retry.py``; output that still fails validation
-comes back as an error for the caller to mark ``unverified``. A backend that cannot be used
+Every call goes through ``backends.calls`` (deadline, retries of transient failures, usage);
+output that still fails validation comes back as an error for the caller to mark
+``unverified``. A backend that cannot be used
 (``BackendError`` after retries) is not an answer: it propagates and fails the check.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from conli.backends.base import Backend, CallUsage, Completion, Message, TokenLogprob
-from conli.models import UsageTotals
+from conli.backends.base import Backend, Completion, Message
+from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.prompts import defuse, render
-from conli.retry import call_with_retries
+
+__all__ = ["Asked", "CallRecord", "ask_structured", "exact_items_schema", "parse_json_model",
+           "usage_of"]  # CallRecord and usage_of live in backends.calls; kept importable here
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -26,49 +29,6 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 # asked for (a server that ignores max_tokens, or garbage): it is refused unparsed.
 MAX_CHARS_PER_TOKEN = 16
 ECHO_CHARS = 2000  # how much of an invalid answer a re-ask shows the model again
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One model call: which step, which template, what it cost, and its tokens' log-probs.
-
-    ``logprobs`` holds each generated token with its top alternatives where the backend
-    gives them (``capabilities.logprobs``), for detectors that read the model's numbers.
-    """
-
-    step: str
-    template: str
-    usage: CallUsage
-    failed_attempts: int = 0  # attempts that failed and were retried before this one
-    logprobs: tuple[TokenLogprob, ...] = ()
-
-
-def usage_of(calls: Iterable[CallRecord]) -> UsageTotals:
-    """Sum the tokens, calls and seconds of some model calls.
-
-    The prefill/decode split is summed only when every call reported it: a partial sum
-    would look like the whole.
-    """
-    calls = list(calls)
-    usages = [call.usage for call in calls]
-    prefill = [u.prefill_seconds for u in usages]
-    decode = [u.decode_seconds for u in usages]
-    return UsageTotals(
-        calls=len(usages),
-        prompt_tokens=sum(u.prompt_tokens for u in usages),
-        cached_tokens=sum(u.cached_tokens for u in usages),
-        completion_tokens=sum(u.completion_tokens for u in usages),
-        seconds=sum(u.seconds for u in usages),
-        failed_attempts=sum(call.failed_attempts for call in calls),
-        prefill_seconds=_sum_all(prefill),
-        decode_seconds=_sum_all(decode),
-    )
-
-
-def _sum_all(values: list[float | None]) -> float | None:
-    """The sum of ``values``, or None if there are none or any is missing."""
-    known = [v for v in values if v is not None]
-    return sum(known) if values and len(known) == len(values) else None
 
 
 @dataclass
@@ -130,20 +90,17 @@ def ask_structured(
     calls: list[CallRecord] = []
     error = "no answer"
     for attempt in range(max_reasks + 1):
-        failures: list[BaseException] = []
-        completion = call_with_retries(
-            lambda sent=conversation: backend.complete(  # type: ignore[misc]
-                sent,
-                max_tokens=max_tokens,
-                json_schema=schema,
-                temperature=temperature,
-                top_logprobs=top_logprobs,
-            ),
-            on_failure=failures.append,
+        completion, record = call_model(
+            backend,
+            conversation,
+            step=step,
+            template=template,
+            max_tokens=max_tokens,
+            json_schema=schema,
+            temperature=temperature,
+            top_logprobs=top_logprobs,
         )
-        calls.append(
-            CallRecord(step, template, completion.usage, len(failures), completion.logprobs)
-        )
+        calls.append(record)
         try:
             if len(completion.text) > MAX_CHARS_PER_TOKEN * max_tokens + ECHO_CHARS:
                 raise ValueError(
