@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from conli.batch import done_ids, make_worker, record_key, run
+from conli.batch import make_worker, run
+from conli.batch_records import OutLog, record_key
 from conli.config import Settings
 from tests import scripted
 
@@ -90,7 +91,9 @@ def test_resume_skips_done_ids_and_drops_a_torn_last_line(tmp_path: Path) -> Non
     _write_jsonl(src, [*records, records[1]])  # r1 twice in IN: processed once
     done = [{"id": "r0", "ok": True, "result": {"verdict": "supported"}}]
     _write_jsonl(out, done, tail='{"id": "r1", "ok": tr')  # killed mid-write
-    assert done_ids(out) == {'"r0"'} and out.read_bytes().endswith(b"}\n")
+    opened = OutLog(out)
+    opened.close()
+    assert opened.done == {'"r0"'} and out.read_bytes().endswith(b"}\n")
 
     work = make_worker(Settings(), "check", scripted.backend())
     summary = run(src, out, work, concurrency=1, progress=False)
@@ -103,7 +106,7 @@ def test_a_garbled_line_in_the_middle_of_out_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.write_text('{"id": "a"}\ngarbage\n{"id": "b"}\n', encoding="utf-8")
     with pytest.raises(Exception, match="line 2"):
-        done_ids(out)
+        OutLog(out)
 
 
 def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
@@ -152,21 +155,33 @@ def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: i
     assert all(r["ok"] and r["result"]["mitigation"]["status"] == "rewritten" for r in rows)
 
 
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``conli batch ARGS --llm fake --no-progress`` in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.batch_runner", "batch", *args, "--llm", "fake",
+         "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT), **env},
+    )
+
+
 def test_cli_batch_reports_errors_with_exit_code(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, [{"id": "x", "source": SOURCE, "response": ""}])
-    env = {**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out), "--llm", "fake",
-         "--mode", "judge", "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=120,
-    )
+    done = _cli(str(src), str(out), "--mode", "judge")
     assert done.returncode == 1 and "errors 1" in done.stderr
-    missing = subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", str(tmp_path / "nope.jsonl"),
-         str(out), "--llm", "fake"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )
+    missing = _cli(str(tmp_path / "nope.jsonl"), str(out))
     assert missing.returncode == 2 and "cannot read input" in missing.stderr
+
+
+def test_a_repeated_run_counts_the_failures_out_already_holds(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, [*_records(2), {"id": "empty", "source": SOURCE, "response": " "}])
+    first = _cli(str(src), str(out), "--mode", "check")
+    assert first.returncode == 1 and "errors 1" in first.stderr
+    again = _cli(str(src), str(out), "--mode", "check")  # nothing left to run
+    assert "3 already in OUT" in again.stderr
+    assert again.returncode == 1, again.stderr  # OUT still holds a failed record
+    assert "errors 1 (0 this run)" in again.stderr
 
 
 def test_fake_backend_is_not_registered_in_production() -> None:

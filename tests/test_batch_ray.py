@@ -24,8 +24,9 @@ pytest.importorskip("ray.data")
 from conli.backends import register_backend  # noqa: E402
 from conli.backends.base import Backend, Message  # noqa: E402
 from conli.backends.fake import ScriptedBackend  # noqa: E402
-from conli.batch import Summary, exit_code, make_worker, record_key, run  # noqa: E402
+from conli.batch import exit_code, make_worker, run  # noqa: E402
 from conli.batch_ray import make_plan, run_ray  # noqa: E402
+from conli.batch_records import Summary, record_key  # noqa: E402
 from conli.config import BackendSettings, Settings  # noqa: E402
 from conli.errors import AuthenticationError, BackendUnavailableError  # noqa: E402
 from tests import scripted  # noqa: E402

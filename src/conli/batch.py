@@ -10,19 +10,16 @@ Ctrl-C loses no finished record; re-running the same command skips ids already i
 Two engines share everything but the scheduling: ``--engine local`` (threads in this
 process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch_ray``,
 imported only when asked for). Both decide what each input line becomes with ``Intake``,
-run records with ``make_worker`` and write OUT with one ``LogAppender``.
+run records with ``make_worker`` and write OUT with one ``OutLog`` (``conli.batch_records``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +38,17 @@ from rich.text import Text
 
 from conli.backends import get_backend
 from conli.backends.base import Backend
+from conli.batch_records import (
+    Intake,
+    OutLog,
+    Record,
+    Summary,
+    count_lines,
+    failure,
+    given_points,
+    read_records,
+    stopped_record,
+)
 from conli.config import Settings
 from conli.errors import (
     EXIT_INTERRUPTED,
@@ -48,9 +56,8 @@ from conli.errors import (
     BackendUnavailableError,
     InputError,
     ModelStoreError,
-    boundary,
 )
-from conli.files import LogAppender, atomic_writer, ensure_appendable, json_line, read_log
+from conli.files import ensure_appendable
 from conli.frontdoor import (
     MODES,
     Mode,
@@ -62,177 +69,9 @@ from conli.frontdoor import (
 from conli.inputs import check_input
 from conli.pipeline import Checker
 
-Record = dict[str, Any]
 Worker = Callable[[Record], Record]
 Engine = Literal["local", "ray"]
 ENGINES: tuple[Engine, ...] = ("local", "ray")
-
-
-@dataclass
-class Summary:
-    """What one run did; resumed records are counted in ``skipped``, not in the totals."""
-
-    processed: int = 0
-    skipped: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    errors: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    interrupted: bool = False
-    stopped: str | None = None  # the error that ended the run early
-
-    def add(self, record: Record) -> None:
-        """Count one written record."""
-        self.processed += 1
-        if not record.get("ok"):
-            self.errors += 1
-            return
-        self.outcomes[outcome(record)] += 1
-        usage = record["result"].get("usage", {})
-        self.calls += usage.get("calls", 0)
-        self.prompt_tokens += usage.get("prompt_tokens", 0)
-        self.cached_tokens += usage.get("cached_tokens", 0)
-        self.completion_tokens += usage.get("completion_tokens", 0)
-
-    def format(self) -> str:
-        """Format the end-of-run summary as a few human-readable lines."""
-        rate = self.processed / self.seconds if self.seconds else 0.0
-        state = "interrupted" if self.interrupted else "stopped" if self.stopped else "done"
-        lines = [
-            f"conli batch {state}: {self.processed} records in {self.seconds:.1f}s ({rate:.2f}/s); "
-            f"{self.skipped} already in OUT",
-            "  " + " · ".join(
-                [f"{name} {count}" for name, count in sorted(self.outcomes.items())]
-                + [f"errors {self.errors}"]
-            ),
-            f"  {self.calls} model calls, {self.prompt_tokens:,} prompt tokens "
-            f"({self.cached_tokens:,} cached), {self.completion_tokens:,} generated",
-        ]
-        if self.stopped:
-            lines.append(f"  stopped early: {self.stopped}; fix it and re-run to resume")
-        if self.interrupted:
-            lines.append("  re-run the same command to resume")
-        return "\n".join(lines)
-
-
-def outcome(record: Record) -> str:
-    """Name the summary bucket of a successful record: its verdict, or its judge score.
-
-    Scores are bucketed to the rubric's integers (a distribution's mean is continuous).
-    """
-    result = record["result"]
-    if "verdict" in result:
-        return str(result["verdict"])
-    judged = result.get("judge", {})
-    score = judged.get("score")
-    return f"score {int(score + 0.5)}" if score else "unverified"
-
-
-# --- OUT: resume --------------------------------------------------------------------------
-
-
-def record_key(record: Record) -> str:
-    """The key a record is resumed and de-duplicated by: its id as JSON, else its line.
-
-    JSON keeps the string ``"1"`` and the integer ``1`` apart; a line that has no usable id
-    is keyed by its line number, which no id can spell.
-    """
-    if record.get("id") is None:
-        return f"line {record.get('line')}"
-    return json.dumps(record["id"])
-
-
-def done_ids(out: Path) -> set[str]:
-    """Keys of the records OUT holds for good; a torn or garbled last line is cut off.
-
-    A record that failed for a reason a re-run can cure (``retryable``: the backend could
-    not be used) is not done: it is dropped from OUT, rewritten whole, and runs again.
-    """
-    records = read_log(out, _as_record)
-    kept = [r for r in records if not (r.get("ok") is False and r.get("retryable"))]
-    if len(kept) != len(records):
-        with atomic_writer(out) as handle:
-            handle.writelines(json_line(r).decode("utf-8") for r in kept)
-    return {record_key(r) for r in kept}
-
-
-def _as_record(value: Any) -> Record:
-    if not isinstance(value, dict) or ("id" not in value and "line" not in value):
-        raise ValueError("not a result record")
-    return value
-
-
-def _usable_id(value: Any) -> bool:
-    """Ids are strings or integers; anything else is refused."""
-    return not isinstance(value, bool) and isinstance(value, str | int)
-
-
-# --- IN: stream -------------------------------------------------------------------------
-
-
-def count_lines(path: Path) -> int:
-    """Non-empty lines, counted in 1 MiB chunks so any file size is fine."""
-    count, last = 0, b"\n"
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
-
-
-def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
-    """Yield ``(line number, record)``, or ``(line number, error message)`` for a bad line."""
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, parse_line(number, line)
-
-
-def parse_line(number: int, line: bytes) -> Record | str:
-    """One non-empty input line as a record, or the message saying why it cannot be one."""
-    try:
-        record = json.loads(line)
-    except ValueError as exc:
-        return f"line {number} is not valid JSON (UTF-8): {exc}"
-    if not isinstance(record, dict):
-        return f"line {number} is not a JSON object"
-    if not _usable_id(record.get("id")):
-        return f"line {number} has no usable id (a string or an integer)"
-    return record
-
-
-Admission = Literal["skip", "error", "run"]
-
-
-class Intake:
-    """Decides, in IN's line order, what each line becomes: skipped, an error record, or run.
-
-    Both engines use it, so resume (keys in OUT are skipped), unreadable lines and repeated
-    ids (error records, never retried) behave the same whichever engine runs the records.
-    """
-
-    def __init__(self, done: set[str]) -> None:
-        self.done = done
-        self._first_line: dict[str, int] = {}
-
-    def admit(self, number: int, item: Record | str) -> tuple[Admission, Record]:
-        """What line ``number`` (``parse_line``'s result) becomes, and its record."""
-        key = f"line {number}" if isinstance(item, str) else json.dumps(item["id"])
-        bad = item if isinstance(item, str) else None
-        if bad is None and key in self._first_line:
-            bad = f"line {number} repeats the id of line {self._first_line[key]}"
-            key = f"line {number}"
-        self._first_line.setdefault(key, number)
-        if key in self.done:
-            return "skip", {}
-        if bad is not None:  # unreadable line or duplicate id: recorded, never retried
-            return "error", {"id": None, "line": number, "ok": False, "retryable": False,
-                             "error": {"type": "InputError", "message": bad}}
-        assert isinstance(item, dict)
-        return "run", item
 
 
 # --- the work -----------------------------------------------------------------------------
@@ -250,7 +89,7 @@ def make_worker(
     def work(record: Record) -> Record:
         source, response = record.get("source"), record.get("response")
         out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response,
-                       **_given_points(record)}
+                       **given_points(record)}
         try:
             checked = check_input(
                 source, response, question=record.get("question"), points=record.get("points"),
@@ -268,23 +107,6 @@ def make_worker(
         return {**out, "ok": True, "result": result.model_dump(mode="json")}
 
     return work
-
-
-def _given_points(record: Record) -> Record:
-    """``{"points": ...}`` when the input record carries points, for its OUT record; else ``{}``."""
-    return {"points": record["points"]} if record.get("points") is not None else {}
-
-
-def stopped_record(record: Record, error: BaseException) -> Record:
-    """The OUT record of the input record whose error stopped the run (``work`` raised)."""
-    return {"id": record["id"], "source": record.get("source"),
-            "response": record.get("response"), **_given_points(record), **failure(error)}
-
-
-def failure(error: BaseException) -> Record:
-    """The ``ok: false`` part of a record; ``retryable`` when a re-run may cure it."""
-    return {"ok": False, "retryable": boundary(error).exit_code != 2,
-            "error": {"type": type(error).__name__, "message": str(error)}}
 
 
 def _fatal(error: BaseException) -> bool:
@@ -324,10 +146,10 @@ def run(
     if not in_path.is_file():
         raise InputError(f"cannot read input file {str(in_path)!r}")
     started = time.perf_counter()
-    summary = Summary()
-    intake = Intake(done_ids(out_path))
+    writer = OutLog(out_path)
+    summary = Summary(earlier_errors=writer.failed)
+    intake = Intake(writer.done)
     total = max(count_lines(in_path) - len(intake.done), 0)
-    writer = LogAppender(out_path)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
     pending: dict[Future[Record], Record] = {}
     bar = progress_bar(progress)
@@ -419,8 +241,9 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_batch(args: argparse.Namespace) -> int:
     """Run the batch and return its exit code (see the README's table).
 
-    0 every record ok, 1 some records failed, 3 the backend could not be used, 130
-    interrupted; a batch that cannot start at all raises (2).
+    0 every record in OUT ok, 1 some records in OUT failed (this run's or earlier ones),
+    3 the backend could not be used, 130 interrupted; a batch that cannot start at all
+    raises (2).
     """
     settings = session_settings(args, fix_coverage=True if args.fix_coverage else None)
     if args.concurrency is not None and args.concurrency < 1:
@@ -451,12 +274,12 @@ def check_paths(in_path: Path, out_path: Path) -> None:
 
 
 def exit_code(summary: Summary) -> int:
-    """0 every record ok, 1 some records failed, 3 stopped by the backend, 130 interrupted."""
+    """0 every record in OUT ok, 1 some failed (in this run or before), 3 stopped, 130 Ctrl-C."""
     if summary.interrupted:
         return EXIT_INTERRUPTED
     if summary.stopped:
         return 3
-    return 1 if summary.errors else 0
+    return 1 if summary.errors_in_out else 0
 
 
 def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:

@@ -35,21 +35,19 @@ from ray.data.datasource import FileBasedDatasource
 
 from conli import backends
 from conli.backends.base import Backend
-from conli.batch import (
+from conli.batch import check_paths, make_worker, progress_bar
+from conli.batch_records import (
     Intake,
+    OutLog,
     Record,
     Summary,
-    check_paths,
-    done_ids,
-    make_worker,
     parse_line,
-    progress_bar,
     record_key,
     stopped_record,
 )
 from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
-from conli.files import LogAppender, ensure_appendable, json_line
+from conli.files import ensure_appendable, json_line
 from conli.frontdoor import Mode
 
 _CHUNK = 1 << 20  # IN is read in 1 MiB chunks, whatever its size
@@ -93,7 +91,7 @@ def make_plan(settings: Settings, mode: Mode, *, with_judge: bool = False,
 class JsonlLines(FileBasedDatasource):
     """IN's non-empty lines as rows ``{line, text}``: split on newline bytes, numbered from 1.
 
-    The same lines and numbers as ``conli.batch.read_records``, streamed in chunks, so an
+    The same lines and numbers as ``conli.batch_records.read_records``, streamed in chunks, so an
     error record names the same line whichever engine wrote it. With ``wanted`` (a bitmap
     of line numbers) only those lines are read out.
     """
@@ -252,10 +250,10 @@ def run_ray(
     building their backend is raised (``ConfigError`` or ``BackendUnavailableError``).
     """
     started = time.perf_counter()
-    summary = Summary()
-    intake = Intake(done_ids(out_path))
+    writer = OutLog(out_path)
+    summary = Summary(earlier_errors=writer.failed)
+    intake = Intake(writer.done)
     written: set[str] = set()
-    writer = LogAppender(out_path)
     bar = progress_bar(progress)
     _quiet_ray_data()
 

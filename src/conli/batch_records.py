@@ -1,0 +1,242 @@
+"""The records of ``conli batch``, shared by both engines: IN, OUT, and what a run did.
+
+``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
+``OutLog`` resumes from OUT and appends to it, and ``Summary`` counts a run.
+``conli.batch`` (threads) and ``conli.batch_ray`` (Ray actors) do the scheduling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from conli.errors import boundary
+from conli.files import LogAppender, atomic_writer, json_line, read_log
+
+Record = dict[str, Any]
+Admission = Literal["skip", "error", "run"]
+
+
+# --- what a run did -----------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """What one run did; resumed records are counted in ``skipped``, not in the totals.
+
+    ``earlier_errors``: failed records OUT already held (kept, not run again), so the exit
+    code and the summary speak for all of OUT.
+    """
+
+    processed: int = 0
+    skipped: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    earlier_errors: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    stopped: str | None = None  # the error that ended the run early
+
+    @property
+    def errors_in_out(self) -> int:
+        """Failed records in OUT after the run: those it held before, and this run's."""
+        return self.earlier_errors + self.errors
+
+    def add(self, record: Record) -> None:
+        """Count one written record."""
+        self.processed += 1
+        if not record.get("ok"):
+            self.errors += 1
+            return
+        self.outcomes[outcome(record)] += 1
+        usage = record["result"].get("usage", {})
+        self.calls += usage.get("calls", 0)
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.cached_tokens += usage.get("cached_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def format(self) -> str:
+        """Format the end-of-run summary as a few human-readable lines."""
+        rate = self.processed / self.seconds if self.seconds else 0.0
+        state = "interrupted" if self.interrupted else "stopped" if self.stopped else "done"
+        errors = f"errors {self.errors_in_out}"
+        if self.earlier_errors:
+            errors += f" ({self.errors} this run)"
+        lines = [
+            f"conli batch {state}: {self.processed} records in {self.seconds:.1f}s ({rate:.2f}/s); "
+            f"{self.skipped} already in OUT",
+            "  " + " · ".join(
+                [f"{name} {count}" for name, count in sorted(self.outcomes.items())] + [errors]
+            ),
+            f"  {self.calls} model calls, {self.prompt_tokens:,} prompt tokens "
+            f"({self.cached_tokens:,} cached), {self.completion_tokens:,} generated",
+        ]
+        if self.stopped:
+            lines.append(f"  stopped early: {self.stopped}; fix it and re-run to resume")
+        if self.interrupted:
+            lines.append("  re-run the same command to resume")
+        return "\n".join(lines)
+
+
+def outcome(record: Record) -> str:
+    """Name the summary bucket of a successful record: its verdict, or its judge score.
+
+    Scores are bucketed to the rubric's integers (a distribution's mean is continuous).
+    """
+    result = record["result"]
+    if "verdict" in result:
+        return str(result["verdict"])
+    judged = result.get("judge", {})
+    score = judged.get("score")
+    return f"score {int(score + 0.5)}" if score else "unverified"
+
+
+# --- failed records -----------------------------------------------------------------------
+
+
+def given_points(record: Record) -> Record:
+    """``{"points": ...}`` when the input record carries points, for its OUT record; else ``{}``."""
+    return {"points": record["points"]} if record.get("points") is not None else {}
+
+
+def stopped_record(record: Record, error: BaseException) -> Record:
+    """The OUT record of the input record whose error stopped the run (``work`` raised)."""
+    return {"id": record["id"], "source": record.get("source"),
+            "response": record.get("response"), **given_points(record), **failure(error)}
+
+
+def failure(error: BaseException) -> Record:
+    """The ``ok: false`` part of a record; ``retryable`` when a re-run may cure it."""
+    return {"ok": False, "retryable": boundary(error).exit_code != 2,
+            "error": {"type": type(error).__name__, "message": str(error)}}
+
+
+# --- OUT: resume and append --------------------------------------------------------------
+
+
+def record_key(record: Record) -> str:
+    """The key a record is resumed and de-duplicated by: its id as JSON, else its line.
+
+    JSON keeps the string ``"1"`` and the integer ``1`` apart; a line that has no usable id
+    is keyed by its line number, which no id can spell.
+    """
+    if record.get("id") is None:
+        return f"line {record.get('line')}"
+    return json.dumps(record["id"])
+
+
+class OutLog:
+    """OUT as a run sees it: the keys it holds for good, and its appender.
+
+    Opening it cuts off a torn or garbled last line. A record that failed for a reason a
+    re-run can cure (``retryable``: the backend could not be used) is not done: it is
+    dropped from OUT, rewritten whole, and runs again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        records = read_log(path, _as_record)
+        kept = [r for r in records if not (r.get("ok") is False and r.get("retryable"))]
+        if len(kept) != len(records):
+            _rewrite(path, kept)
+        self.done = {record_key(r) for r in kept}
+        self.failed = sum(1 for r in kept if r.get("ok") is False)  # held for good
+        self._writer: LogAppender | None = LogAppender(path)
+
+    def write(self, record: Record) -> None:
+        """Append one record (one fsynced line)."""
+        if self._writer is None:
+            raise ValueError(f"{self.path} is closed")
+        self._writer.write(record)
+
+    def close(self) -> None:
+        """Close the appender, if one was opened."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _rewrite(path: Path, records: list[Record]) -> None:
+    with atomic_writer(path) as handle:
+        handle.writelines(json_line(r).decode("utf-8") for r in records)
+
+
+def _as_record(value: Any) -> Record:
+    if not isinstance(value, dict) or ("id" not in value and "line" not in value):
+        raise ValueError("not a result record")
+    return value
+
+
+# --- IN: stream ---------------------------------------------------------------------------
+
+
+def count_lines(path: Path) -> int:
+    """Non-empty lines, counted in 1 MiB chunks so any file size is fine."""
+    count, last = 0, b"\n"
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
+    """Yield ``(line number, record)``, or ``(line number, error message)`` for a bad line."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                yield number, parse_line(number, line)
+
+
+def parse_line(number: int, line: bytes) -> Record | str:
+    """One non-empty input line as a record, or the message saying why it cannot be one."""
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        return f"line {number} is not valid JSON (UTF-8): {exc}"
+    if not isinstance(record, dict):
+        return f"line {number} is not a JSON object"
+    if not _usable_id(record.get("id")):
+        return f"line {number} has no usable id (a string or an integer)"
+    return record
+
+
+def _usable_id(value: Any) -> bool:
+    """Ids are strings or integers; anything else is refused."""
+    return not isinstance(value, bool) and isinstance(value, str | int)
+
+
+class Intake:
+    """Decides, in IN's line order, what each line becomes: skipped, an error record, or run.
+
+    Both engines use it, so resume (keys in OUT are skipped), unreadable lines and repeated
+    ids (error records, never retried) behave the same whichever engine runs the records.
+    """
+
+    def __init__(self, done: set[str]) -> None:
+        self.done = done
+        self._first_line: dict[str, int] = {}
+
+    def admit(self, number: int, item: Record | str) -> tuple[Admission, Record]:
+        """What line ``number`` (``parse_line``'s result) becomes, and its record."""
+        key = f"line {number}" if isinstance(item, str) else json.dumps(item["id"])
+        bad = item if isinstance(item, str) else None
+        if bad is None and key in self._first_line:
+            bad = f"line {number} repeats the id of line {self._first_line[key]}"
+            key = f"line {number}"
+        self._first_line.setdefault(key, number)
+        if key in self.done:
+            return "skip", {}
+        if bad is not None:  # unreadable line or duplicate id: recorded, never retried
+            return "error", {"id": None, "line": number, "ok": False, "retryable": False,
+                             "error": {"type": "InputError", "message": bad}}
+        assert isinstance(item, dict)
+        return "run", item
