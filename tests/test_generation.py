@@ -13,8 +13,9 @@ from conli import cli
 from conli.backends.base import CallUsage, Completion, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
-from conli.errors import InputError
+from conli.errors import ConfigError, DeadlineExceededError, TransientBackendError
 from conli.generation import ABSTAINED, generate, until_repeat
+from tests.fake_clock import FakeClock, install
 
 GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
 
@@ -129,8 +130,55 @@ def test_rerank_keeps_the_sample_with_the_best_mean_score() -> None:
 
 
 def test_a_backend_that_cannot_continue_an_answer_is_refused() -> None:
-    with pytest.raises(InputError, match="continues partial answers"):
-        generate(ScriptedBackend(), "src", split, SETTINGS)
+    backend = ScriptedBackend()
+    backend.name = "openai"
+    with pytest.raises(ConfigError, match="which the openai backend cannot"):
+        generate(backend, "src", split, SETTINGS)
+    assert backend.calls == []
+
+
+class Flaky(Writer):
+    """A ``Writer`` whose first ``failures`` calls fail as transient, each taking ``took`` s."""
+
+    def __init__(self, clock: FakeClock, failures: int, took: float = 0.0) -> None:
+        super().__init__([])
+        self.clock, self.failures, self.took = clock, failures, took
+        self.attempts = 0
+
+    def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+        self.attempts += 1
+        self.clock.advance(self.took)
+        if self.attempts <= self.failures:
+            raise TransientBackendError("503 from the scripted server")
+        return super().complete(messages, **kwargs)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return install(monkeypatch)
+
+
+def test_generation_retries_transient_errors_and_records_its_usage(clock: FakeClock) -> None:
+    backend = Flaky(clock, failures=2)
+    result = generate(backend, "src", split, SETTINGS, method="greedy")
+    assert result.text == GREEDY  # the greedy call failed twice, then answered
+    made = len(backend.calls)  # calls that answered: 1 greedy + 3 monitor judgements
+    assert backend.attempts == made + 2 and made == 4
+    assert (result.usage.calls, result.usage.failed_attempts) == (made, 2)
+    assert result.usage.prompt_tokens == 10 * made and result.usage.completion_tokens == 5 * made
+    assert result.usage_by_step["generate"].calls == 1
+    assert result.usage_by_step["generate"].failed_attempts == 2
+    assert sum(u.calls for u in result.usage_by_step.values()) == made
+    assert (result.backend, result.model) == ("fake", "scripted")
+    assert len(clock.waits) == 2  # backed off twice, on the fake clock
+
+
+def test_the_check_deadline_stops_generation(clock: FakeClock) -> None:
+    backend = Flaky(clock, failures=0, took=100.0)  # every call takes 100 s
+    settings = SETTINGS.model_copy(update={"check_deadline_seconds": 250.0})
+    with pytest.raises(DeadlineExceededError):
+        generate(backend, "src", split, settings, method="fod")
+    assert backend.attempts == 3  # calls at 0, 100 and 200 s; none starts at 300 s
 
 
 def test_conli_generate_refuses_bad_input_before_any_model(capsys: pytest.CaptureFixture[str],

@@ -18,6 +18,10 @@ Greedy decoding is deterministic, so the greedy answer is generated in one call 
 into sentences: the same sentences as decoding one at a time, with one prefill of the
 source instead of one per sentence. Samples of a step are drawn together, then scored
 together, for the same reason (the embedded server caches one prompt prefix at a time).
+
+Every model call, the decoder's and the monitor's, goes through ``backends.calls``: no
+call starts past the check's deadline (``check_deadline_seconds``, one per generation),
+transient errors are retried, and the result carries their usage as a check's does.
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.nli import Hypothesis, run_nli
-from conli.backends.base import Backend, Message
+from conli.backends.base import Backend, Completion, Message
+from conli.backends.calls import CallRecord, call_model, usage_by_step, usage_of
 from conli.config import Settings
-from conli.errors import BackendError, InputError
+from conli.errors import BackendError, ConfigError, InputError
+from conli.models import UsageTotals
 from conli.pipeline import resolve
 from conli.prompts import render
+from conli.run_context import scope
 
 TEMPLATE = "generate_answer.v1"
 Method = Literal["greedy", "abstain", "rerank", "backtrack", "fod"]
@@ -66,6 +73,11 @@ class Generation(BaseModel):
                          "sampled for reranking")
     seconds: float = 0.0
     template: str = TEMPLATE
+    backend: str | None = Field(None, description="the backend that generated and scored it")
+    model: str | None = None
+    usage: UsageTotals = Field(default_factory=UsageTotals,
+                               description="every model call: the decoder's and the monitor's")
+    usage_by_step: dict[str, UsageTotals] = Field(default_factory=dict)
 
     @property
     def faithfulness(self) -> float | None:
@@ -95,14 +107,16 @@ class Monitor:
         self.backend, self.source, self.question = backend, source, question
         self.settings = resolve(settings, backend)
         self.cache: dict[str, float] = {}
+        self.calls: list[CallRecord] = []
 
     def scores(self, sentences: Sequence[str]) -> list[float]:
         """Scores of ``sentences``; one that could not be judged scores 0 (never passes)."""
         new = sorted({s for s in sentences if s not in self.cache})
-        judged, _ = run_nli(self.backend, self.source, [Hypothesis(i, s) for i, s in
+        judged, calls = run_nli(self.backend, self.source, [Hypothesis(i, s) for i, s in
                                                         enumerate(new)],
                             kind="sentence", settings=self.settings, detector="monitor",
                             question=self.question)
+        self.calls += calls
         for sentence, judgement in zip(new, judged, strict=True):
             if judgement.verdict == "unverified":
                 self.cache[sentence] = 0.0
@@ -119,25 +133,32 @@ class Decoder:
     def __init__(self, backend: Backend, source: str, question: str | None,
                  settings: Settings, split: Splitter) -> None:
         if not backend.capabilities.continues_assistant:
-            raise InputError(f"conli generate continues partial answers, which the "
-                             f"{backend.name} backend cannot; use the embedded model")
+            raise ConfigError(f"conli generate continues partial answers, which the "
+                              f"{backend.name} backend cannot; use the embedded model "
+                              f"(local), or a vllm: or llamacpp: server")
         self.backend, self.settings, self.split = backend, settings, split
         self.messages: list[Message] = render(TEMPLATE, source=source,
                                               question=question or "").messages
         self._seeds = itertools.count(1)  # else a call cache replays one sample S times
+        self.calls: list[CallRecord] = []
+
+    def _call(self, messages: list[Message], max_tokens: int, *, sampled: bool) -> Completion:
+        """One decoding call through the common path; greedy, or sampled with a new seed."""
+        completion, record = call_model(
+            self.backend, messages, step="generate", template=TEMPLATE, max_tokens=max_tokens,
+            temperature=self.settings.fod_temperature if sampled else 0.0,
+            seed=next(self._seeds) if sampled else None)
+        self.calls.append(record)
+        return completion
 
     def greedy(self) -> list[str]:
         """The greedy answer, cut into sentences."""
-        completion = self.backend.complete(self.messages,
-                                           max_tokens=self.settings.generate_max_tokens)
+        completion = self._call(self.messages, self.settings.generate_max_tokens, sampled=False)
         return self._cut(completion.text)
 
     def sample_answer(self) -> list[str]:
         """One whole sampled answer, cut into sentences (reranking's candidates)."""
-        completion = self.backend.complete(self.messages,
-                                           max_tokens=self.settings.generate_max_tokens,
-                                           temperature=self.settings.fod_temperature,
-                                           seed=next(self._seeds))
+        completion = self._call(self.messages, self.settings.generate_max_tokens, sampled=True)
         return self._cut(completion.text)
 
     def _cut(self, text: str) -> list[str]:
@@ -151,9 +172,7 @@ class Decoder:
         messages: list[Message] = list(self.messages)
         if answer:
             messages.append({"role": "assistant", "content": answer})
-        completion = self.backend.complete(messages, max_tokens=80,
-                                           temperature=self.settings.fod_temperature,
-                                           seed=next(self._seeds))
+        completion = self._call(messages, 80, sampled=True)
         sentences = self.split(completion.text.strip())
         if not sentences:
             return None, True
@@ -170,11 +189,15 @@ def generate(backend: Backend, source: str, split: Splitter, settings: Settings,
     started = time.perf_counter()
     monitor = Monitor(backend, source, question, settings)
     decoder = Decoder(backend, source, question, settings, split)
-    if method == "rerank":
-        result = _rerank(decoder, monitor, settings)
-    else:
-        result = _greedy_then_search(decoder, monitor, settings, method, on_sentence)
-    return result.model_copy(update={"seconds": time.perf_counter() - started})
+    with scope(settings.check_deadline_seconds):
+        if method == "rerank":
+            result = _rerank(decoder, monitor, settings)
+        else:
+            result = _greedy_then_search(decoder, monitor, settings, method, on_sentence)
+    calls = decoder.calls + monitor.calls
+    return result.model_copy(update={
+        "seconds": time.perf_counter() - started, "backend": backend.name,
+        "model": backend.model, "usage": usage_of(calls), "usage_by_step": usage_by_step(calls)})
 
 
 def _greedy_then_search(decoder: Decoder, monitor: Monitor, settings: Settings,
