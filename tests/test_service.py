@@ -25,6 +25,7 @@ from conli.cli import main
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.service import create_app
+from conli.signals.lexical import content_words
 from tests import scripted
 
 KEY = "test-key-1"
@@ -37,6 +38,7 @@ RESPONSE = "The library opened in 1962. The library is FALSE run by a charity."
 def serving(settings: Settings, *, sleep: float = 0.0, concurrency: int = 2,
             open_access: bool = False, backend: Backend | None = None) -> Iterator[str]:
     """Run the app under uvicorn in a thread on a pre-bound loopback socket."""
+    content_words("warm up")  # the first check imports NLTK: seconds on a loaded machine
     app = create_app(settings, open_access=open_access,
                      backend=backend or scripted.backend(sleep=sleep, concurrency=concurrency))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

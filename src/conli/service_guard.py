@@ -1,0 +1,119 @@
+"""The service's gate: the API key (or loopback in open mode) on /v1, and the body-size limit.
+
+An ASGI middleware that runs before any body parsing, so an unauthenticated client learns
+nothing and an oversized body is refused without being held in memory.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from conli.errors import InputTooLargeError
+from conli.service_problems import problem_response
+
+API_KEY_HEADER = "X-API-Key"
+STREAM_PATH = "/v1/check/stream"
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (an address, or ``localhost``) is this machine only."""
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class Guard:
+    """ASGI middleware: API key (or loopback in open mode) on /v1, and the body-size limit."""
+
+    def __init__(self, app: ASGIApp, *, keys: list[str], open_access: bool,
+                 max_body: int) -> None:
+        self.app, self.keys, self.open_access, self.max_body = app, keys, open_access, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse, or pass the request on with its body counted (or read and replayed)."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if scope["path"] == STREAM_PATH:  # read by the route as it arrives, counted here
+            await self.app(scope, self._capped(receive), send)
+            return
+        body, refusal = await self._read_body(scope, receive)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        path = scope["path"]
+        if path.startswith("/v1/"):
+            if self.open_access and not is_loopback((scope.get("client") or (None,))[0]):
+                return problem_response(403, "forbidden", "open mode serves loopback only",
+                                        instance=path)
+            if self.keys:
+                given = dict(scope["headers"]).get(API_KEY_HEADER.lower().encode())
+                if not given or not any(
+                    hmac.compare_digest(given, key.encode()) for key in self.keys
+                ):
+                    return problem_response(401, "unauthorized", "missing or wrong API key",
+                                            f"send a valid key in the {API_KEY_HEADER} header",
+                                            instance=path)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                return problem_response(400, "bad-request", "invalid Content-Length", instance=path)
+            if int(length) > self.max_body:
+                return self._too_large(path)
+        return None
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes, JSONResponse | None]:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", self._too_large(scope["path"])
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks), None
+
+    def _capped(self, receive: Receive) -> Receive:
+        """``receive`` that fails (413) once the body passes the limit."""
+        size = 0
+
+        async def capped() -> Message:
+            nonlocal size
+            message = await receive()
+            size += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+            if size > self.max_body:
+                raise InputTooLargeError(f"the request body is over the limit of "
+                                         f"{self.max_body:,} bytes")
+            return message
+
+        return capped
+
+    def _too_large(self, path: str) -> JSONResponse:
+        return problem_response(413, "too-large", "request body too large",
+                                f"the limit is {self.max_body:,} bytes", instance=path)
