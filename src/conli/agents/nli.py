@@ -32,7 +32,7 @@ from conli.models import (
     Verdict,
 )
 from conli.ner.grounding import SourceMentions
-from conli.prompts import render
+from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report
 from conli.windows import windows_for
 
@@ -67,9 +67,14 @@ def _verdict(label: NLILabel, evidence: str | None) -> Verdict:
     return label_to_verdict(label)
 
 
-def tag_entity(sentence: str, start: int, end: int) -> str:
-    """Mark ``sentence[start:end]`` as ``[ entity ]`` for the entity-level prompt."""
-    return f"{sentence[:start]}[ {sentence[start:end]} ]{sentence[end:]}"
+def tag_entity(sentence: str, start: int, end: int) -> Trusted:
+    """Mark ``sentence[start:end]`` as ``[ entity ]`` for the entity-level prompt.
+
+    The sentence is caller text: it is defused whole (which keeps offsets), so only our
+    own tag reads as one, and the result is ``Trusted`` for ``render`` to pass as is.
+    """
+    text = defuse(sentence)
+    return Trusted(f"{text[:start]}[ {text[start:end]} ]{text[end:]}")
 
 
 def run_nli(

@@ -4,15 +4,23 @@ A template marks where each chat message begins with ``{{ msg("system") }}``, an
 the part that is the same on every call of a check ends with ``{{ stable() }}`` (a prompt
 cache may keep what precedes it: ``Message.stable_prefix``). Markers carry a random nonce
 per render, so text inside a source or response can never forge one. Variables are
-strict: a missing one is an error, not an empty string. User data passes through the
-``data`` filter, which defuses our own delimiter tags and chat-template tokens.
+strict: a missing one is an error, not an empty string.
+
+Every variable a caller passes is data: ``render`` defuses each string in it (in lists
+and dicts too) before the template sees it, so no template can forget to. Defusing
+neutralises our own data tags (every ``</tag>`` a template closes), chat-template tokens
+and our ``[ tagged ]`` syntax; text with none of these is left byte-identical. Only text
+wrapped in ``Trusted`` (our own markup, built from defused parts) passes unchanged. The
+``data`` filter templates still apply is the same defusing (idempotent).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,7 @@ from conli.errors import ConfigError
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
-_OUR_TAGS = re.compile(r"<(/?)(source|text|claim|sentence)\b", re.IGNORECASE)
+_CLOSING_TAG = re.compile(r"</([A-Za-z][\w-]*)>")  # a data tag a template wraps text in
 # Chat-template control tokens of the model families we serve, which a tokenizer would read
 # as a turn boundary: ChatML / Qwen / Llama 3 / Phi `<|...|>`, DeepSeek's full-width
 # `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>.
@@ -36,6 +44,14 @@ _TEMPLATE_TOKENS = re.compile(
 )
 
 
+class Trusted(str):
+    """Text ``render`` passes into a prompt unchanged: our own markup, never caller text.
+
+    Build it only from defused parts (as ``agents.nli.tag_entity`` does); any string
+    operation on it returns a plain ``str``, which is defused again (the safe direction).
+    """
+
+
 @dataclass(frozen=True)
 class Prompt:
     """Rendered messages plus the template version that produced them."""
@@ -44,17 +60,92 @@ class Prompt:
     template: str
 
 
-def defuse(text: str) -> str:
-    """Neutralise our delimiter tags and chat-template tokens inside user data.
+def defuse(text: str, tags: frozenset[str] | None = None) -> str:
+    """Neutralise our data tags, chat-template tokens and ``[ tag ]`` syntax inside data.
 
-    The opening bracket becomes a look-alike (``‹``, ``［``), so the model still reads the
-    text but no tokenizer reads a block boundary or a new chat turn in it.
+    The opening bracket becomes a look-alike (``‹``, ``［``; a ``[ ... ]`` pair around any
+    letter or digit becomes ``［ ... ］``), so the model still reads the text but no
+    tokenizer reads a block boundary or a new chat turn in it, and no caller text can tag
+    words as our entity-level prompt does. ``tags`` are the data tags to defuse (default:
+    every tag the shipped templates close). Each replacement is one character for one, so
+    offsets into the text stay valid; defusing defused text changes nothing.
     """
-    text = _OUR_TAGS.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
-    return _TEMPLATE_TOKENS.sub(lambda m: "［" if m.group() == "[" else "‹", text)
+    text = _tag_pattern(tags or shipped_tags()).sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+    text = _TEMPLATE_TOKENS.sub(lambda m: "［" if m.group() == "[" else "‹", text)
+    return _neutralise_brackets(text)
 
 
-def _environment(search_path: Path) -> Environment:
+def _neutralise_brackets(text: str) -> str:
+    """Each matched ``[ ... ]`` pair holding a letter or digit, as ``［ ... ］``.
+
+    Pairs are matched as nested brackets are; ``[...]``, ``[ ]`` and unmatched brackets
+    stay. Linear in the text's length, whatever its nesting.
+    """
+    if "[" not in text or "]" not in text:
+        return text
+    words = [0]  # words[i]: letters, digits or _ in text[:i]
+    for ch in text:
+        words.append(words[-1] + (ch.isalnum() or ch == "_"))
+    opened: list[int] = []
+    pairs: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "[":
+            opened.append(i)
+        elif ch == "]" and opened:
+            start = opened.pop()
+            if words[i] > words[start + 1]:
+                pairs += [start, i]
+    if not pairs:
+        return text
+    chars = list(text)
+    for i in pairs:
+        chars[i] = "［" if chars[i] == "[" else "］"
+    return "".join(chars)
+
+
+@lru_cache(maxsize=1)
+def shipped_tags() -> frozenset[str]:
+    """Every data tag a shipped template closes (``source``, ``claim``, ``question``, ...)."""
+    return frozenset().union(*(tags_of(path) for path in TEMPLATE_DIR.glob("*.jinja")))
+
+
+def tags_of(path: Path) -> frozenset[str]:
+    """The data tags the template at ``path`` closes, lower-cased."""
+    return frozenset(t.lower() for t in _CLOSING_TAG.findall(path.read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=32)
+def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
+    names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
+    return re.compile(rf"<(/?)({names})\b", re.IGNORECASE)
+
+
+def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value") -> Any:
+    """``value`` with every string in it defused (lists, tuples and dicts walked).
+
+    ``Trusted`` strings, numbers, booleans and None pass as they are; any other type is
+    refused, since it could not be defused and a template would print it verbatim.
+    """
+    if isinstance(value, Trusted) or value is None or isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        return defuse(value, tags)
+    if isinstance(value, list | tuple):
+        return [as_data(item, tags, name=name) for item in value]
+    if isinstance(value, Mapping):
+        return {key: as_data(item, tags, name=f"{name}.{key}") for key, item in value.items()}
+    raise TypeError(f"prompt variable {name} is a {type(value).__name__}: pass str, numbers, "
+                    "lists or dicts (or Trusted for our own markup)")
+
+
+def _data_filter(tags: frozenset[str]) -> Any:
+    def data(value: Any) -> Any:
+        return value if isinstance(value, Trusted) else defuse(value, tags)
+
+    return data
+
+
+def _environment(search_path: Path, tags: frozenset[str]) -> Environment:
     env = Environment(
         loader=FileSystemLoader([str(search_path), str(TEMPLATE_DIR)]),
         undefined=StrictUndefined,
@@ -63,12 +154,16 @@ def _environment(search_path: Path) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=False,
     )
-    env.filters["data"] = defuse
+    env.filters["data"] = _data_filter(tags)
     return env
 
 
 def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) -> Prompt:
-    """Render ``<name>.jinja`` (e.g. ``nli_sentence.v1``) into chat messages."""
+    """Render ``<name>.jinja`` (e.g. ``nli_sentence.v1``) into chat messages.
+
+    Every variable is defused first (``as_data``), with the data tags of the shipped
+    templates and of the one rendered (a user's own rubric may use tags of its own).
+    """
     path = Path(name)
     if path.suffix == ".jinja":  # a user's own file, e.g. a replacement rubric
         search, filename, version = path.parent, path.name, path.stem
@@ -76,11 +171,15 @@ def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) 
         search, filename, version = template_dir or TEMPLATE_DIR, f"{name}.jinja", name
     nonce = secrets.token_hex(8)
     marker = re.compile(rf"\x1e{nonce}:(\w+)\x1e")
+    tags = shipped_tags()
+    if search != TEMPLATE_DIR and (search / filename).is_file():
+        tags |= tags_of(search / filename)
     try:
-        template = _environment(search).get_template(filename)
+        template = _environment(search, tags).get_template(filename)
+        data = {key: as_data(value, tags, name=key) for key, value in variables.items()}
         text = template.render(
             msg=lambda role: f"\x1e{nonce}:{role}\x1e", stable=lambda: f"\x1f{nonce}\x1f",
-            **variables,
+            **data,
         )
     except TemplateError as exc:
         raise ConfigError(f"prompt template {filename} failed to render: {exc}") from exc
