@@ -1,11 +1,35 @@
-"""Run the conli CLI with the test-only ``fake`` backend registered (for subprocess tests)."""
+"""Run the conli CLI with the test-only backends registered (for subprocess tests).
+
+``fake`` answers like a model (``tests.scripted``); ``failing`` fails every call as an
+overloaded server does (HTTP 503), and appends a line to the file ``--llm failing:FILE``
+names for each call, so a test can count the calls a run made.
+"""
 
 import os
 import sys
 
 os.environ.setdefault("CONLI_TEST_FAKE", "1")
 import tests.scripted  # noqa: F401 - registers the fake backend
+from conli.backends import register_backend
+from conli.backends.base import Backend, Message
+from conli.backends.fake import ScriptedBackend
 from conli.cli import main
+from conli.config import Settings
+from conli.errors import TransientBackendError
+
+
+def _failing(arg: str, _settings: Settings) -> Backend:
+    def respond(messages: list[Message]) -> TransientBackendError:
+        if arg:
+            with open(arg, "a", encoding="utf-8") as log:
+                log.write("call\n")
+        return TransientBackendError("HTTP 503: the server is overloaded")
+
+    concurrency = int(os.environ.get("CONLI_TEST_FAKE_CONCURRENCY", "1"))
+    return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=concurrency)
+
+
+register_backend("failing", _failing)
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -155,10 +155,10 @@ def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: i
     assert all(r["ok"] and r["result"]["mitigation"]["status"] == "rewritten" for r in rows)
 
 
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``conli batch ARGS --llm fake --no-progress`` in a process of its own."""
+def _cli(*args: str, llm: str = "fake", **env: str) -> subprocess.CompletedProcess[str]:
+    """``conli batch ARGS --llm LLM --no-progress`` in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", *args, "--llm", "fake",
+        [sys.executable, "-m", "tests.batch_runner", "batch", *args, "--llm", llm,
          "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT), **env},
     )
@@ -182,6 +182,31 @@ def test_a_repeated_run_counts_the_failures_out_already_holds(tmp_path: Path) ->
     assert "3 already in OUT" in again.stderr
     assert again.returncode == 1, again.stderr  # OUT still holds a failed record
     assert "errors 1 (0 this run)" in again.stderr
+
+
+def test_a_backend_failing_every_call_stops_the_run_and_a_rerun_does_the_rest(
+    tmp_path: Path,
+) -> None:
+    src, out, calls = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "calls.log"
+    records = _records(20)
+    _write_jsonl(src, records)
+    failed = _cli(str(src), str(out), "--mode", "check", llm=f"failing:{calls}")
+    assert failed.returncode == 3, failed.stderr  # as rejected credentials stop a run
+    assert "stopped early: 5 records in a row failed on the backend" in failed.stderr
+    assert "HTTP 503" in failed.stderr and "CONLI_BATCH_STOP_AFTER_FAILURES" in failed.stderr
+    rows = _out(out)
+    assert 5 <= len(rows) <= 6  # the 5 that failed (and one already running), not all 20
+    assert all(r["ok"] is False and r["retryable"] for r in rows)
+    assert calls.read_text().count("call") <= 4 * len(rows)  # nothing tried and not written
+
+    resumed = _cli(str(src), str(out), "--mode", "check")  # the backend is back
+    assert resumed.returncode == 0, resumed.stderr
+    assert Counter(r["id"] for r in _out(out)) == Counter(r["id"] for r in records)
+    assert all(r["ok"] for r in _out(out))
+
+    never = _cli(str(src), str(tmp_path / "never.jsonl"), "--mode", "check",
+                 "--stop-after-failures", "0", llm="failing", CONLI_TEST_FAKE_CONCURRENCY="4")
+    assert never.returncode == 1 and "errors 20" in never.stderr  # 0: every record is tried
 
 
 def test_fake_backend_is_not_registered_in_production() -> None:

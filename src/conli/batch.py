@@ -137,17 +137,20 @@ def run(
     *,
     concurrency: int,
     progress: bool = True,
+    stop_after: int = 0,
 ) -> Summary:
     """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
 
     An error that every later record would share (``work`` raises it: bad credentials, a
-    backend that cannot start) is written for its record and stops the run.
+    backend that cannot start) is written for its record and stops the run; so do
+    ``stop_after`` records in a row that failed on the backend (0: never). Records not
+    started by then are not written, so a re-run runs them.
     """
     if not in_path.is_file():
         raise InputError(f"cannot read input file {str(in_path)!r}")
     started = time.perf_counter()
     writer = OutLog(out_path)
-    summary = Summary(earlier_errors=writer.failed)
+    summary = Summary(earlier_errors=writer.failed, stop_after=stop_after)
     intake = Intake(writer.done)
     total = max(count_lines(in_path) - len(intake.done), 0)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
@@ -162,6 +165,11 @@ def run(
 
     def drain(block_until: int) -> None:
         while len(pending) > block_until:
+            if summary.stopped:
+                for future in [f for f in pending if f.cancel()]:
+                    del pending[future]  # never started: left for a re-run
+                if not pending:
+                    return
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 record = pending.pop(future)
@@ -223,6 +231,9 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int,
                         help="records at once; with --engine ray, per actor (default: the "
                              "backend's)")
+    parser.add_argument("--stop-after-failures", type=int, metavar="N",
+                        help="stop (exit 3) after N records in a row failed on the backend; "
+                             "0: never (default 5, or CONLI_BATCH_STOP_AFTER_FAILURES)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--engine", choices=ENGINES, default="local",
                         help="local: threads in this process; ray: an actor pool on Ray "
@@ -245,7 +256,8 @@ def run_batch(args: argparse.Namespace) -> int:
     3 the backend could not be used, 130 interrupted; a batch that cannot start at all
     raises (2).
     """
-    settings = session_settings(args, fix_coverage=True if args.fix_coverage else None)
+    settings = session_settings(args, fix_coverage=True if args.fix_coverage else None,
+                                batch_stop_after_failures=args.stop_after_failures)
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
     if args.fix_coverage and args.mode != "rewrite":
@@ -291,6 +303,7 @@ def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:
     limit = args.concurrency or settings.batch_concurrency or backend.capabilities.max_concurrency
     try:
         work = make_worker(settings, args.mode, backend, with_judge=args.judge)
-        return run(in_path, args.output, work, concurrency=limit, progress=not args.no_progress)
+        return run(in_path, args.output, work, concurrency=limit, progress=not args.no_progress,
+                   stop_after=settings.batch_stop_after_failures)
     finally:
         backend.close()

@@ -246,12 +246,15 @@ def run_ray(
     """Run IN through ``actors`` actors on the current Ray session, appending results to OUT.
 
     An error every later record would share (bad credentials, a backend that cannot start)
-    is written for its record and stops the run, as locally; one that kept the actors from
-    building their backend is raised (``ConfigError`` or ``BackendUnavailableError``).
+    is written for its record and stops the run, as locally, and so do
+    ``batch_stop_after_failures`` records in a row that failed on the backend; an error
+    that kept the actors from building their backend is raised (``ConfigError`` or
+    ``BackendUnavailableError``).
     """
     started = time.perf_counter()
     writer = OutLog(out_path)
-    summary = Summary(earlier_errors=writer.failed)
+    summary = Summary(earlier_errors=writer.failed,
+                      stop_after=plan.settings.batch_stop_after_failures)
     intake = Intake(writer.done)
     written: set[str] = set()
     bar = progress_bar(progress)
@@ -291,8 +294,9 @@ def run_ray(
                         error_class = ConfigError if row["broken"] == "2" else \
                             BackendUnavailableError
                         raise error_class(f"the Ray actors could not start: {row['stop']}")
-                    if emit(json.loads(row["out"])) and row["stop"]:
+                    if emit(json.loads(row["out"])) and row["stop"] and not summary.stopped:
                         summary.stopped = row["stop"]
+                    if summary.stopped:
                         break
     except KeyboardInterrupt:
         summary.interrupted = True

@@ -19,6 +19,7 @@ from conli.files import LogAppender, atomic_writer, json_line, read_log
 
 Record = dict[str, Any]
 Admission = Literal["skip", "error", "run"]
+STOP_SETTING = "CONLI_BATCH_STOP_AFTER_FAILURES"
 
 
 # --- what a run did -----------------------------------------------------------------------
@@ -29,7 +30,8 @@ class Summary:
     """What one run did; resumed records are counted in ``skipped``, not in the totals.
 
     ``earlier_errors``: failed records OUT already held (kept, not run again), so the exit
-    code and the summary speak for all of OUT.
+    code and the summary speak for all of OUT. ``stop_after``: stop the run once that many
+    records in a row failed retryably (the backend could not be used), 0 never.
     """
 
     processed: int = 0
@@ -44,6 +46,8 @@ class Summary:
     seconds: float = 0.0
     interrupted: bool = False
     stopped: str | None = None  # the error that ended the run early
+    stop_after: int = 0
+    failing_in_a_row: int = 0
 
     @property
     def errors_in_out(self) -> int:
@@ -55,13 +59,26 @@ class Summary:
         self.processed += 1
         if not record.get("ok"):
             self.errors += 1
+            self._count_failure(record)
             return
+        self.failing_in_a_row = 0
         self.outcomes[outcome(record)] += 1
         usage = record["result"].get("usage", {})
         self.calls += usage.get("calls", 0)
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.cached_tokens += usage.get("cached_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def _count_failure(self, record: Record) -> None:
+        """A retryable failure (the backend) adds to the run of them; bad input does not."""
+        if not record.get("retryable"):
+            return
+        self.failing_in_a_row += 1
+        if self.stop_after and self.failing_in_a_row >= self.stop_after and not self.stopped:
+            error = record.get("error") or {}
+            self.stopped = (f"{self.failing_in_a_row} records in a row failed on the backend "
+                            f"(last: {error.get('type')}: {error.get('message')}; "
+                            f"{STOP_SETTING} sets how many)")
 
     def format(self) -> str:
         """Format the end-of-run summary as a few human-readable lines."""

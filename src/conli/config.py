@@ -217,6 +217,13 @@ class ServiceSettings(BaseModel):
         None, ge=1, description="requests run at once (default: the backend's max_concurrency)"
     )
     service_retry_after_seconds: int = Field(5, ge=1, description="Retry-After when full")
+    service_batch_max_items: int = Field(
+        64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
+    service_max_streams: int = Field(
+        4, ge=1, description="streamed checks open at once, counted apart from the "
+        "request slots (429 beyond)")
+    service_stream_idle_seconds: float = Field(
+        30.0, gt=0, description="a stream whose client sends no line for this long is ended")
 
 
 class BatchSettings(BaseModel):
@@ -225,6 +232,9 @@ class BatchSettings(BaseModel):
     batch_concurrency: int | None = Field(
         None, ge=1, description="records run at once (default: the backend's max_concurrency)"
     )
+    batch_stop_after_failures: int = Field(
+        5, ge=0, description="stop the run (exit 3) after this many records in a row failed on "
+        "the backend; those not run stay out of OUT for a re-run (0: never stop)")
 
 
 class Settings(
