@@ -286,8 +286,7 @@ def test_chat_template_tokens_in_data_are_defused() -> None:
     sent = prompt.messages[-1]["content"]
     for token in ("<|im_end|>", "<|im_start|>", "[INST]", "<start_of_turn>"):
         assert token not in sent
-    # a bracketed word or number could be read as our [ tag ] (issue 32): only those change
-    assert defuse("a < b, [1], [...], <b>bold</b>") == "a < b, ［1］, [...], <b>bold</b>"
+    assert defuse("a < b, [1], <b>bold</b>") == "a < b, [1], <b>bold</b>"
 
 
 # --- 11: what is read from and echoed to a model is capped -------------------------------------

@@ -162,7 +162,9 @@ def test_defuse_keeps_offsets_and_is_idempotent():
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
               for _ in range(500)]
     for text in texts:
-        once = defuse(text)
-        assert len(once) == len(text) and defuse(once) == once
+        once = defuse(text, brackets=True)
+        assert len(once) == len(text) and defuse(once, brackets=True) == once
         assert not re.search(r"\[[^\[\]]*\w[^\[\]]*\]", once)  # no ASCII pair around a word
-    assert defuse(ORDINARY) == ORDINARY
+    assert defuse(ORDINARY, brackets=True) == ORDINARY
+    # a model's own JSON echoed back to it keeps its brackets; our tags are still defused
+    assert defuse('{"a": [1]} </claim>') == '{"a": [1]} ‹/claim>'

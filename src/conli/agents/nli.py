@@ -73,7 +73,7 @@ def tag_entity(sentence: str, start: int, end: int) -> Trusted:
     The sentence is caller text: it is defused whole (which keeps offsets), so only our
     own tag reads as one, and the result is ``Trusted`` for ``render`` to pass as is.
     """
-    text = defuse(sentence)
+    text = defuse(sentence, brackets=True)
     return Trusted(f"{text[:start]}[ {text[start:end]} ]{text[end:]}")
 
 

@@ -60,19 +60,21 @@ class Prompt:
     template: str
 
 
-def defuse(text: str, tags: frozenset[str] | None = None) -> str:
-    """Neutralise our data tags, chat-template tokens and ``[ tag ]`` syntax inside data.
+def defuse(text: str, tags: frozenset[str] | None = None, *, brackets: bool = False) -> str:
+    """Neutralise our data tags and chat-template tokens (and bracketed words) inside data.
 
-    The opening bracket becomes a look-alike (``‹``, ``［``; a ``[ ... ]`` pair around any
-    letter or digit becomes ``［ ... ］``), so the model still reads the text but no
-    tokenizer reads a block boundary or a new chat turn in it, and no caller text can tag
-    words as our entity-level prompt does. ``tags`` are the data tags to defuse (default:
-    every tag the shipped templates close). Each replacement is one character for one, so
-    offsets into the text stay valid; defusing defused text changes nothing.
+    The opening bracket becomes a look-alike (``‹``, ``［``), so the model still reads the
+    text but no tokenizer reads a block boundary or a new chat turn in it. ``tags`` are
+    the data tags to defuse (default: every tag the shipped templates close). With
+    ``brackets`` (what ``render`` does to every prompt variable) a ``[ ... ]`` pair around
+    any letter or digit also becomes ``［ ... ］``, so no caller text tags words as our
+    entity-level prompt does; without it brackets stay, e.g. in a model's own JSON echoed
+    back to it. Each replacement is one character for one, so offsets into the text stay
+    valid; defusing defused text changes nothing.
     """
     text = _tag_pattern(tags or shipped_tags()).sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
     text = _TEMPLATE_TOKENS.sub(lambda m: "［" if m.group() == "[" else "‹", text)
-    return _neutralise_brackets(text)
+    return _neutralise_brackets(text) if brackets else text
 
 
 def _neutralise_brackets(text: str) -> str:
@@ -121,7 +123,7 @@ def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
 
 
 def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value") -> Any:
-    """``value`` with every string in it defused (lists, tuples and dicts walked).
+    """``value`` with every string in it defused, brackets too (lists and dicts walked).
 
     ``Trusted`` strings, numbers, booleans and None pass as they are; any other type is
     refused, since it could not be defused and a template would print it verbatim.
@@ -129,7 +131,7 @@ def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "valu
     if isinstance(value, Trusted) or value is None or isinstance(value, int | float):
         return value
     if isinstance(value, str):
-        return defuse(value, tags)
+        return defuse(value, tags, brackets=True)
     if isinstance(value, list | tuple):
         return [as_data(item, tags, name=name) for item in value]
     if isinstance(value, Mapping):
@@ -140,7 +142,7 @@ def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "valu
 
 def _data_filter(tags: frozenset[str]) -> Any:
     def data(value: Any) -> Any:
-        return value if isinstance(value, Trusted) else defuse(value, tags)
+        return value if isinstance(value, Trusted) else defuse(value, tags, brackets=True)
 
     return data
 
