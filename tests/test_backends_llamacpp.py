@@ -91,3 +91,19 @@ def test_real_server_rejection_is_a_bad_request_not_retried(llama_server):
             backend.complete([{"role": "user", "content": "word " * 3000}], max_tokens=8)
     finally:
         backend.close()
+
+
+def test_llamacpp_spec_continues_a_prefilled_answer_on_the_real_server(llama_server):
+    # what conli generate needs: the trailing assistant message continued, not a new turn
+    backend = get_backend(f"llamacpp:{llama_server}/v1#any", Settings(request_timeout=120))
+    try:
+        assert backend.name == "llamacpp" and backend.capabilities.continues_assistant
+        completion = backend.complete(
+            [{"role": "user", "content": "In one sentence: what is the capital of France?"},
+             {"role": "assistant", "content": "The capital of France is"}],
+            max_tokens=6,
+        )
+        assert "Paris" in completion.text
+        assert "capital" not in completion.text  # went on from the prefix, did not restart
+    finally:
+        backend.close()

@@ -42,13 +42,19 @@ def _vllm(arg: str, settings: BackendSettings) -> Backend:
     return compat_backend(arg, settings)
 
 
+def _llamacpp(arg: str, settings: BackendSettings) -> Backend:
+    from conli.backends.openai_compat import compat_backend
+
+    return compat_backend(arg, settings, name="llamacpp")
+
+
 _REGISTRY: dict[str, Factory] = {
     "local": _local,
     "openai": _openai,
     "azure": _azure,
     "anthropic": _anthropic,
     "vllm": _vllm,
-    "llamacpp": _vllm,  # llama.cpp's llama-server speaks the same API
+    "llamacpp": _llamacpp,  # llama.cpp's llama-server speaks the same API
 }
 
 

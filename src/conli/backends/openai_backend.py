@@ -34,6 +34,10 @@ from conli.limits import CallLimiter, call_cost, shared_limiter
 
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
 MAX_TOP_LOGPROBS = 20  # the Chat Completions API's limit on top_logprobs
+# vLLM continues a trailing assistant message only when asked, and refuses the request if
+# add_generation_prompt (its default: True) is left on with it; llama-server continues one
+# by default (unless started with --no-prefill-assistant) and ignores both keys.
+CONTINUE_FINAL_MESSAGE = {"continue_final_message": True, "add_generation_prompt": False}
 
 
 def import_openai() -> Any:
@@ -59,12 +63,18 @@ class OpenAIChatBackend:
         settings: BackendSettings,
         token_param: TokenParam = "max_completion_tokens",
         context_window: int | None = None,
+        continues_assistant: bool = False,
     ) -> None:
+        """One endpoint; ``continues_assistant`` for servers that continue a last assistant message.
+
+        They are asked to with ``CONTINUE_FINAL_MESSAGE`` (vLLM, llama-server; not OpenAI).
+        """
         self.name = name
         self.model = model
         self.capabilities = Capabilities(
             context_window=context_window,
             max_concurrency=settings.max_concurrency,
+            continues_assistant=continues_assistant,
             logprobs=MAX_TOP_LOGPROBS,
         )
         self._client = client
@@ -99,6 +109,8 @@ class OpenAIChatBackend:
             request.update(logprobs=True, top_logprobs=min(top_logprobs, MAX_TOP_LOGPROBS))
         if seed is not None:
             request["seed"] = seed
+        if self.capabilities.continues_assistant and messages[-1]["role"] == "assistant":
+            request["extra_body"] = dict(CONTINUE_FINAL_MESSAGE)
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",

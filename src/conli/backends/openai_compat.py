@@ -1,8 +1,10 @@
 """OpenAI-compatible servers (vLLM, llama.cpp's llama-server) through the ``openai`` SDK.
 
-Spec: ``vllm:http://host:8000/v1#<model>``. Without ``#<model>`` the server's first listed
-model is used. The key, if the server wants one, comes from ``VLLM_API_KEY`` (never from
-``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key).
+Spec: ``vllm:http://host:8000/v1#<model>`` or ``llamacpp:...`` (the backend is named after
+the spec, in results and messages). Without ``#<model>`` the server's first listed model is
+used. The key, if the server wants one, comes from ``VLLM_API_KEY`` (never from
+``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key). Both servers
+continue a trailing assistant message, which ``conli generate`` and label scoring need.
 """
 
 from __future__ import annotations
@@ -19,24 +21,25 @@ from conli.config import BackendSettings, provider_variable
 from conli.errors import ConfigError
 
 
-def parse_compat_spec(arg: str) -> tuple[str, str | None]:
+def parse_compat_spec(arg: str, name: str = "vllm") -> tuple[str, str | None]:
     """Split ``http://host:8000/v1#model`` into the base URL and the model (or None)."""
     url, _, model = arg.strip().partition("#")
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ConfigError(
-            f"not a server URL: {url!r}; write the spec as vllm:http://host:8000/v1#<model>"
+            f"not a server URL: {url!r}; write the spec as {name}:http://host:8000/v1#<model>"
         )
     return url.rstrip("/"), model.strip() or None
 
 
-def compat_backend(arg: str, settings: BackendSettings) -> OpenAIChatBackend:
-    """``vllm:URL#model``: any server speaking OpenAI's chat completions API."""
-    url, model = parse_compat_spec(arg)
+def compat_backend(arg: str, settings: BackendSettings,
+                   name: str = "vllm") -> OpenAIChatBackend:
+    """``vllm:URL#model`` (or ``llamacpp:``): a server speaking OpenAI's chat completions."""
+    url, model = parse_compat_spec(arg, name)
     openai = import_openai()
     client = build_client(
         openai.OpenAI,
-        "vllm",
+        name,
         base_url=url,
         api_key=provider_variable("VLLM_API_KEY") or "not-needed",
         timeout=settings.request_timeout,
@@ -45,11 +48,12 @@ def compat_backend(arg: str, settings: BackendSettings) -> OpenAIChatBackend:
         try:
             listed = [m.id for m in client.models.list()]
         except openai.OpenAIError as exc:
-            raise map_openai_error(exc, "vllm", settings.request_timeout) from exc
+            raise map_openai_error(exc, name, settings.request_timeout) from exc
         if not listed:
-            raise ConfigError(f"{url} lists no models; name one: vllm:{url}#<model>")
+            raise ConfigError(f"{url} lists no models; name one: {name}:{url}#<model>")
         model = listed[0]
     # vLLM and llama.cpp read max_tokens; not every server knows max_completion_tokens.
     return OpenAIChatBackend(
-        client, name="vllm", model=model, settings=settings, token_param="max_tokens"
+        client, name=name, model=model, settings=settings, token_param="max_tokens",
+        continues_assistant=True,
     )
