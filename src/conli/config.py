@@ -217,6 +217,13 @@ class ServiceSettings(BaseModel):
         None, ge=1, description="requests run at once (default: the backend's max_concurrency)"
     )
     service_retry_after_seconds: int = Field(5, ge=1, description="Retry-After when full")
+    service_batch_max_items: int = Field(
+        64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
+    service_max_streams: int = Field(
+        4, ge=1, description="streamed checks open at once, counted apart from the "
+        "request slots (429 beyond)")
+    service_stream_idle_seconds: float = Field(
+        30.0, gt=0, description="a stream whose client sends no line for this long is ended")
 
 
 class BatchSettings(BaseModel):

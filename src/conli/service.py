@@ -44,6 +44,7 @@ try:
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.types import Receive, Scope, Send
 
+    from conli.service_batch import add_batch_route
     from conli.service_guard import API_KEY_HEADER, STREAM_PATH, Guard, is_loopback
     from conli.service_problems import install_error_handlers, problems
     from conli.service_runner import Runner
@@ -192,6 +193,8 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
     async def judge(body: JudgeRequest) -> BaseModel:
         """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
         return await runner.run(runner.job("judge", body))
+
+    add_batch_route(app, runner, responses=errors, dependencies=security)
 
     @app.post(STREAM_PATH, response_class=_NDJSONLines, response_model=StreamLine,
               response_description=_STREAMED, responses=errors, dependencies=security,

@@ -3,17 +3,67 @@
 Each route takes only what it uses (an unknown field is a 422): ``/v1/judge`` the texts,
 ``/v1/check`` also the points to cover, ``/v1/rewrite`` also whether to fix coverage. The
 points' content is validated where every front door validates it (``inputs.check_input``).
+``options`` are the few settings a caller may choose per request (an allow-list); any
+other setting stays the operator's, and naming one is a 422 that says which.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from conli import detectors
 
 _SOURCE = "The Riverside Public Library opened in 1962 and is run by the city council."
 _RESPONSE = "The library opened in 1962. It is run by a private charity."
 _POINT_1, _POINT_2 = "The library opened in 1962.", "The city council runs the library."
 
 PointsBody = list[str] | dict[str, list[str]]
+
+
+class RequestOptions(BaseModel):
+    """Settings one request may choose; every other setting is the operator's."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"detector": "cot", "threshold": 0.7, "judge_mode": "grounded"},
+    ]})
+
+    detector: str | None = Field(
+        None, description="one detector or preset to run instead of the service's "
+        "(cot, fast, hybrid, fused, auto, or a registered detector)")
+    threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
+    judge_mode: Literal["grounded", "rubric"] | None = Field(
+        None, description="how /v1/judge scores: from the sentence verdicts, or by the rubric")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_allowed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in data:
+                if name not in cls.model_fields:
+                    raise ValueError(f"option {name!r} cannot be set per request; the options "
+                                     f"are {', '.join(cls.model_fields)}")
+        return data
+
+    @field_validator("detector")
+    @classmethod
+    def _known_detector(cls, name: str | None) -> str | None:
+        if name is not None and name not in detectors.names():
+            raise ValueError(f"unknown detector {name!r}; known: {', '.join(detectors.names())}")
+        return name
+
+    def settings_update(self) -> dict[str, object]:
+        """The settings these options change (only those given)."""
+        update: dict[str, object] = {}
+        if self.detector is not None:
+            update["detectors"] = [self.detector]
+        if self.threshold is not None:
+            update["threshold"] = self.threshold
+        if self.judge_mode is not None:
+            update["judge_mode"] = self.judge_mode
+        return update
 
 
 class JudgeRequest(BaseModel):
@@ -28,6 +78,8 @@ class JudgeRequest(BaseModel):
     question: str | None = Field(
         None, description="the question the response answers, if any (read with each sentence)"
     )
+    options: RequestOptions | None = Field(
+        None, description="per-request settings, from an allow-list (others are a 422)")
 
 
 class CheckRequest(JudgeRequest):
@@ -55,3 +107,19 @@ class RewriteRequest(CheckRequest):
         None, description="add one checked sentence for each uncovered point (default: the "
         "service's CONLI_FIX_COVERAGE)",
     )
+
+
+class BatchRequest(BaseModel):
+    """Many checks in one request, answered in input order (``POST /v1/check/batch``)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "items": [{"source": _SOURCE, "response": _RESPONSE},
+                  {"source": _SOURCE, "response": "The library opened in 1962."}],
+        "options": {"detector": "cot"},
+    }]})
+
+    items: list[CheckRequest] = Field(
+        min_length=1, description="the checks to run; at most CONLI_SERVICE_BATCH_MAX_ITEMS "
+        "(413 beyond)")
+    options: RequestOptions | None = Field(
+        None, description="options for every item; an item's own options win, one by one")

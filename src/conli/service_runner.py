@@ -1,12 +1,14 @@
 """Runs the service's checks in worker threads, within a slot limit and a time limit.
 
 A request takes a slot (429 with ``Retry-After`` when every slot is taken) and runs in a
-worker thread; one that passes the per-request time limit is answered 504.
+worker thread; one that passes the per-request time limit is answered 504. A batch takes as
+many free slots as it has items (at least one) and runs its items across them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +16,7 @@ from pydantic import BaseModel
 
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import ConfigError
+from conli.errors import ConfigError, InputError
 from conli.frontdoor import Mode, judge_only, mode_settings
 from conli.inputs import check_input
 from conli.pipeline import Checker
@@ -22,6 +24,10 @@ from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service_problems import ProblemError
 from conli.stream_http import StreamOpening
 from conli.streaming import Events
+
+
+class TimedOut(Exception):
+    """A batch item that did not finish within the request's time limit."""
 
 
 class Runner:
@@ -38,6 +44,8 @@ class Runner:
         update: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
         if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
             update["fix_coverage"] = body.fix_coverage
+        if body is not None and body.options is not None:
+            update |= body.options.settings_update()
         return mode_settings(self.settings, mode).model_copy(update=update)
 
     def job(self, mode: Mode, body: JudgeRequest) -> Callable[[], BaseModel]:
@@ -52,25 +60,37 @@ class Runner:
                 max_source_chars=settings.max_source_chars,
                 max_response_chars=settings.max_response_chars,
             )
-            if mode == "judge" or checker is None:
-                return judge_only(self.backend, checked, settings, checker)
-            return checker.run(checked, settings=settings)
+            try:
+                if mode == "judge" or checker is None:
+                    return judge_only(self.backend, checked, settings, checker)
+                return checker.run(checked, settings=settings)
+            except ConfigError as exc:
+                if body.options is None:
+                    raise
+                raise InputError(f"the request's options cannot run here: {exc}") from exc
 
         return run
 
-    def admit(self) -> None:
-        """Take a slot, or answer 429 with ``Retry-After`` when every slot is taken."""
+    def admit(self, wanted: int = 1) -> int:
+        """Take up to ``wanted`` free slots (at least one), or answer 429 with ``Retry-After``."""
         if self.in_flight >= self.limit:
             retry = str(self.settings.service_retry_after_seconds)
             raise ProblemError(429, "busy", "too many requests in flight",
                                f"{self.limit} requests are running; retry in {retry}s",
                                headers={"Retry-After": retry})
-        self.in_flight += 1
+        taken = min(wanted, self.limit - self.in_flight)
+        self.in_flight += taken
+        return taken
+
+    def _start(self, job: Callable[[], BaseModel]) -> asyncio.Future[BaseModel]:
+        """``job`` in a worker thread, in a copy of this request's context (its id)."""
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(self.pool, context.run, job)
 
     async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
         """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
         self.admit()
-        future = asyncio.get_running_loop().run_in_executor(self.pool, job)
+        future = self._start(job)
         future.add_done_callback(self._release)
         try:
             limit = self.settings.service_timeout_seconds
@@ -78,6 +98,41 @@ class Runner:
         except TimeoutError:
             raise ProblemError(504, "timeout", "the check took too long",
                                f"the limit is {self.settings.service_timeout_seconds:g}s") from None
+
+    async def run_many(
+        self, jobs: list[Callable[[], BaseModel]]
+    ) -> list[BaseModel | BaseException]:
+        """Run ``jobs`` across the slots a batch could take; each outcome in its job's place.
+
+        A job's failure is its outcome (the others go on); a job not finished within the
+        request's time limit is ``TimedOut``, and its slot is held until its thread ends.
+        """
+        lanes = self.admit(len(jobs))
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.settings.service_timeout_seconds
+        outcomes: list[BaseModel | BaseException] = [TimedOut()] * len(jobs)
+        waiting = iter(enumerate(jobs))
+
+        async def lane() -> None:
+            for index, job in waiting:
+                if loop.time() >= ends:
+                    continue  # past the limit: left as TimedOut, never started
+                future = self._start(job)
+                try:
+                    outcomes[index] = await asyncio.wait_for(asyncio.shield(future),
+                                                             ends - loop.time())
+                except TimeoutError:
+                    future.add_done_callback(self._release)  # the thread keeps the slot
+                    return
+                except asyncio.CancelledError:
+                    future.add_done_callback(self._release)
+                    raise
+                except Exception as exc:
+                    outcomes[index] = exc
+            self.release()
+
+        await asyncio.gather(*(lane() for _ in range(lanes)))
+        return outcomes
 
     def _release(self, future: asyncio.Future[BaseModel]) -> None:
         self.release()
