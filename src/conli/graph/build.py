@@ -19,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from conli.graph import nodes
-from conli.graph.deps import Deps
+from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckInput, CheckOutput, CheckState
 from conli.run_context import report
 
@@ -27,7 +27,7 @@ from conli.run_context import report
 def route_after_merge(state: CheckState, runtime: Runtime[Deps]) -> Literal["mitigate", "keep"]:
     """Mitigate only when something was flagged and rewriting is on."""
     flagged = any(s.verdict == "hallucinated" for s in state["sentences"])
-    return "mitigate" if flagged and runtime.context.settings.mitigate else "keep"
+    return "mitigate" if flagged and deps_of(runtime).settings.mitigate else "keep"
 
 
 def route_after_edit(
@@ -35,7 +35,7 @@ def route_after_edit(
 ) -> Literal["fix_coverage", "judge", "__end__"]:
     """Fix coverage when asked and a point is uncovered; then the judge, unless off."""
     coverage = state.get("coverage")
-    if runtime.context.settings.fix_coverage and coverage is not None and any(
+    if deps_of(runtime).settings.fix_coverage and coverage is not None and any(
             p.verdict == "uncovered" for p in coverage.points):
         return "fix_coverage"
     return route_to_judge(state, runtime)
@@ -43,7 +43,7 @@ def route_after_edit(
 
 def route_to_judge(state: CheckState, runtime: Runtime[Deps]) -> Literal["judge", "__end__"]:
     """The rubric judge runs unless turned off."""
-    return "judge" if runtime.context.settings.judge else "__end__"
+    return "judge" if deps_of(runtime).settings.judge else "__end__"
 
 
 def _timed(name: str, node: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:

@@ -16,7 +16,7 @@ from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block, response_word_scores
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
-from conli.graph.deps import Deps
+from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
 from conli.models import Judgement, JudgeResult, Mitigation, SentenceResult, Verdict
 from conli.segment import select_claims, split_response
@@ -26,8 +26,9 @@ Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Cut the response into sentences, keeping character offsets."""
-    segments = split_response(state["response"], runtime.context.nlp)
-    limit = runtime.context.settings.max_response_sentences
+    deps = deps_of(runtime)
+    segments = split_response(state["response"], deps.nlp)
+    limit = deps.settings.max_response_sentences
     if limit is not None and len(segments) > limit:
         raise InputTooLargeError(
             f"the response has {len(segments)} sentences, over the limit of {limit}"
@@ -44,16 +45,17 @@ def detect(name: str) -> Node:
     """The node that runs detector ``name`` on the response's segments."""
 
     def node(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        deps = deps_of(runtime)
         context = DetectionContext(
             source=state["source"],
             response=state["response"],
             question=state.get("question"),
             segments=state["segments"],
             prior=state.get("judgements", {}),
-            deps=runtime.context,
+            deps=deps,
             points=state.get("points"),
         )
-        found = runtime.context.detectors[name].detect(context)
+        found = deps.detectors[name].detect(context)
         return {"judgements": found.judgements, "entities": found.entities,
                 "point_checks": found.points, "calls": found.calls}
 
@@ -70,7 +72,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """
     judgements = state.get("judgements", {})
     entities = state.get("entities", {})
-    detectors = runtime.context.detectors
+    deps = deps_of(runtime)
+    detectors = deps.detectors
     results = []
     for segment in state["segments"]:
         result = SentenceResult(
@@ -83,15 +86,15 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
         )
         if segment.checked:
             result = _merged(result, _counted(judgements.get(segment.index, []), detectors))
-            if runtime.context.calibration is not None:
-                result = _calibrated(result, runtime.context.calibration)
+            if deps.calibration is not None:
+                result = _calibrated(result, deps.calibration)
         results.append(result)
     return {"sentences": results, **_coverage(state, runtime)}
 
 
 def _coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """The coverage block and the word scores (seed 001), from what the detectors found."""
-    deps = runtime.context
+    deps = deps_of(runtime)
     supersedes = {name: d.supersedes for name, d in deps.detectors.items()}
     coverage = coverage_block(state["source"], state["response"], state.get("points"),
                               state.get("point_checks", []), supersedes)
@@ -166,7 +169,7 @@ def _reason(judgement: Judgement) -> str:
 
 def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Rewrite or remove the hallucinated sentences; leave the rest byte-identical."""
-    deps = runtime.context
+    deps = deps_of(runtime)
     refined, mitigation, calls = mitigate_agent.mitigate(
         deps.backend, state["source"], state["response"], state["sentences"], deps.settings,
         question=state.get("question"),
@@ -176,7 +179,7 @@ def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
 
 def fix_coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Add one checked sentence for each point the response does not cover."""
-    deps = runtime.context
+    deps = deps_of(runtime)
     coverage = state.get("coverage")
     uncovered = [p for p in coverage.points if p.verdict == "uncovered"] if coverage else []
     text, additions, calls = add_points(deps.backend, state["source"], state["refined_text"],
@@ -202,7 +205,7 @@ def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     Grounded: from the sentence verdicts, the refined text's taken from its unchanged
     sentences and its checked rewrites. Rubric: the model reads both texts.
     """
-    deps = runtime.context
+    deps = deps_of(runtime)
     changed = state["refined_text"] != state["response"]
     if deps.settings.judge_mode == "grounded":
         sentences = state["sentences"]
