@@ -11,6 +11,7 @@ from typing import Annotated, TypedDict
 
 from conli.agents.structured import CallRecord
 from conli.models import (
+    CheckResult,
     Coverage,
     Entity,
     Judgement,
@@ -18,6 +19,7 @@ from conli.models import (
     Mitigation,
     PointCheck,
     SentenceResult,
+    Verdict,
     WordScore,
 )
 from conli.segment import Segment
@@ -78,3 +80,18 @@ class CheckState(CheckInput, CheckOutput, total=False):
     judgements: Annotated[dict[int, list[Judgement]], add_judgements]
     entities: Annotated[dict[int, list[Entity]], add_entities]
     point_checks: Annotated[list[PointCheck], operator.add]
+
+
+class NodeOutput(TypedDict, total=False):
+    """What ``check_node`` writes into a host app's state (it keeps the keys it declares)."""
+
+    verdict: Verdict
+    support_score: float | None
+    sentences: list[SentenceResult]
+    refined_text: str
+    mitigation: Mitigation
+    judge_raw: JudgeResult | None
+    judge_refined: JudgeResult | None
+    coverage: Coverage | None
+    word_scores: list[WordScore]
+    check_result: CheckResult  # the whole result, as `conli check --json` prints it

@@ -1,0 +1,213 @@
+"""conli as a node of a host LangGraph app: input checks, deadline, verdict, host context.
+
+Also runs ``examples/langgraph_post_edit.py`` end to end with a scripted backend.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from conli import Checker, Settings
+from conli.backends.base import Message
+from conli.backends.fake import Reply, ScriptedBackend
+from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, InputError
+from conli.graph import check_node
+from conli.models import Mitigation, SentenceResult, Verdict
+from tests import scripted
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = "The library opened in 1962. It is run by the city council."
+GOOD = "The library opened in 1962."
+BAD = "The library opened in 1962. It is run by a FALSE charity."
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """A host app's own runtime context, nothing like conli's."""
+
+    user: str
+
+
+class HostState(TypedDict, total=False):
+    source: str
+    response: str
+    verdict: Verdict
+    sentences: list[SentenceResult]
+    refined_text: str
+    mitigation: Mitigation
+    greeting: str
+
+
+def greet(state: HostState, runtime: Runtime[HostContext]) -> dict[str, Any]:
+    """A host node that needs the host's context."""
+    return {"greeting": f"hello {runtime.context.user}"}
+
+
+def host_app(conli_node: Any, *, checkpointer: Any = None) -> Any:
+    app = StateGraph(HostState, context_schema=HostContext)
+    app.add_node("greet", greet)
+    app.add_node("conli", conli_node)
+    app.add_edge(START, "greet")
+    app.add_edge("greet", "conli")
+    app.add_edge("conli", END)
+    return app.compile(checkpointer=checkpointer)
+
+
+def checker(**settings: Any) -> Checker:
+    return Checker(Settings(_env_file=None, **settings), backend=scripted.backend())
+
+
+def test_the_node_runs_in_a_host_with_its_own_context_and_returns_the_verdict() -> None:
+    state = host_app(check_node(checker())).invoke(
+        {"source": SOURCE, "response": BAD}, context=HostContext(user="ada"))
+    assert state["greeting"] == "hello ada"  # the host's context reached the host's node
+    assert state["verdict"] == "hallucinated"
+    assert [s.verdict for s in state["sentences"]] == ["supported", "hallucinated"]
+    assert state["refined_text"] == "The library opened in 1962. It is run by a true charity."
+    assert state["mitigation"].status == "rewritten"
+
+
+def test_a_supported_response_comes_back_supported() -> None:
+    state = host_app(check_node(checker())).invoke(
+        {"source": SOURCE, "response": GOOD}, context=HostContext(user="ada"))
+    assert state["verdict"] == "supported"
+    assert state["refined_text"] == GOOD
+
+
+def test_a_check_that_could_not_complete_is_unverified_never_supported() -> None:
+    def unparseable(messages: list[Message]) -> Reply:
+        if "fact checker" in messages[0]["content"]:
+            return "Looks fine to me!"
+        return scripted.responder()(messages)
+
+    broken = Checker(Settings(_env_file=None),
+                     backend=ScriptedBackend(responder=unparseable, judges_batches=True))
+    state = host_app(check_node(broken)).invoke(
+        {"source": SOURCE, "response": GOOD}, context=HostContext(user="ada"))
+    assert state["verdict"] == "unverified"
+
+
+def test_the_compiled_graph_added_directly_says_what_to_use_instead() -> None:
+    with pytest.raises(ConfigError, match=r"HostContext context.*check_node"):
+        host_app(checker().graph).invoke({"source": SOURCE, "response": GOOD},
+                                         context=HostContext(user="ada"))
+
+
+@pytest.mark.parametrize(("source", "response", "error"), [
+    ("", GOOD, EmptyInputError),
+    ("   \n", GOOD, EmptyInputError),
+    (SOURCE, "", EmptyInputError),
+    (SOURCE, "It opened\x00.", InputError),
+    (None, GOOD, InputError),  # the host never set a source
+])
+def test_bad_input_is_refused_before_any_model_call_and_nothing_is_written(
+        source: str | None, response: str, error: type[Exception]) -> None:
+    conli = checker()
+    app = host_app(check_node(conli), checkpointer=InMemorySaver())
+    inputs = {"response": response} if source is None else {"source": source,
+                                                            "response": response}
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(error):
+        app.invoke(inputs, config, context=HostContext(user="ada"))
+    assert conli.backend.calls == []  # type: ignore[attr-defined]
+    assert "verdict" not in app.get_state(config).values
+
+
+def test_the_node_honours_the_check_deadline() -> None:
+    late = checker(check_deadline_seconds=1e-9)  # over before the first model call
+    with pytest.raises(DeadlineExceededError):
+        host_app(check_node(late)).invoke({"source": SOURCE, "response": BAD},
+                                          context=HostContext(user="ada"))
+    assert late.backend.calls == []  # type: ignore[attr-defined]
+
+
+def test_per_node_settings_override_the_checkers() -> None:
+    state = host_app(check_node(checker(), settings=Settings(
+        _env_file=None, mitigate=False, judge=False))).invoke(
+        {"source": SOURCE, "response": BAD}, context=HostContext(user="ada"))
+    assert state["verdict"] == "hallucinated"
+    assert state["mitigation"].status == "disabled" and state["refined_text"] == BAD
+
+
+def test_conlis_steps_stream_as_a_subgraph_of_the_host() -> None:
+    app = host_app(check_node(checker()))
+    steps = [(bool(ns), step) for ns, update in app.stream(
+        {"source": SOURCE, "response": BAD}, context=HostContext(user="ada"),
+        subgraphs=True, stream_mode="updates") for step in update]
+    assert [step for nested, step in steps if not nested] == ["greet", "conli"]
+    inner = [step for nested, step in steps if nested]
+    assert inner[:2] == ["split", "select"] and {"merge", "mitigate", "judge"} <= set(inner)
+
+
+# --- the example: a chat graph with conli as its post-edit node ---------------------------
+
+def load_example() -> ModuleType:
+    path = ROOT / "examples" / "langgraph_post_edit.py"
+    spec = importlib.util.spec_from_file_location("langgraph_post_edit", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and LangGraph resolve its annotations there
+    spec.loader.exec_module(module)
+    return module
+
+
+def chat_and_check(example: ModuleType, draft: str, *, nli_broken: bool = False) -> Checker:
+    """One scripted backend for the app's chat model and conli: drafts ``draft``."""
+
+    def respond(messages: list[Message]) -> Reply:
+        system = messages[0]["content"]
+        if system == example.ANSWER_SYSTEM:
+            assert "<question>Who runs the library?</question>" in messages[-1]["content"]
+            return draft
+        if nli_broken and "fact checker" in system:
+            return json.dumps({"nothing": "useful"})
+        return scripted.responder()(messages)
+
+    return Checker(Settings(_env_file=None),
+                   backend=ScriptedBackend(responder=respond, judges_batches=True))
+
+
+@pytest.mark.parametrize(("draft", "nli_broken", "lines"), [
+    (BAD, False, [
+        f"[answer] {BAD}",
+        "[conli] hallucinated; flagged: ['It is run by a FALSE charity.']",
+        "[send_rewrite] The library opened in 1962. It is run by a true charity.",
+    ]),
+    (GOOD, False, [f"[answer] {GOOD}", "[conli] supported; flagged: []", f"[send] {GOOD}"]),
+    (GOOD, True, [f"[answer] {GOOD}", "[conli] unverified; flagged: []",
+                  "[decline] I could not give an answer that the source supports."]),
+])
+def test_the_post_edit_example_runs_end_to_end(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], draft: str, nli_broken: bool,
+        lines: list[str]) -> None:
+    example = load_example()
+    source = tmp_path / "source.txt"
+    source.write_text(SOURCE, encoding="utf-8")
+    code = example.main(["--source", str(source), "--question", "Who runs the library?"],
+                        checker=chat_and_check(example, draft, nli_broken=nli_broken))
+    assert code == 0
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_the_post_edit_example_reports_bad_input_with_the_front_doors_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load_example()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    conli = chat_and_check(example, GOOD)
+    code = example.main(["--source", str(empty), "--question", "Who runs the library?"],
+                        checker=conli)
+    assert code == 2 and "source is empty" in capsys.readouterr().err
+    calls = conli.backend.calls  # type: ignore[attr-defined]
+    assert [c[0]["content"] for c in calls] == [example.ANSWER_SYSTEM]  # the app's, not conli's
