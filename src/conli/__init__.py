@@ -6,9 +6,10 @@ Chain of NLI detection and mitigation, plus a 1-5 rubric judge of the result.
 from conli.config import Settings
 from conli.generate_cli import generate_answer as generate
 from conli.hook import acheck, astream_check
-from conli.models import CheckResult
+from conli.many import score
+from conli.models import CheckResult, PairResult
 from conli.pipeline import Checker, check
 
-__all__ = ["CheckResult", "Checker", "Settings", "acheck", "astream_check", "check",
-           "generate"]
+__all__ = ["CheckResult", "Checker", "PairResult", "Settings", "acheck", "astream_check",
+           "check", "generate", "score"]
 __version__ = "0.1.0"

@@ -1,16 +1,19 @@
 """Post-edit hook: check an LLM answer right after a chat model wrote it, sync or async.
 
 ``conli.check`` is the sync call; ``acheck`` is its async twin for event-loop apps (it runs
-the blocking check in a worker thread). ``astream_check`` checks a reply while the chat model
-still streams it: each sentence's verdict as soon as the sentence is complete. Pass a
-long-lived ``Checker`` to reuse its backend and compiled graph across calls; for use inside
-a LangGraph app, add ``checker.graph`` as a subgraph and invoke the parent with
-``context=checker.deps`` (examples/langgraph_chat_hook.py).
+the blocking check on the checker's own pool, ``max_concurrency`` at a time).
+``astream_check`` checks a reply while the chat model still streams it: each sentence's
+verdict as soon as the sentence is complete. Pass a long-lived ``Checker`` to reuse its
+backend and compiled graph across calls; for use inside a LangGraph app, add
+``checker.graph`` as a subgraph and invoke the parent with ``context=checker.deps``
+(examples/langgraph_chat_hook.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from collections.abc import AsyncGenerator, AsyncIterable
 from contextlib import aclosing
 
@@ -26,16 +29,23 @@ async def acheck(
     settings: Settings | None = None,
     *,
     checker: Checker | None = None,
+    question: str | None = None,
     points: object = None,
 ) -> CheckResult:
     """Async ``check``: with ``checker`` reuse it (``settings`` then overrides per call).
 
-    ``points`` are what the response must cover, as ``Checker.check`` takes them.
+    ``question`` and ``points`` as ``Checker.check`` takes them. With ``checker``, checks
+    run on its own pool (``Checker.executor``): up to ``max_concurrency`` at once however
+    many callers await, never bounded by the event loop's default thread pool.
     """
     if checker is not None:
-        return await asyncio.to_thread(checker.check, source, response, points=points,
-                                       settings=settings)
-    return await asyncio.to_thread(check, source, response, settings, points=points)
+        work = functools.partial(checker.check, source, response, question=question,
+                                 points=points, settings=settings)
+        context = contextvars.copy_context()  # as asyncio.to_thread does
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(checker.executor(), context.run, work)
+    return await asyncio.to_thread(check, source, response, settings, question=question,
+                                   points=points)
 
 
 async def astream_check(

@@ -416,3 +416,26 @@ class CheckResult(BaseModel):
         default_factory=list, description="content words of the response; 1 = not in the source")
     calibration: CalibrationUse | None = Field(
         None, description="the calibration file that decided the verdicts (conli calibrate)")
+
+
+class PairError(BaseModel):
+    """Why one pair of a many-pair call has no result: the error, as the boundary names it."""
+
+    type: str = Field(description="the error's class, e.g. EmptyInputError")
+    kind: str = Field(description="its kind in the error table, e.g. unusable-input, backend")
+    message: str
+
+
+class PairResult(BaseModel):
+    """One pair of ``conli.score`` / ``Checker.check_many``, at its input position.
+
+    ``score`` is the result's ``support_score``; a pair that failed has no verdict, is not
+    ``passed``, and says why in ``error``.
+    """
+
+    index: int = Field(ge=0, description="the pair's position in the input")
+    score: float | None = None
+    verdict: Verdict | None = Field(None, description="None: the pair failed (see error)")
+    passed: bool = False
+    result: CheckResult | None = None
+    error: PairError | None = None

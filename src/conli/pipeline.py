@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,7 @@ from conli.errors import ConfigError, ContextOverflowError
 from conli.gate import passes
 from conli.graph import Deps, build_graph
 from conli.inputs import CheckInput, check_input
-from conli.models import CheckResult, Mitigation, Verdict
+from conli.models import CheckResult, Mitigation, PairResult, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 from conli.run_context import Progress, scope
@@ -28,6 +30,7 @@ from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
 
 if TYPE_CHECKING:
+    from conli.many import Pair
     from conli.streaming import DoneEvent, SentenceEvent
 
 _PROMPT_OVERHEAD_TOKENS = 1200
@@ -56,6 +59,8 @@ class Checker:
         )
         self._graphs = {tuple(names): build_graph(names)}
         self._graph = self._graphs[tuple(names)]
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         # the static NLI prefix, restored from disk or prefilled once, before any check
         self.warm_up_seconds = warm_up(self.backend, self.settings)
 
@@ -118,6 +123,38 @@ class Checker:
         result.passed = passes(result, result.threshold)
         return result
 
+    def check_many(
+        self,
+        pairs: Iterable[Pair],
+        *,
+        settings: Settings | None = None,
+        threshold: float | None = None,
+        max_concurrency: int | None = None,
+        progress: bool | None = None,
+    ) -> list[PairResult]:
+        """Check every (source, response) pair; one ``PairResult`` each, in input order.
+
+        Up to ``max_concurrency`` checks at once (default ``Settings.max_concurrency``), with
+        a progress bar where stderr is a terminal (``progress`` forces it on or off). A pair
+        that fails gets an error result in its place (``conli.many``).
+        """
+        from conli.many import check_many  # it builds on this module
+
+        return check_many(self, pairs, settings=settings, threshold=threshold,
+                          max_concurrency=max_concurrency, progress=progress)
+
+    def executor(self) -> ThreadPoolExecutor:
+        """The pool async callers (``conli.acheck``) run checks on: ``max_concurrency`` at once.
+
+        Built on first use and sized by this checker's ``Settings.max_concurrency`` (a
+        setting per-call overrides cannot change), so concurrent callers share one bound.
+        """
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.settings.max_concurrency,
+                                                thread_name_prefix="conli-check")
+            return self._pool
+
     def astream(
         self,
         source: str,
@@ -162,7 +199,11 @@ class Checker:
         return deps, self._graphs[tuple(names)]
 
     def close(self) -> None:
-        """Release the backend and the entity recognizer."""
+        """Release the backend and the entity recognizer (after the checks running finish)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
         self._deps.ner.close()
         self.backend.close()
 

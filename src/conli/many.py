@@ -1,0 +1,134 @@
+"""Many (source, response) pairs in one call: ``conli.score`` and ``Checker.check_many``.
+
+As HHEM's ``predict(pairs)`` and MiniCheck's ``score(docs, claims)``: one result per pair,
+in input order, whatever order the checks finish in. A pair is a ``(source, response)``
+tuple or a mapping with ``source`` and ``response`` (and optionally ``question`` and
+``points``). Checks run ``max_concurrency`` at a time (default ``Settings.max_concurrency``)
+with a progress bar on stderr where it is a terminal. A pair that fails (bad input, a backend
+error) gets an error result in its place; the others go on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from conli.config import Settings
+from conli.errors import ConfigError, InputError, boundary
+from conli.models import PairError, PairResult
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from conli.pipeline import Checker
+
+Pair = tuple[str, str] | Mapping[str, Any]
+_KEYS = frozenset({"source", "response", "question", "points"})
+
+
+def check_many(
+    checker: Checker,
+    pairs: Iterable[Pair],
+    *,
+    settings: Settings | None = None,
+    threshold: float | None = None,
+    max_concurrency: int | None = None,
+    progress: bool | None = None,
+) -> list[PairResult]:
+    """Check every pair with ``checker``; one ``PairResult`` per pair, in input order.
+
+    ``settings`` overrides the checker's for these checks (as ``Checker.check``);
+    ``threshold`` overrides its ``threshold``. ``progress``: None shows the bar only when
+    stderr is a terminal. Settings that cannot be used raise ``ConfigError`` before any check.
+    """
+    given = list(pairs)
+    per_call = with_threshold(settings or checker.settings, threshold) \
+        if threshold is not None else settings
+    limit = max_concurrency or (settings or checker.settings).max_concurrency
+    if limit < 1:
+        raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
+    results: list[PairResult | None] = [None] * len(given)
+
+    def one(index: int) -> PairResult:
+        try:
+            fields = unpack(given[index], index)
+            result = checker.check(**fields, settings=per_call)
+        except Exception as exc:  # the pair's error takes its place; the others go on
+            return failed(index, exc)
+        return PairResult(index=index, score=result.support_score, verdict=result.verdict,
+                          passed=result.passed, result=result)
+
+    bar = progress_bar(sys.stderr.isatty() if progress is None else progress)
+    with bar, ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-many") as pool:
+        task = bar.add_task("pairs", total=len(given))
+        futures = {pool.submit(one, i): i for i in range(len(given))}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            bar.advance(task)
+    return [r for r in results if r is not None]
+
+
+def score(
+    pairs: Iterable[Pair],
+    settings: Settings | None = None,
+    *,
+    threshold: float | None = None,
+    max_concurrency: int | None = None,
+    progress: bool | None = None,
+) -> list[PairResult]:
+    """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
+
+    For rewrites and judge scores, or to keep the model loaded across calls, use
+    ``Checker(settings).check_many(pairs)``.
+    """
+    from conli.frontdoor import mode_settings
+    from conli.pipeline import Checker
+
+    checker = Checker(mode_settings(settings or Settings(), "check"))
+    try:
+        return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
+                          progress=progress)
+    finally:
+        checker.close()
+
+
+def with_threshold(settings: Settings, threshold: float) -> Settings:
+    """``settings`` with ``threshold``, validated (0-1) as a setting is."""
+    try:
+        return Settings.model_validate({**settings.model_dump(), "threshold": threshold})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid setting: threshold: {exc.errors()[0]['msg']}") from exc
+
+
+def unpack(pair: object, index: int) -> dict[str, Any]:
+    """A pair as ``Checker.check``'s arguments; ``InputError`` for anything else."""
+    if isinstance(pair, Mapping):
+        unknown = sorted(str(k) for k in pair if k not in _KEYS)
+        if unknown or "source" not in pair or "response" not in pair:
+            problem = f"unknown keys {unknown}" if unknown else "no source or no response"
+            raise InputError(f"pair {index}: {problem}; a pair maps source and response "
+                             "(and optionally question and points)")
+        return dict(pair)
+    if isinstance(pair, tuple | list) and len(pair) == 2:
+        return {"source": pair[0], "response": pair[1]}
+    raise InputError(f"pair {index} is a {type(pair).__name__}, not a (source, response) "
+                     "tuple or a mapping with source and response")
+
+
+def failed(index: int, error: Exception) -> PairResult:
+    """The result in the place of a pair whose check raised ``error``."""
+    return PairResult(index=index, error=PairError(
+        type=type(error).__name__, kind=boundary(error).slug, message=str(error)))
+
+
+def progress_bar(enabled: bool) -> Progress:
+    """Pairs done out of all, on stderr (rich, as ``conli batch``; imported when used)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("[bold]conli"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)
