@@ -140,3 +140,16 @@ def test_conli_generate_on_llama_server_continues_with_retries_and_usage(
     assert result["usage"]["calls"] == chats - 1 and result["usage"]["failed_attempts"] == 1
     assert result["usage_by_step"]["generate"]["failed_attempts"] == 1  # the 503, retried
 
+
+
+def test_conli_generate_text_names_the_backend_that_wrote_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text(SOURCE)
+    with serve(Server([])) as server:
+        code = cli.main(["generate", "--source", str(source), "--method", "greedy",
+                         "--llm", f"llamacpp:{server.url}/v1#served"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0] == "[1.00 greedy] The pier opened in 1921."
+    assert lines[-1].startswith("greedy on llamacpp (served): 3 sentences")
+    assert f"{len(server.requests)} model calls" in lines[-1]

@@ -213,3 +213,16 @@ def test_the_generation_table_compares_methods_on_checked_answers() -> None:
                               "datasets": {"d": table}})
     assert "S = 2, K = 2" in text and "## d" in text
     assert "| fod | 1 | 0 | 100.0 | 5" in text
+
+
+@pytest.mark.parametrize("flag", ["--detector", "--calibration"])
+def test_conli_generate_refuses_the_check_flags_it_would_ignore(
+        flag: str, capsys: pytest.CaptureFixture[str], tmp_path: Any, clock: FakeClock) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("The pier opened in 1921.")
+    # a server that is not there: were the flag let through, no model would load
+    code = cli.main(["generate", "--source", str(source), flag, "cot",
+                     "--llm", "llamacpp:http://127.0.0.1:9/v1#m"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"conli generate does not take {flag}" in err
+    assert clock.waits == []  # refused before any call was tried

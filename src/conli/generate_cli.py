@@ -2,6 +2,8 @@
 
 Thin front doors over ``generation.generate``: they build the backend and the sentence
 splitter, validate the texts like every other door, and stream each accepted sentence.
+The monitor is fixed (chain-of-thought NLI of each sentence), so the check's
+``--detector`` and ``--calibration`` are refused here rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 from conli.backends import get_backend
 from conli.config import Settings
 from conli.display import printable
-from conli.frontdoor import add_session_flags, session_settings
+from conli.errors import ConfigError
+from conli.frontdoor import settings_from
 from conli.generation import METHODS, Generation, Method, OnSentence, generate
 from conli.inputs import read_input, validate_text
 
@@ -46,13 +49,30 @@ def add_generate_parser(subparsers: Any) -> None:
     parser.add_argument("--method", choices=METHODS, default="fod",
                         help="fod (default), or a baseline: greedy, abstain, rerank, backtrack")
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
-    add_session_flags(parser)
+    parser.add_argument("--llm", help="backend spec: local (default, or CONLI_LLM), or a "
+                        "server that continues answers: vllm:URL#model, llamacpp:URL")
+    for flag in _CHECK_ONLY:  # accepted by parsing only to refuse them with a clear error
+        parser.add_argument(flag, action="append", help=argparse.SUPPRESS)
     parser.set_defaults(handler=run_generate)
+
+
+_CHECK_ONLY = ("--detector", "--calibration")
+
+
+def _refuse_check_flags(args: argparse.Namespace) -> None:
+    """``--detector``/``--calibration`` choose how a check decides; generation has none."""
+    for flag in _CHECK_ONLY:
+        if getattr(args, flag.lstrip("-")):
+            raise ConfigError(
+                f"conli generate does not take {flag}: its monitor is fixed (chain-of-thought "
+                f"NLI of each sentence as it is written); check the answer afterwards with "
+                f"conli check {flag} ...")
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Stream accepted sentences to stdout (text), or print the result at the end (JSON)."""
-    settings = session_settings(args)
+    _refuse_check_flags(args)
+    settings = settings_from({"llm": args.llm})
     source = read_input(args.source, "source")
 
     def show(sentence: Any) -> None:
@@ -68,7 +88,8 @@ def run_generate(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{result.message}\n")
     else:
         faithfulness = result.faithfulness or 0.0
-        sys.stdout.write(f"\n{result.method}: {len(result.sentences)} sentences, mean monitor "
-                         f"score {faithfulness:.2f}, {result.samples} samples, "
-                         f"{result.seconds:.1f}s\n")
+        sys.stdout.write(f"\n{result.method} on {result.backend} ({result.model}): "
+                         f"{len(result.sentences)} sentences, mean monitor score "
+                         f"{faithfulness:.2f}, {result.samples} samples, {result.usage.calls} "
+                         f"model calls, {result.seconds:.1f}s\n")
     return 0
