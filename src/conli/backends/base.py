@@ -1,9 +1,10 @@
 """The one contract every model backend implements.
 
 A backend turns chat messages into one completion and reports what it cost. It does not
-retry, parse, or know about NLI or our prompts' layout: those live in ``retry.py``,
-``agents/`` and ``prompts/``. What it can do beyond that is declared once, in
-``capabilities``; callers read that record, never the backend's class.
+retry, parse, or know about NLI or our prompts' layout: those live in ``calls.py`` (the one
+path callers take: deadline, retries, usage), ``agents/`` and ``prompts/``. What it can do
+beyond that is declared once, in ``capabilities``; callers read that record, never the
+backend's class.
 """
 
 from __future__ import annotations
