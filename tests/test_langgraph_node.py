@@ -5,6 +5,7 @@ Also runs ``examples/langgraph_post_edit.py`` end to end with a scripted backend
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import sys
@@ -83,6 +84,13 @@ def test_a_supported_response_comes_back_supported() -> None:
         {"source": SOURCE, "response": GOOD}, context=HostContext(user="ada"))
     assert state["verdict"] == "supported"
     assert state["refined_text"] == GOOD
+
+
+def test_the_node_runs_in_an_async_host() -> None:
+    app = host_app(check_node(checker()))
+    state = asyncio.run(app.ainvoke({"source": SOURCE, "response": BAD},
+                                    context=HostContext(user="ada")))
+    assert state["verdict"] == "hallucinated" and state["greeting"] == "hello ada"
 
 
 def test_a_check_that_could_not_complete_is_unverified_never_supported() -> None:
