@@ -53,6 +53,9 @@ def test_modes_and_failing_records(tmp_path: Path, mode: str) -> None:
     assert set(rows) == {'"r0"', '"r1"', '"r2"', '"r3"', '"empty"', "7", "line 7"}
     assert rows['"empty"']["error"]["type"] == "EmptyInputError"
     assert rows["7"]["ok"] is False and rows["line 7"]["id"] is None
+    assert rows["7"]["error"] == {  # says what is missing, not "EncodingError ... NoneType"
+        "type": "InputError",
+        "message": "the record has no 'response' field; each line needs id, source and response"}
     assert not rows["7"]["retryable"] and not rows["line 7"]["retryable"]
     assert summary.errors == 3 and summary.processed == 7
     result = rows['"r0"']["result"]
@@ -197,7 +200,10 @@ def test_a_backend_failing_every_call_stops_the_run_and_a_rerun_does_the_rest(
     rows = _out(out)
     assert 5 <= len(rows) <= 6  # the 5 that failed (and one already running), not all 20
     assert all(r["ok"] is False and r["retryable"] for r in rows)
-    assert calls.read_text().count("call") <= 4 * len(rows)  # nothing tried and not written
+    assert calls.read_text().count("call") <= 4 * len(rows) + 4  # nothing more was tried
+    # each record failed after four attempts, and the record and the summary say so
+    assert all(r["usage"] == {"calls": 0, "failed_calls": 4} for r in rows)
+    assert f"0 model calls answered, {4 * len(rows)} failed" in failed.stderr
 
     resumed = _cli(str(src), str(out), "--mode", "check")  # the backend is back
     assert resumed.returncode == 0, resumed.stderr

@@ -39,15 +39,20 @@ from rich.text import Text
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.batch_records import (
+    CallTally,
+    CountingBackend,
     Intake,
     OutLog,
     Record,
+    StopRun,
     Summary,
     count_lines,
     failure,
     given_points,
     read_records,
+    stop_reason,
     stopped_record,
+    tallied,
 )
 from conli.config import Settings
 from conli.errors import (
@@ -80,30 +85,43 @@ ENGINES: tuple[Engine, ...] = ("local", "ray")
 def make_worker(
     settings: Settings, mode: Mode, backend: Backend, *, with_judge: bool = False
 ) -> Worker:
-    """Build the function that turns one input record into its output record; it never raises."""
+    """Build the function that turns one input record into its output record.
+
+    It raises only ``StopRun`` (with the record to write) for an error every later record
+    would share. Its calls go through a ``CountingBackend``, so a record that failed still
+    says how many model calls it made and how many of them failed.
+    """
     run_settings = mode_settings(settings, mode, with_judge=with_judge)
+    counted = CountingBackend(backend)
     # judge mode needs the detectors only for the grounded judge
     checker = None if mode == "judge" and run_settings.judge_mode == "rubric" \
-        else Checker(run_settings, backend=backend)
+        else Checker(run_settings, backend=counted)
+
+    def check(record: Record) -> Any:
+        missing = [repr(name) for name in ("source", "response") if record.get(name) is None]
+        if missing:
+            raise InputError(f"the record has no {' and no '.join(missing)} field; each line "
+                             "needs id, source and response")
+        checked = check_input(
+            record["source"], record["response"], question=record.get("question"),
+            points=record.get("points"), max_source_chars=run_settings.max_source_chars,
+            max_response_chars=run_settings.max_response_chars,
+        )
+        if mode == "judge" or checker is None:
+            return judge_only(counted, checked, run_settings, checker)
+        return checker.run(checked)
 
     def work(record: Record) -> Record:
-        source, response = record.get("source"), record.get("response")
-        out: Record = {"id": record["id"], "mode": mode, "source": source, "response": response,
-                       **given_points(record)}
+        out: Record = {"id": record["id"], "mode": mode, "source": record.get("source"),
+                       "response": record.get("response"), **given_points(record)}
+        tally = CallTally()
         try:
-            checked = check_input(
-                source, response, question=record.get("question"), points=record.get("points"),
-                max_source_chars=run_settings.max_source_chars,
-                max_response_chars=run_settings.max_response_chars,
-            )
-            if mode == "judge" or checker is None:
-                result: Any = judge_only(backend, checked, run_settings, checker)
-            else:
-                result = checker.run(checked)
+            result = tallied(tally, lambda: check(record))
         except Exception as exc:
-            if _fatal(exc):
-                raise  # ``run`` records it and stops: every later record would fail alike
-            return {**out, **failure(exc)}
+            failed = {**out, **failure(exc), **tally.usage()}
+            if _fatal(exc):  # ``run`` writes it and stops: every later record would fail alike
+                raise StopRun(failed, exc) from exc
+            return failed
         return {**out, "ok": True, "result": result.model_dump(mode="json")}
 
     return work
@@ -178,7 +196,7 @@ def run(
                     emit(future.result())
                     continue
                 emit(stopped_record(record, error))
-                summary.stopped = f"{type(error).__name__}: {error}"
+                summary.stopped = summary.stopped or stop_reason(error)
 
     try:
         with bar:

@@ -43,6 +43,7 @@ from conli.batch_records import (
     Summary,
     parse_line,
     record_key,
+    stop_reason,
     stopped_record,
 )
 from conli.config import Settings
@@ -201,7 +202,7 @@ class CheckActor:
         try:
             return json_line(self._work(item)), "", ""
         except Exception as exc:  # the worker raises only what should stop the run
-            return json_line(stopped_record(item, exc)), f"{type(exc).__name__}: {exc}", ""
+            return json_line(stopped_record(item, exc)), stop_reason(exc), ""
 
     def __del__(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)

@@ -1,23 +1,28 @@
 """The records of ``conli batch``, shared by both engines: IN, OUT, and what a run did.
 
 ``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
-``OutLog`` resumes from OUT and appends to it, and ``Summary`` counts a run.
+``OutLog`` resumes from OUT and appends to it, ``Summary`` counts a run, and
+``CountingBackend`` counts the model calls of each record, failed ones too.
 ``conli.batch`` (threads) and ``conli.batch_ray`` (Ray actors) do the scheduling.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from conli.backends.base import Backend, Completion, Message
 from conli.errors import boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
 
 Record = dict[str, Any]
+T = TypeVar("T")
 Admission = Literal["skip", "error", "run"]
 STOP_SETTING = "CONLI_BATCH_STOP_AFTER_FAILURES"
 
@@ -40,6 +45,7 @@ class Summary:
     errors: int = 0
     earlier_errors: int = 0
     calls: int = 0
+    failed_calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
@@ -59,12 +65,16 @@ class Summary:
         self.processed += 1
         if not record.get("ok"):
             self.errors += 1
+            usage = record.get("usage") or {}
+            self.calls += usage.get("calls", 0)
+            self.failed_calls += usage.get("failed_calls", 0)
             self._count_failure(record)
             return
         self.failing_in_a_row = 0
         self.outcomes[outcome(record)] += 1
         usage = record["result"].get("usage", {})
         self.calls += usage.get("calls", 0)
+        self.failed_calls += usage.get("failed_attempts", 0)
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.cached_tokens += usage.get("cached_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
@@ -93,8 +103,9 @@ class Summary:
             "  " + " · ".join(
                 [f"{name} {count}" for name, count in sorted(self.outcomes.items())] + [errors]
             ),
-            f"  {self.calls} model calls, {self.prompt_tokens:,} prompt tokens "
-            f"({self.cached_tokens:,} cached), {self.completion_tokens:,} generated",
+            f"  {self.calls} model calls answered, {self.failed_calls} failed; "
+            f"{self.prompt_tokens:,} prompt tokens ({self.cached_tokens:,} cached), "
+            f"{self.completion_tokens:,} generated",
         ]
         if self.stopped:
             lines.append(f"  stopped early: {self.stopped}; fix it and re-run to resume")
@@ -119,6 +130,15 @@ def outcome(record: Record) -> str:
 # --- failed records -----------------------------------------------------------------------
 
 
+class StopRun(Exception):
+    """A failure every later record would share: the run writes ``record`` and stops."""
+
+    def __init__(self, record: Record, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.record = record
+        self.reason = f"{type(cause).__name__}: {cause}"
+
+
 def given_points(record: Record) -> Record:
     """``{"points": ...}`` when the input record carries points, for its OUT record; else ``{}``."""
     return {"points": record["points"]} if record.get("points") is not None else {}
@@ -126,6 +146,8 @@ def given_points(record: Record) -> Record:
 
 def stopped_record(record: Record, error: BaseException) -> Record:
     """The OUT record of the input record whose error stopped the run (``work`` raised)."""
+    if isinstance(error, StopRun):
+        return error.record
     return {"id": record["id"], "source": record.get("source"),
             "response": record.get("response"), **given_points(record), **failure(error)}
 
@@ -134,6 +156,95 @@ def failure(error: BaseException) -> Record:
     """The ``ok: false`` part of a record; ``retryable`` when a re-run may cure it."""
     return {"ok": False, "retryable": boundary(error).exit_code != 2,
             "error": {"type": type(error).__name__, "message": str(error)}}
+
+
+def stop_reason(error: BaseException) -> str:
+    """How the summary names the error that stopped the run."""
+    return error.reason if isinstance(error, StopRun) else f"{type(error).__name__}: {error}"
+
+
+# --- counting a record's model calls, failed ones too -------------------------------------
+
+
+class CallTally:
+    """The model calls one record made: answered, and failed (retried or not)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def count(self, *, ok: bool) -> None:
+        """Count one call; a record's calls may run in several threads."""
+        with self._lock:
+            if ok:
+                self.calls += 1
+            else:
+                self.failed += 1
+
+    def usage(self) -> Record:
+        """``{"usage": {...}}`` for a failed record's OUT line, or ``{}`` if it made no call."""
+        if not (self.calls or self.failed):
+            return {}
+        return {"usage": {"calls": self.calls, "failed_calls": self.failed}}
+
+
+# The tally of the record being run; the pipeline's threads copy the context, so share it.
+_TALLY: ContextVar[CallTally | None] = ContextVar("conli_batch_tally", default=None)
+
+
+def tallied(tally: CallTally, fn: Callable[[], T]) -> T:
+    """``fn()`` with every call through a ``CountingBackend`` counted in ``tally``."""
+    token = _TALLY.set(tally)
+    try:
+        return fn()
+    finally:
+        _TALLY.reset(token)
+
+
+class CountingBackend:
+    """``inner``, with each call counted in the running record's ``CallTally``.
+
+    A record that fails carries no result and so no usage; this is how its failed calls
+    still reach the summary. Everything else (optional reading methods) is ``inner``'s.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.capabilities = inner.capabilities
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        seed: int | None = None,
+    ) -> Completion:
+        """``inner.complete``, counted."""
+        tally = _TALLY.get()
+        try:
+            completion = self.inner.complete(
+                messages, max_tokens=max_tokens, json_schema=json_schema,
+                temperature=temperature, top_logprobs=top_logprobs, seed=seed)
+        except BaseException:
+            if tally is not None:
+                tally.count(ok=False)
+            raise
+        if tally is not None:
+            tally.count(ok=True)
+        return completion
+
+    def close(self) -> None:
+        """Close ``inner``."""
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 # --- OUT: resume and append --------------------------------------------------------------

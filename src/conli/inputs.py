@@ -15,6 +15,9 @@ from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLar
 # DEL: no prose contains them, and a terminal or a model would act on them as commands.
 _CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# The setting that raises each text's limit, named in the refusal (points have a fixed one).
+LIMIT_SETTINGS = {"source": "CONLI_MAX_SOURCE_CHARS", "question": "CONLI_MAX_SOURCE_CHARS",
+                  "response": "CONLI_MAX_RESPONSE_CHARS"}
 
 
 def decode_text(data: bytes, *, name: str) -> str:
@@ -47,6 +50,8 @@ def validate_text(text: object, *, name: str, max_chars: int) -> str:
 
     Returns the text unchanged: nothing is silently cleaned, so offsets into it hold.
     """
+    if text is None:
+        raise InputError(f"{name} is missing")
     if not isinstance(text, str):
         raise EncodingError(f"{name} must be text (a string), got {type(text).__name__}")
     if "\x00" in text:
@@ -66,9 +71,10 @@ def validate_text(text: object, *, name: str, max_chars: int) -> str:
     if not text.strip():
         raise EmptyInputError(f"{name} is empty")
     if len(text) > max_chars:
+        setting = LIMIT_SETTINGS.get(name)
+        hint = f"; raise {setting} if you mean it" if setting else ""
         raise InputTooLargeError(
-            f"{name} has {len(text):,} characters, over the limit of {max_chars:,}; "
-            f"raise CONLI_MAX_{name.upper()}_CHARS if you mean it"
+            f"{name} has {len(text):,} characters, over the limit of {max_chars:,}{hint}"
         )
     return text
 
