@@ -1,7 +1,8 @@
 """A detector that scores each claim from a marker in its text, for threshold tests.
 
 ``score30`` in a claim gives it score 0.30 (hallucinated below 0.5, supported at or
-above); a claim without a marker is supported with no score, as a label-only detector's.
+above); a claim without a marker is supported with no score, as a label-only detector's;
+one with ``UNSURE`` could not be checked (unverified).
 """
 
 import re
@@ -26,6 +27,8 @@ class ScoreDetector:
             found = MARK.search(claim.text)
             score = int(found.group(1)) / 100 if found else None
             verdict = "hallucinated" if score is not None and score < 0.5 else "supported"
+            if "UNSURE" in claim.text:
+                verdict, score = "unverified", None
             judged[claim.index] = [Judgement(detector=self.name, hypothesis=claim.text,
                                              verdict=verdict, score=score)]
         return Detection(judgements=judged)

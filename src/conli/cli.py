@@ -1,13 +1,15 @@
 """Command line: a thin layer over ``conli.Checker``.
 
     conli check --source FILE --response FILE [--json] [--output FILE] [--llm SPEC]
+                [--threshold P] [--fail-on hallucinated|unverified]
     conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]   (conli.batch)
     conli serve [--host H] [--port P] [--open]                      (conli.service)
     conli report RESULTS.jsonl -o report.html                       (conli.report)
     conli calibrate --file LABELLED.jsonl [--out calibration.json]   (conli.calibrate_cli)
 
 Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 the backend could not
-be used (or the check ran past its deadline), 130 interrupted.
+be used (or the check ran past its deadline), 130 interrupted; with ``--fail-on``, 4 when the
+result fails that gate (``conli.gate``).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from conli.calibrate_cli import add_calibrate_parser
 from conli.config import Settings
 from conli.coverage import read_points
 from conli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.errors import EXIT_INTERRUPTED, ConliError, InputError, boundary
+from conli.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
 from conli.evaluation.speed import add_bench_parser
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import add_session_flags, session_settings
+from conli.frontdoor import add_session_flags, add_threshold_flag, session_settings
+from conli.gate import FAIL_ON, fails
 from conli.generate_cli import add_generate_parser
 from conli.inputs import check_input, read_input
 from conli.models import CheckResult
@@ -47,7 +50,7 @@ def format_text(result: CheckResult) -> str:
     Every text that came from the input or a model goes through ``printable``; words not in
     the source are listed under their sentence, as plain text (no colour codes).
     """
-    lines = [f"verdict: {result.verdict}", ""]
+    lines = [f"verdict: {result.verdict}", *_passed_line(result), ""]
     for s in result.sentences:
         lines.append(f"[{_MARK[s.verdict]}] {printable(s.text)}")
         lines += [f"        - {printable(reason)}" for reason in s.reasons]
@@ -75,6 +78,15 @@ def format_text(result: CheckResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _passed_line(result: CheckResult) -> list[str]:
+    """Under a threshold, whether the result passed it (without one, the verdict says it)."""
+    if result.threshold is None:
+        return []
+    score = "none" if result.support_score is None else f"{result.support_score:.2f}"
+    return [f"passed: {'yes' if result.passed else 'no'} (threshold {result.threshold:.2f}, "
+            f"support score {score})"]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conli", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"conli {__version__}")
@@ -92,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     add_session_flags(check)
+    add_threshold_flag(check)
+    check.add_argument(
+        "--fail-on", choices=FAIL_ON,
+        help="exit 4 when the result is hallucinated (or under --threshold, did not pass), or "
+        "with unverified, also when the check could not complete: for CI and pre-commit")
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
@@ -123,6 +140,10 @@ def _add_serve_parser(subparsers: Any) -> None:
         "serve", help="serve /v1/check, /v1/rewrite, /v1/judge over HTTP")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="log lines as text or as JSON objects (each with its request_id)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        default="info", help="the lowest level logged (default info)")
     add_session_flags(parser)
     parser.add_argument("--open", action="store_true",
                         help="serve without API keys; only allowed on a loopback host")
@@ -164,6 +185,10 @@ def run_check(args: argparse.Namespace) -> int:
         write_atomically(args.output, report)
     else:
         sys.stdout.write(report)
+    if args.fail_on and fails(result, args.fail_on):
+        bar = "" if result.threshold is None else f", threshold {result.threshold:g} not passed"
+        print(f"conli: --fail-on {args.fail_on}: verdict {result.verdict}{bar}", file=sys.stderr)
+        return EXIT_GATE_FAILED
     return 0
 
 

@@ -115,6 +115,8 @@ class Boundary:
 
 
 EXIT_INTERRUPTED = 130
+# Not an error: ``conli check --fail-on`` ran the check, and its result failed that gate.
+EXIT_GATE_FAILED = 4
 
 # Most specific first; the first class an error is an instance of decides.
 _TABLE: tuple[tuple[type[BaseException], Boundary], ...] = (

@@ -85,10 +85,19 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
         "(or CONLI_CALIBRATION)")
 
 
+def add_threshold_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--threshold``: the bar a result's ``passed`` sets on its support score (``conli.gate``)."""
+    parser.add_argument(
+        "--threshold", type=float, metavar="P",
+        help="passed needs every checked sentence's score (P(grounded)) at or above P, 0-1 "
+        "(or CONLI_THRESHOLD); a result without scores does not pass; verdicts are unchanged")
+
+
 def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
     """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
     return settings_from({"llm": args.llm, "detectors": args.detector,
-                          "calibration": getattr(args, "calibration", None), **overrides})
+                          "calibration": getattr(args, "calibration", None),
+                          "threshold": getattr(args, "threshold", None), **overrides})
 
 
 def settings_from(overrides: Mapping[str, object]) -> Settings:
