@@ -107,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     add_threshold_flag(check)
     check.add_argument(
         "--fail-on", choices=FAIL_ON,
-        help="exit 4 when the result is hallucinated (or under --threshold, did not pass), or "
-        "with unverified, also when the check could not complete: for CI and pre-commit")
+        help="exit 4 when the check completed and the result did not pass (without "
+        "--threshold: is hallucinated); unverified: also when it could not complete (for CI)")
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
