@@ -10,6 +10,7 @@ while it arrives and answers one NDJSON line per sentence as each completes (``s
 import argparse
 import asyncio
 import logging
+import logging.config
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -46,21 +47,13 @@ try:
 
     from conli.service_batch import add_batch_route
     from conli.service_guard import API_KEY_HEADER, STREAM_PATH, Guard, is_loopback
+    from conli.service_ops import Metrics, Observe, Readiness, add_ops_routes, log_config
     from conli.service_problems import install_error_handlers, problems
     from conli.service_runner import Runner
 except ImportError as exc:  # pragma: no cover - the [service] extra is not installed
     _MISSING_EXTRA = str(exc)
 
 log = logging.getLogger("conli.service")
-
-
-class Health(BaseModel):
-    """Liveness: the service is up and which model answers."""
-
-    status: str = "ok"
-    backend: str
-    model: str
-    version: str = __version__
 
 
 if _MISSING_EXTRA is None:
@@ -100,7 +93,7 @@ async def _left(read: asyncio.Event, receive: "Receive") -> None:
         continue
 
 
-async def _open_stream(runner: Runner, request: "Request") -> "Response":
+async def _open_stream(runner: Runner, request: "Request", metrics: "Metrics") -> "Response":
     """Read and validate the opening line, take a slot, then answer as sentences complete."""
     read = asyncio.Event()
     try:
@@ -112,7 +105,7 @@ async def _open_stream(runner: Runner, request: "Request") -> "Response":
     relay = Relay(events, timeout=runner.settings.service_timeout_seconds,
                   retry_after=runner.settings.service_retry_after_seconds,
                   left=_left(read, request.receive), on_end=runner.release)
-    return _NDJSONStream(relay.lines(), headers={"Cache-Control": "no-cache",
+    return _NDJSONStream(metrics.stream_lines(relay.lines()), headers={"Cache-Control": "no-cache",
                                                  "X-Accel-Buffering": "no"})
 
 
@@ -148,6 +141,8 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
     inner = backend or get_backend(settings.llm, settings)
     limit = settings.service_max_concurrent or inner.capabilities.max_concurrency
     runner = Runner(settings, Checker(settings, backend=inner), inner, limit)
+    metrics, readiness = Metrics(), Readiness(inner)
+    runner.observers += [metrics.outcome, readiness.outcome]
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -160,15 +155,14 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                               "source does not support, and score faithfulness 1-5.")
     app.add_middleware(Guard, keys=list(settings.service_api_keys), open_access=open_access,
                        max_body=settings.service_max_body_bytes)
+    app.add_middleware(Observe, metrics=metrics,  # outermost: it sees the guard's refusals
+                       routes=lambda: {getattr(r, "path", "") for r in app.routes})
     install_error_handlers(app, settings)
     key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False)
     security = [Security(key_header)] if settings.service_api_keys else []
     errors = problems(400, 401, 403, 413, 422, 429, 502, 503, 504)
 
-    @app.get("/healthz", response_model=Health, tags=["ops"])
-    async def healthz() -> Health:
-        """Liveness; no key needed."""
-        return Health(backend=inner.name, model=inner.model)
+    add_ops_routes(app, inner, readiness, metrics)
 
     @app.post("/v1/check", response_model=CheckResult, responses=errors, dependencies=security,
               tags=["conli"])
@@ -194,14 +188,14 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
         return await runner.run(runner.job("judge", body))
 
-    add_batch_route(app, runner, responses=errors, dependencies=security)
+    add_batch_route(app, runner, metrics.problem, responses=errors, dependencies=security)
 
     @app.post(STREAM_PATH, response_class=_NDJSONLines, response_model=StreamLine,
               response_description=_STREAMED, responses=errors, dependencies=security,
               tags=["conli"], openapi_extra=_STREAM_BODY)
     async def check_stream(request: Request) -> Response:
         """Detect while the reply streams in: one NDJSON line per sentence as it completes."""
-        return await _open_stream(runner, request)
+        return await _open_stream(runner, request, metrics)
 
     return app
 
@@ -226,6 +220,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.open and not is_loopback(args.host):
         raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
                           f"not {args.host}")
+    logs = log_config(getattr(args, "log_format", "text"), getattr(args, "log_level", "info"))
+    logging.config.dictConfig(logs)  # conli's own lines while the checker is built, too
     app = create_app(session_settings(args), open_access=args.open)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.run(app, host=args.host, port=args.port, log_config=logs)
     return 0

@@ -7,6 +7,7 @@ did not finish in time) its problem, mapped by the one error table; never a shif
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -63,8 +64,12 @@ def _entry(index: int, outcome: BaseModel | BaseException, limit: float) -> Batc
     return BatchEntry(index=index, ok=False, error=problem)
 
 
-def add_batch_route(app: FastAPI, runner: Runner, **route: Any) -> None:
-    """Register ``POST /v1/check/batch`` on ``app`` (``route``: security, responses)."""
+def add_batch_route(app: FastAPI, runner: Runner, count_problem: Callable[[str], None],
+                    **route: Any) -> None:
+    """Register ``POST /v1/check/batch`` on ``app`` (``route``: security, responses).
+
+    ``count_problem`` sees the kind of each item's error (the metrics).
+    """
 
     @app.post(BATCH_PATH, response_model=BatchResult, tags=["conli"], **route)
     async def check_batch(body: BatchRequest) -> BatchResult:
@@ -83,4 +88,7 @@ def add_batch_route(app: FastAPI, runner: Runner, **route: Any) -> None:
         outcomes = await runner.run_many(jobs)
         limit = runner.settings.service_timeout_seconds
         entries = [_entry(i, outcome, limit) for i, outcome in enumerate(outcomes)]
+        for entry in entries:
+            if entry.error is not None:
+                count_problem(entry.error.type.rsplit(":", 1)[-1])
         return BatchResult(results=entries, failed=sum(not e.ok for e in entries))

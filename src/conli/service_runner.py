@@ -23,7 +23,7 @@ from conli.pipeline import Checker
 from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service_problems import ProblemError
 from conli.stream_http import StreamOpening
-from conli.streaming import Events
+from conli.streaming import DoneEvent, Events
 
 
 class TimedOut(Exception):
@@ -37,6 +37,7 @@ class Runner:
                  limit: int) -> None:
         self.settings, self.checker, self.backend, self.limit = settings, checker, backend, limit
         self.in_flight = 0
+        self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
     def settings_for(self, mode: Mode, body: JudgeRequest | None = None) -> Settings:
@@ -85,7 +86,33 @@ class Runner:
     def _start(self, job: Callable[[], BaseModel]) -> asyncio.Future[BaseModel]:
         """``job`` in a worker thread, in a copy of this request's context (its id)."""
         context = contextvars.copy_context()
-        return asyncio.get_running_loop().run_in_executor(self.pool, context.run, job)
+        return asyncio.get_running_loop().run_in_executor(self.pool, context.run,
+                                                          self._observed, job)
+
+    def _observed(self, job: Callable[[], BaseModel]) -> BaseModel:
+        try:
+            result = job()
+        except Exception as exc:
+            self.observe(exc)
+            raise
+        self.observe(result)
+        return result
+
+    def observe(self, outcome: object) -> None:
+        """Tell the observers (metrics, readiness) how a check ended."""
+        for observer in self.observers:
+            observer(outcome)
+
+    async def observed(self, events: Events) -> Events:
+        """``events`` passed on as they come, the stream's end told to the observers."""
+        try:
+            async for event in events:
+                if isinstance(event, DoneEvent):
+                    self.observe(event)
+                yield event
+        except Exception as exc:
+            self.observe(exc)
+            raise
 
     async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
         """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
@@ -147,5 +174,6 @@ class Runner:
         """A streamed check of ``chunks``; the source is validated here, before any is read."""
         if self.checker is None:
             raise ConfigError("this service has no checker to stream with")
-        return self.checker.astream(opening.source, chunks, question=opening.question,
-                                    settings=self.settings_for("check"))
+        return self.observed(self.checker.astream(opening.source, chunks,
+                                                  question=opening.question,
+                                                  settings=self.settings_for("check")))
