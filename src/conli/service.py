@@ -41,6 +41,7 @@ try:
     import uvicorn
     from fastapi import FastAPI, Request, Security
     from fastapi.security import APIKeyHeader
+    from fastapi_offline import FastAPIOffline
     from starlette.requests import ClientDisconnect
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.types import Receive, Scope, Send
@@ -150,9 +151,11 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         runner.pool.shutdown(wait=False, cancel_futures=True)
         inner.close()
 
-    app = FastAPI(title="conli", version=__version__, lifespan=lifespan,
-                  description="Find, explain and rewrite the sentences of an LLM answer that its "
-                              "source does not support, and score faithfulness 1-5.")
+    # /docs and /redoc from the Swagger UI and ReDoc files fastapi-offline ships: no CDN
+    app = FastAPIOffline(title="conli", version=__version__, lifespan=lifespan,
+                         description="Find, explain and rewrite the sentences of an LLM answer "
+                                     "that its source does not support, and score faithfulness "
+                                     "1-5.")
     app.add_middleware(Guard, keys=list(settings.service_api_keys), open_access=open_access,
                        max_body=settings.service_max_body_bytes)
     app.add_middleware(Observe, metrics=metrics,  # outermost: it sees the guard's refusals
