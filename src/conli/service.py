@@ -31,6 +31,7 @@ from conli.stream_http import (
     StreamClosed,
     StreamLine,
     StreamOpening,
+    idle_limited,
     ndjson_lines,
     read_request,
 )
@@ -97,15 +98,16 @@ async def _left(read: asyncio.Event, receive: "Receive") -> None:
 async def _open_stream(runner: Runner, request: "Request", metrics: "Metrics") -> "Response":
     """Read and validate the opening line, take a slot, then answer as sentences complete."""
     read = asyncio.Event()
+    body = idle_limited(_body(request, read), runner.settings.service_stream_idle_seconds)
     try:
-        opening, chunks = await read_request(ndjson_lines(_body(request, read)))
+        opening, chunks = await read_request(ndjson_lines(body))
     except StreamClosed:
         return Response(status_code=400)  # gone before it said what to check: nobody to tell
     events = runner.stream(opening, chunks)
-    runner.admit()
+    runner.admit_stream()
     relay = Relay(events, timeout=runner.settings.service_timeout_seconds,
                   retry_after=runner.settings.service_retry_after_seconds,
-                  left=_left(read, request.receive), on_end=runner.release)
+                  left=_left(read, request.receive), on_end=runner.release_stream)
     return _NDJSONStream(metrics.stream_lines(relay.lines()), headers={"Cache-Control": "no-cache",
                                                  "X-Accel-Buffering": "no"})
 

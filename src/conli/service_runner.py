@@ -37,6 +37,7 @@ class Runner:
                  limit: int) -> None:
         self.settings, self.checker, self.backend, self.limit = settings, checker, backend, limit
         self.in_flight = 0
+        self.streams = 0  # open streams, counted apart: an idle one never holds a check's slot
         self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
@@ -82,6 +83,20 @@ class Runner:
         taken = min(wanted, self.limit - self.in_flight)
         self.in_flight += taken
         return taken
+
+    def admit_stream(self) -> None:
+        """Take a stream slot (``service_max_streams``), or answer 429 with ``Retry-After``."""
+        most = self.settings.service_max_streams
+        if self.streams >= most:
+            retry = str(self.settings.service_retry_after_seconds)
+            raise ProblemError(429, "busy", "too many streams open",
+                               f"{most} streams are open (CONLI_SERVICE_MAX_STREAMS); retry in "
+                               f"{retry}s", headers={"Retry-After": retry})
+        self.streams += 1
+
+    def release_stream(self) -> None:
+        """Free a stream slot."""
+        self.streams -= 1
 
     def _start(self, job: Callable[[], BaseModel]) -> asyncio.Future[BaseModel]:
         """``job`` in a worker thread, in a copy of this request's context (its id)."""

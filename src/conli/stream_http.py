@@ -38,6 +38,29 @@ class StreamClosed(Exception):
     """The client went away mid-stream: nothing more to check, and nobody to tell."""
 
 
+class StreamIdleError(errors.InputError):
+    """The client sent nothing for too long: the stream is ended (422 by the one table)."""
+
+
+async def idle_limited(body: AsyncIterable[bytes], idle: float) -> AsyncIterator[bytes]:
+    """``body``'s chunks, ended with ``StreamIdleError`` once none arrives for ``idle`` s.
+
+    A client that opens a stream and goes quiet would otherwise hold its slot (and a
+    connection) until the request's whole time limit.
+    """
+    chunks = aiter(body)
+    while True:
+        try:
+            chunk = await asyncio.wait_for(anext(chunks), idle)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise StreamIdleError(f"the client sent nothing for {idle:g}s "
+                                  "(CONLI_SERVICE_STREAM_IDLE_SECONDS); the stream was ended"
+                                  ) from None
+        yield chunk
+
+
 class StreamOpening(BaseModel):
     """The first line of a streamed request: what the reply must be faithful to."""
 
