@@ -50,7 +50,8 @@ def mitigate(
     def only_flagged_ids(answer: RewriteAnswer) -> None:
         ids = [r.id for r in answer.rewrites]
         if len(set(ids)) != len(ids) or not set(ids) <= set(flagged):
-            raise ValueError(f"rewrite ids must be distinct and among {sorted(flagged)}")
+            ids_asked = ", ".join(str(i) for i in sorted(flagged))  # no [ ]: data defuses them
+            raise ValueError(f"rewrite ids must be distinct and among {ids_asked}")
 
     try:
         asked = ask_structured(

@@ -32,6 +32,8 @@ from conli.errors import ConfigError
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
 _CLOSING_TAG = re.compile(r"</([A-Za-z][\w-]*)>")  # a data tag a template wraps text in
+_BRACKET = re.compile(r"[\[\]]")
+_WORD_CHAR = re.compile(r"\w")
 # Chat-template control tokens of the model families we serve, which a tokenizer would read
 # as a turn boundary: ChatML / Qwen / Llama 3 / Phi `<|...|>`, DeepSeek's full-width
 # `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>.
@@ -81,27 +83,32 @@ def _neutralise_brackets(text: str) -> str:
     """Each matched ``[ ... ]`` pair holding a letter or digit, as ``［ ... ］``.
 
     Pairs are matched as nested brackets are; ``[...]``, ``[ ]`` and unmatched brackets
-    stay. Linear in the text's length, whatever its nesting.
+    stay. Linear in the text's length, whatever its nesting: each stretch between two
+    brackets is searched for a word character once.
     """
     if "[" not in text or "]" not in text:
         return text
-    words = [0]  # words[i]: letters, digits or _ in text[:i]
-    for ch in text:
-        words.append(words[-1] + (ch.isalnum() or ch == "_"))
+    marks = [m.start() for m in _BRACKET.finditer(text)]
+    worded = []  # worded[k]: stretches holding a word character before the k-th bracket
+    count, previous = 0, 0
+    for at in marks:
+        count += _WORD_CHAR.search(text, previous, at) is not None
+        worded.append(count)
+        previous = at + 1
     opened: list[int] = []
     pairs: list[int] = []
-    for i, ch in enumerate(text):
-        if ch == "[":
-            opened.append(i)
-        elif ch == "]" and opened:
-            start = opened.pop()
-            if words[i] > words[start + 1]:
-                pairs += [start, i]
+    for k, at in enumerate(marks):
+        if text[at] == "[":
+            opened.append(k)
+        elif opened:
+            first = opened.pop()
+            if worded[k] > worded[first]:
+                pairs += [marks[first], at]
     if not pairs:
         return text
     chars = list(text)
-    for i in pairs:
-        chars[i] = "［" if chars[i] == "[" else "］"
+    for at in pairs:
+        chars[at] = "［" if chars[at] == "[" else "］"
     return "".join(chars)
 
 
