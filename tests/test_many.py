@@ -120,6 +120,8 @@ def test_a_threshold_for_the_call_and_a_bad_one_refused_before_any_check() -> No
     assert result.passed is False  # the scripted model reports no scores: nothing passes a bar
     with pytest.raises(ConfigError, match="threshold"):
         checker.check_many([(SOURCE, "It opened in 1962.")], threshold=1.5)
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        checker.check_many([(SOURCE, "It opened in 1962.")], max_concurrency=0)
     assert len(backend.calls) == 1
 
 

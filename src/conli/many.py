@@ -48,7 +48,8 @@ def check_many(
     given = list(pairs)
     per_call = with_threshold(settings or checker.settings, threshold) \
         if threshold is not None else settings
-    limit = max_concurrency or (settings or checker.settings).max_concurrency
+    limit = (settings or checker.settings).max_concurrency if max_concurrency is None \
+        else max_concurrency
     if limit < 1:
         raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
     results: list[PairResult | None] = [None] * len(given)
