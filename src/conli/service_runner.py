@@ -1,14 +1,17 @@
 """Runs the service's checks in worker threads, within a slot limit and a time limit.
 
 A request takes a slot (429 with ``Retry-After`` when every slot is taken) and runs in a
-worker thread; one that passes the per-request time limit is answered 504. A batch takes as
-many free slots as it has items (at least one) and runs its items across them.
+worker thread; one that passes the per-request time limit is answered 504, and its check
+stops with the answer: its deadline is the answer's, so no model call starts after the 504
+(a call already running ends first, then the slot is free). A batch takes as many free
+slots as it has items (at least one) and runs its items across them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,6 +27,8 @@ from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service_problems import ProblemError
 from conli.stream_http import StreamOpening
 from conli.streaming import DoneEvent, Events
+
+Job = Callable[[float], BaseModel]  # the work of one request, given when its answer is due
 
 
 class TimedOut(Exception):
@@ -50,22 +55,29 @@ class Runner:
             update |= body.options.settings_update()
         return mode_settings(self.settings, mode).model_copy(update=update)
 
-    def job(self, mode: Mode, body: JudgeRequest) -> Callable[[], BaseModel]:
-        """Return the blocking work for one request; its texts are validated once, there."""
+    def job(self, mode: Mode, body: JudgeRequest) -> Job:
+        """Return the blocking work for one request; its texts are validated once, there.
+
+        Given the (monotonic) time its answer is due, the check's deadline ends there.
+        """
         settings = self.settings_for(mode, body)
         checker = self.checker
         points = body.points if isinstance(body, CheckRequest) else None
 
-        def run() -> BaseModel:
+        def run(due: float) -> BaseModel:
             checked = check_input(
                 body.source, body.response, question=body.question, points=points,
                 max_source_chars=settings.max_source_chars,
                 max_response_chars=settings.max_response_chars,
             )
+            left = max(due - time.monotonic(), 1e-3)
+            configured = settings.check_deadline_seconds
+            bounded = settings.model_copy(update={"check_deadline_seconds": left if (
+                configured is None or configured > left) else configured})
             try:
                 if mode == "judge" or checker is None:
-                    return judge_only(self.backend, checked, settings, checker)
-                return checker.run(checked, settings=settings)
+                    return judge_only(self.backend, checked, bounded, checker)
+                return checker.run(checked, settings=bounded)
             except ConfigError as exc:
                 if body.options is None:
                     raise
@@ -98,15 +110,15 @@ class Runner:
         """Free a stream slot."""
         self.streams -= 1
 
-    def _start(self, job: Callable[[], BaseModel]) -> asyncio.Future[BaseModel]:
+    def _start(self, job: Job, due: float) -> asyncio.Future[BaseModel]:
         """``job`` in a worker thread, in a copy of this request's context (its id)."""
         context = contextvars.copy_context()
         return asyncio.get_running_loop().run_in_executor(self.pool, context.run,
-                                                          self._observed, job)
+                                                          self._observed, job, due)
 
-    def _observed(self, job: Callable[[], BaseModel]) -> BaseModel:
+    def _observed(self, job: Job, due: float) -> BaseModel:
         try:
-            result = job()
+            result = job(due)
         except Exception as exc:
             self.observe(exc)
             raise
@@ -129,20 +141,21 @@ class Runner:
             self.observe(exc)
             raise
 
-    async def run(self, job: Callable[[], BaseModel]) -> BaseModel:
-        """Run ``job`` in a slot; a timed-out job keeps its slot until its thread finishes."""
+    async def run(self, job: Job) -> BaseModel:
+        """Run ``job`` in a slot; a timed-out job keeps its slot until its model call ends."""
         self.admit()
-        future = self._start(job)
+        limit = self.settings.service_timeout_seconds
+        due = time.monotonic() + limit
+        future = self._start(job, due)
         future.add_done_callback(self._release)
         try:
-            limit = self.settings.service_timeout_seconds
-            return await asyncio.wait_for(asyncio.shield(future), limit)
+            return await asyncio.wait_for(asyncio.shield(future), due - time.monotonic())
         except TimeoutError:
             raise ProblemError(504, "timeout", "the check took too long",
                                f"the limit is {self.settings.service_timeout_seconds:g}s") from None
 
     async def run_many(
-        self, jobs: list[Callable[[], BaseModel]]
+        self, jobs: list[Job]
     ) -> list[BaseModel | BaseException]:
         """Run ``jobs`` across the slots a batch could take; each outcome in its job's place.
 
@@ -150,19 +163,18 @@ class Runner:
         request's time limit is ``TimedOut``, and its slot is held until its thread ends.
         """
         lanes = self.admit(len(jobs))
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + self.settings.service_timeout_seconds
+        due = time.monotonic() + self.settings.service_timeout_seconds
         outcomes: list[BaseModel | BaseException] = [TimedOut()] * len(jobs)
         waiting = iter(enumerate(jobs))
 
         async def lane() -> None:
             for index, job in waiting:
-                if loop.time() >= ends:
+                if time.monotonic() >= due:
                     continue  # past the limit: left as TimedOut, never started
-                future = self._start(job)
+                future = self._start(job, due)
                 try:
                     outcomes[index] = await asyncio.wait_for(asyncio.shield(future),
-                                                             ends - loop.time())
+                                                             due - time.monotonic())
                 except TimeoutError:
                     future.add_done_callback(self._release)  # the thread keeps the slot
                     return
