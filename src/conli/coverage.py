@@ -4,15 +4,15 @@ A coverage error is the other failure of grounded generation: the response drops
 was given. Points come as a JSON list of strings, or as perspectives ``{"name": [points]}``
 (seed 001's pro/con arguments); a list is one perspective called ``points``.
 
-Words follow seed 001 §3.1 as ``signals.lexical`` does: lower-cased, Porter-stemmed, stop
-words dropped. A response word scores 1 (hallucinated) when neither it nor its stem is in
-the source, else 0; a point word scores 1 (uncovered) when the response lacks it.
+Words follow seed 001 §3.1 as ``signals.lexical`` does (one tokenizer for any script,
+``conli.words``): lower-cased, Porter-stemmed, stop words dropped. A response word scores 1
+(hallucinated) when neither it nor its stem is in the source, else 0; a point word scores 1
+(uncovered) when the response lacks it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from conli.models import (
     WordScore,
 )
 from conli.signals.lexical import content_words, stop_words
+from conli.words import written_words
 
 if TYPE_CHECKING:
     from conli.graph.deps import Deps
@@ -35,7 +36,6 @@ Points = dict[str, list[str]]
 DEFAULT_PERSPECTIVE = "points"
 MAX_POINTS = 200
 MAX_POINT_CHARS = 2_000
-_WORD = re.compile(r"[A-Za-z0-9]+(?:[.,'’][A-Za-z0-9]+)*")
 
 
 def parse_points(data: object, *, name: str = "points") -> Points:
@@ -87,7 +87,7 @@ def words(text: str) -> list[tuple[str, int, int, str]]:
     """Content words of ``text`` as (text, start, end, stem); stop words dropped."""
     stop = stop_words()
     found = []
-    for match in _WORD.finditer(text):
+    for match in written_words(text):
         lower = match.group().lower()
         if lower in stop:
             continue
@@ -104,7 +104,7 @@ def stems(text: str) -> frozenset[str]:
 
 def word_scores(text: str, reference: str) -> list[WordScore]:
     """Each content word of ``text``: 0 when ``reference`` has it (or its stem), else 1."""
-    known = stems(reference) | {w.lower() for w in _WORD.findall(reference)}
+    known = stems(reference) | {w.group().lower() for w in written_words(reference)}
     return [WordScore(text=word, start=start, end=end, method="lexical",
                       score=0.0 if stem in known or word.lower() in known else 1.0)
             for word, start, end, stem in words(text)]
