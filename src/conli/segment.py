@@ -1,9 +1,16 @@
-"""Split a response into sentences with character offsets, and select the checkable ones.
+"""The product's one sentence splitter: sentences with character offsets, and which to check.
 
-Lines are split first (spaCy would glue a heading to the next sentence), list markers are
-left outside the sentence span, and spaCy's parser finds sentence boundaries within each
-line. Segments that carry no factual claim (headings, lead-ins ending in ':', questions,
-fragments) are kept in the output but not checked.
+Every part of conli that needs sentences cuts them here (``split_response``/``sentence_spans``):
+the checked response, the source's sentences for word overlap and the judge, the source's
+windows and the streamed reply. Offsets are Python string indices (code points);
+``utf16_offset`` converts one for a JavaScript client.
+
+Responses are cut by spaCy's parser within each line (spaCy would glue a heading to the
+next sentence); list markers are left outside the sentence span. Sources are cut by rules,
+without the parser (fast on long documents). Either way, Chinese and Japanese full stops
+(。！？) end a sentence with no space after them, and a German date ("am 3. Oktober")
+does not end one. Segments that carry no factual claim (headings, lead-ins ending in ':',
+questions, fragments) are kept in the output but not checked.
 """
 
 from __future__ import annotations
@@ -13,11 +20,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from conli.words import word_count
+
+Span = tuple[int, int]
+
 _LINE = re.compile(r"[^\n]+")
 _HEADING = re.compile(r"^\s*(#{1,6}\s|\*\*[^*]+\*\*:?\s*$|[=\-_*]{3,}\s*$)")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•‣◦]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+")
-_WORD = re.compile(r"\w+")
 MIN_CLAIM_WORDS = 3
+
+WIDE_STOPS = "。！？｡"  # ideographic full stop, full-width ! and ?, half-width 。
+_CLOSERS = "\"'”’)\\]）」』》〉】"  # what may follow a sentence's stop inside it
+_WIDE_END = re.compile(rf"[{WIDE_STOPS}][.!?{WIDE_STOPS}]*[{_CLOSERS}]*")
+FINAL_STOP = re.compile(rf"[.!?…{WIDE_STOPS}][{_CLOSERS}]*$")  # text ends a sentence
+# sources, by rules: a run of . ! ? or a line break ends a sentence; "2.4" does not
+_RULE_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d))+[.!?]*")
+# source windows: a stop ends a sentence before white space; a line break only at a blank line
+_PARAGRAPH_BREAK = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+_ORDINAL_END = re.compile(r"(?<![\d.])\d{1,2}\.$")  # "am 3." (German ordinal day)
+_GERMAN_MONTH = re.compile(r"(?:Januar|Jänner|Februar|März|Mai|Juni|Juli|Oktober|Dezember)\b")
 
 
 @dataclass(frozen=True)
@@ -34,24 +55,51 @@ class Segment:
 def is_claim(text: str) -> bool:
     """A factual claim: not a question, not a lead-in, and a few words or a number."""
     stripped = text.strip()
-    if stripped.endswith("?") or stripped.endswith(":"):
+    if stripped.endswith(("?", "？", ":", "：")):
         return False
-    words = _WORD.findall(stripped)
-    return len(words) >= MIN_CLAIM_WORDS or (
-        any(ch.isdigit() for ch in stripped) and len(words) >= 2
-    )
+    words = word_count(stripped)
+    return words >= MIN_CLAIM_WORDS or (any(ch.isdigit() for ch in stripped) and words >= 2)
 
 
-def _sentence_spans(line: str, nlp: Any) -> list[tuple[int, int]]:
-    doc = nlp(line)
-    spans = []
-    for sent in doc.sents:
-        text = line[sent.start_char : sent.end_char]
-        lead = len(text) - len(text.lstrip())
-        trail = len(text) - len(text.rstrip())
-        if text.strip():
-            spans.append((sent.start_char + lead, sent.end_char - trail))
-    return spans
+def _trimmed(text: str, start: int, end: int) -> Span | None:
+    """``(start, end)`` less the white space at either end; None if nothing is left."""
+    piece = text[start:end]
+    body = piece.strip()
+    if not body:
+        return None
+    lead = len(piece) - len(piece.lstrip())
+    return start + lead, start + lead + len(body)
+
+
+def _cut_in_date(text: str, before: Span, after: Span) -> bool:
+    """The cut between two spans falls in a German date: "am 3." | "Oktober 1998 ..."."""
+    return (_ORDINAL_END.search(text, before[0], before[1]) is not None
+            and _GERMAN_MONTH.match(text, after[0]) is not None
+            and "\n" not in text[before[1]:after[0]])
+
+
+def _refined(text: str, spans: list[Span]) -> list[Span]:
+    """Rules every cut shares: join a German date cut at its day, cut at 。！？ inside a span."""
+    joined: list[Span] = []
+    for span in spans:
+        if joined and _cut_in_date(text, joined[-1], span):
+            joined[-1] = (joined[-1][0], span[1])
+        else:
+            joined.append(span)
+    out: list[Span] = []
+    for start, end in joined:
+        for stop in _WIDE_END.finditer(text, start, end):
+            if stop.end() < end and (cut := _trimmed(text, start, stop.end())):
+                out.append(cut)
+                start = stop.end()
+        if cut := _trimmed(text, start, end):
+            out.append(cut)
+    return out
+
+
+def _parsed_spans(line: str, nlp: Any) -> list[Span]:
+    found = (_trimmed(line, sent.start_char, sent.end_char) for sent in nlp(line).sents)
+    return _refined(line, [span for span in found if span])
 
 
 def split_response(response: str, nlp: Any) -> list[Segment]:
@@ -67,12 +115,38 @@ def split_response(response: str, nlp: Any) -> list[Segment]:
             continue
         marker = _LIST_MARKER.match(text)
         offset = marker.end() if marker else 0
-        for start, end in _sentence_spans(text[offset:], nlp):
+        for start, end in _parsed_spans(text[offset:], nlp):
             spans.append((line.start() + offset + start, line.start() + offset + end, True))
     return [
         Segment(index, response[start:end], start, end, candidate)
         for index, (start, end, candidate) in enumerate(spans)
     ]
+
+
+def sentence_spans(text: str, nlp: Any | None = None, *, paragraphs: bool = False) -> list[Span]:
+    """Each sentence's ``(start, end)`` in ``text`` (code points), without surrounding space.
+
+    With ``nlp``: as ``split_response`` cuts a response (spaCy's parser). Without it, by
+    rules: a run of . ! ? or a line break ends a sentence, but "2.4" does not (the source's
+    sentences for word overlap). ``paragraphs`` (source windows): a stop ends a sentence
+    only before white space, and a line break only where a blank line follows, so a list
+    stays whole. 。！？ end a sentence, and a German date does not, in all three.
+    """
+    if nlp is not None:
+        if paragraphs:
+            raise ValueError("paragraphs is a rule of its own: no parser with it")
+        return [(s.start, s.end) for s in split_response(text, nlp)]
+    if paragraphs:
+        cuts = [0, *(i for m in _PARAGRAPH_BREAK.finditer(text) for i in m.span()), len(text)]
+        found = [_trimmed(text, cuts[i], cuts[i + 1]) for i in range(0, len(cuts), 2)]
+    else:
+        found = [_trimmed(text, *m.span()) for m in _RULE_SENTENCE.finditer(text)]
+    return _refined(text, [span for span in found if span])
+
+
+def utf16_offset(text: str, index: int) -> int:
+    """The code-point offset ``index`` of ``text`` as a UTF-16 index (a JavaScript string's)."""
+    return len(text[:index].encode("utf-16-le")) // 2
 
 
 def sentence_splitter(nlp: Any | None = None) -> Callable[[str], list[str]]:

@@ -16,7 +16,6 @@ import contextvars
 import functools
 import itertools
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
@@ -30,7 +29,7 @@ from conli.config import Settings
 from conli.inputs import CheckInput, validate_text
 from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
 from conli.pipeline import response_verdict
-from conli.segment import Segment, is_claim, split_response
+from conli.segment import FINAL_STOP, Segment, is_claim, split_response
 
 if TYPE_CHECKING:
     from conli.pipeline import Checker
@@ -98,7 +97,6 @@ def stream_check(
 
 
 _NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")
-_FINAL = re.compile(r"[.!?…][\"'”’)\]]*$")  # a sentence's final stop, maybe quoted
 
 
 def _begun(text: str) -> bool:
@@ -222,14 +220,14 @@ class _Cutter:
     def _settled(self, segments: list[Segment]) -> int:
         """Where the last cut lies that more text will not move (0: none yet).
 
-        A cut holds once it falls at a line's end, or after a full stop, "!", "?" or "…" when
-        the next segment does not begin in lowercase: the splitter cuts "the U.S. i" but not
-        "the U.S. in", "groups... we h" but not "groups... we have". Any other cut holds
-        once a later cut does, or the reply ends.
+        A cut holds once it falls at a line's end, or after a stop (``segment.FINAL_STOP``:
+        . ! ? … 。！？) when the next segment does not begin in lowercase: the splitter cuts
+        "the U.S. i" but not "the U.S. in", "groups... we h" but not "groups... we have".
+        Any other cut holds once a later cut does, or the reply ends.
         """
         for before, after in reversed(list(itertools.pairwise(segments))):
             if "\n" in self.text[before.end : after.start] or (
-                _FINAL.search(before.text) and _begun(after.text)
+                FINAL_STOP.search(before.text) and _begun(after.text)
             ):
                 return before.end
         return 0

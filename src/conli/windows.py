@@ -2,22 +2,21 @@
 
 Seed 003 judges long documents window by window and keeps the best-supported window; we
 do the same for every NLI hypothesis and for the rubric judge. Windows end at sentence
-boundaries and each repeats the tail of the one before, so a fact cut by one boundary is
-whole in the next window. The response is never cut: only the source is windowed.
+boundaries (``segment.sentence_spans`` with ``paragraphs``: a list's lines stay together) and
+each repeats the tail of the one before, so a fact cut by one boundary is whole in the next
+window. The response is never cut: only the source is windowed.
 """
 
 from __future__ import annotations
 
-import re
-
 from conli.backends.base import Backend, counts_tokens
 from conli.errors import BackendError, ContextOverflowError
+from conli.segment import sentence_spans
 from conli.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
 
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call
 OVERLAP = 0.15  # share of a window repeated from the one before
 SAFETY = 0.9  # measured chars-per-token varies inside one text
-_BREAKS = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
 def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str]:
@@ -65,7 +64,8 @@ def source_windows(source: str, max_chars: int | None) -> list[str]:
     """``source`` whole if it fits in ``max_chars``, else sentence-aligned overlapping windows."""
     if max_chars is None or len(source) <= max_chars:
         return [source]
-    pieces = [p for part in _BREAKS.split(source) for p in _hard_split(part, max_chars) if p]
+    sentences = (source[start:end] for start, end in sentence_spans(source, paragraphs=True))
+    pieces = [p for part in sentences for p in _hard_split(part, max_chars) if p]
     windows: list[str] = []
     start = 0
     while start < len(pieces):

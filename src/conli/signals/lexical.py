@@ -1,7 +1,8 @@
 """Word-level signals of seed 001 (§3.1): how much of a sentence the source's words cover.
 
-Words are lower-cased, stemmed (Porter, as rouge-score does) and stop words dropped, so
-"opened"/"opens" match and "the" never counts as support. Numbers keep their digits.
+Words (``conli.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
+English stop words dropped, so "opened"/"opens" match and "the" never counts as support.
+Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``' rules.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 
 from conli.ner.grounding import SourceMentions
 from conli.segment import Segment
+from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
+from conli.words import terms
 
-_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d))+[.!?]*")  # "2.4" does not end one
 # spaCy labels that name something (numbers and dates are compared as numbers instead)
 NAME_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT",
                          "WORK_OF_ART", "LAW", "LANGUAGE"})
@@ -43,25 +44,10 @@ def _stem(word: str) -> str:
     return str(_stemmer().stem(word))  # type: ignore[attr-defined]
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Each sentence's (start, end) in ``text``, without surrounding space.
-
-    A sentence ends at . ! ? (a run of them) or a line break; "2.4" does not end one.
-    """
-    spans = []
-    for found in _SENTENCE.finditer(text):
-        piece = found.group()
-        start = found.start() + len(piece) - len(piece.lstrip())
-        end = found.end() - len(piece) + len(piece.rstrip())
-        if start < end:
-            spans.append((start, end))
-    return spans
-
-
 def content_words(text: str) -> list[str]:
     """Stemmed content words of ``text``, in order (stop words dropped)."""
     stop = stop_words()
-    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in stop]
+    return [_stem(w) for w in terms(text.lower()) if w not in stop]
 
 
 def numbers(text: str) -> list[str]:

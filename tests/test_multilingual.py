@@ -1,0 +1,117 @@
+"""Text that is not English: sentences, offsets, words and a planted number error (issue 30).
+
+Hand-written checks in German and Chinese. NLI quality in those languages depends on the
+model and is not measured here; what is checked is what conli itself does with the text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conli.config import Settings
+from conli.coverage import words
+from conli.nlp import load_pipeline
+from conli.pipeline import Checker
+from conli.segment import sentence_spans, split_response, utf16_offset
+from conli.signals.lexical import SourceWords, content_words, overlap
+from conli.windows import source_windows
+from tests.test_signals import Reader, model_json
+
+DE_SOURCE = ("Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet. Es hat drei Etagen und "
+             "zeigt z. B. Gemälde aus Köln. Der Eintritt kostet 12 Euro.")
+DE_RESPONSE = "Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet. Der Eintritt kostet 15 Euro."
+ZH_SOURCE = "博物馆于1998年开放。它有三层楼！门票价格为12欧元。"
+ZH_RESPONSE = "博物馆于1998年开放。门票价格为15欧元！你去过吗？"
+
+
+def cut(text: str) -> list[str]:
+    """The response's sentences as ``check`` cuts them, each checked to index ``text``."""
+    found = split_response(text, load_pipeline())
+    for s in found:
+        assert text[s.start : s.end] == s.text
+    return [s.text for s in found]
+
+
+def test_german_sentences_keep_a_date_and_an_abbreviation_whole() -> None:
+    assert cut(DE_SOURCE) == [
+        "Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet.",
+        "Es hat drei Etagen und zeigt z. B. Gemälde aus Köln.",
+        "Der Eintritt kostet 12 Euro.",
+    ]
+    by_rules = [DE_SOURCE[a:b] for a, b in sentence_spans(DE_SOURCE)]
+    assert by_rules[0] == "Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet."
+
+
+def test_chinese_sentences_end_at_full_width_stops_without_a_space() -> None:
+    assert cut(ZH_RESPONSE) == ["博物馆于1998年开放。", "门票价格为15欧元！", "你去过吗？"]
+    assert cut("他说：“好。”然后走了。") == ["他说：“好。”", "然后走了。"]  # the quote stays
+    for paragraphs in (False, True):
+        spans = sentence_spans(ZH_SOURCE, paragraphs=paragraphs)
+        assert [ZH_SOURCE[a:b] for a, b in spans] == ["博物馆于1998年开放。", "它有三层楼！",
+                                                      "门票价格为12欧元。"]
+
+
+def test_a_chinese_question_is_kept_but_not_checked() -> None:
+    found = split_response(ZH_RESPONSE, load_pipeline())
+    from conli.segment import select_claims
+
+    assert [s.checked for s in select_claims(found)] == [True, True, False]
+
+
+def test_offsets_index_the_text_in_code_points_and_utf16() -> None:
+    text = "😀 Der Turm ist 40 Meter hoch.\n\n𠀀文字。它很高！"
+    found = split_response(text, load_pipeline())
+    assert [s.text for s in found] == ["😀 Der Turm ist 40 Meter hoch.", "𠀀文字。", "它很高！"]
+    for s in found:
+        assert text[s.start : s.end] == s.text
+        units = text.encode("utf-16-le")
+        start16, end16 = utf16_offset(text, s.start), utf16_offset(text, s.end)
+        assert units[2 * start16 : 2 * end16].decode("utf-16-le") == s.text
+    assert (found[1].start, utf16_offset(text, found[1].start)) == (31, 32)  # one emoji before
+    assert utf16_offset(text, found[2].start) == found[2].start + 2  # and one astral ideograph
+
+
+def test_words_of_any_script_are_whole() -> None:
+    assert content_words("Es wurde eröffnet") == ["es", "wurd", "eröffnet"]
+    assert [w[0] for w in words("Die Straße wurde eröffnet.")] == ["Die", "Straße", "wurde",
+                                                                    "eröffnet"]
+    found = words("门票12欧元")
+    assert [w[0] for w in found] == ["门", "票", "12", "欧", "元"]
+    assert all("门票12欧元"[start:end] == text for text, start, end, _ in found)
+
+
+def test_a_chinese_source_is_windowed_at_its_sentences() -> None:
+    source = "这座桥于1998年建成。" * 40
+    windows = source_windows(source, 120)
+    assert len(windows) > 1 and all(len(w) <= 120 for w in windows)
+    assert all(piece == "这座桥于1998年建成。" for w in windows for piece in w.split(" "))
+
+
+@pytest.mark.parametrize(("source", "response"), [(DE_SOURCE, DE_RESPONSE),
+                                                  (ZH_SOURCE, ZH_RESPONSE)])
+def test_the_number_signal_finds_a_planted_number(source: str, response: str) -> None:
+    first, second = cut(response)[:2]
+    indexed = SourceWords.of(source)
+    assert overlap(first, indexed).novel_numbers == []
+    assert overlap(second, indexed).novel_numbers == ["15"]
+
+
+@pytest.mark.parametrize(("source", "response"), [(DE_SOURCE, DE_RESPONSE),
+                                                  (ZH_SOURCE, ZH_RESPONSE)])
+def test_check_flags_the_sentence_with_a_planted_number(
+    source: str, response: str, tmp_path: Path
+) -> None:
+    """Through ``Checker.check``: the signal detector with a classifier weighing new numbers."""
+    import json
+
+    artifact = tmp_path / "signals.json"
+    artifact.write_text(json.dumps(model_json()))
+    settings = Settings(detectors=["fast"], signal_model=artifact, mitigate=False, judge=False)
+    result = Checker(settings, backend=Reader()).check(source, response)
+    checked = [s for s in result.sentences if s.checked]
+    assert [s.verdict for s in checked] == ["supported", "hallucinated"]
+    assert "15" in checked[1].text and result.verdict == "hallucinated"
+    for s in result.sentences:
+        assert response[s.start : s.end] == s.text
