@@ -127,11 +127,12 @@ _STREAM_BODY = {"requestBody": {"required": True, "description": (
 
 
 def create_app(settings: Settings | None = None, backend: Backend | None = None, *,
-               open_access: bool = False) -> "FastAPI":
+               open_access: bool = False, bind_host: str | None = None) -> "FastAPI":
     """Build the app and its checker once; ``backend`` overrides ``settings.llm`` (tests).
 
     Without ``settings.service_api_keys`` the app refuses to start unless ``open_access`` is set,
-    and then it serves /v1 to loopback clients only.
+    and then it serves /v1 to loopback clients only, and nothing to a ``Host`` other than
+    a loopback address (or ``bind_host``) or to a browser page from another origin.
     """
     _require_extra()
     settings = settings or Settings()
@@ -159,7 +160,7 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                                      "that its source does not support, and score faithfulness "
                                      "1-5.")
     app.add_middleware(Guard, keys=list(settings.service_api_keys), open_access=open_access,
-                       max_body=settings.service_max_body_bytes)
+                       max_body=settings.service_max_body_bytes, bind_host=bind_host)
     app.add_middleware(Observe, metrics=metrics,  # outermost: it sees the guard's refusals
                        routes=lambda: {getattr(r, "path", "") for r in app.routes})
     install_error_handlers(app, settings)
@@ -227,6 +228,6 @@ def run_serve(args: argparse.Namespace) -> int:
                           f"not {args.host}")
     logs = log_config(getattr(args, "log_format", "text"), getattr(args, "log_level", "info"))
     logging.config.dictConfig(logs)  # conli's own lines while the checker is built, too
-    app = create_app(session_settings(args), open_access=args.open)
+    app = create_app(session_settings(args), open_access=args.open, bind_host=args.host)
     uvicorn.run(app, host=args.host, port=args.port, log_config=logs)
     return 0

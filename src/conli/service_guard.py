@@ -1,13 +1,16 @@
 """The service's gate: the API key (or loopback in open mode) on /v1, and the body-size limit.
 
 An ASGI middleware that runs before any body parsing, so an unauthenticated client learns
-nothing and an oversized body is refused without being held in memory.
+nothing and an oversized body is refused without being held in memory. In open mode (no
+keys) it also refuses what a web page could send: a ``Host`` that is not this loopback
+address (DNS rebinding) and a browser request from another origin.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from urllib.parse import urlsplit
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,8 +34,9 @@ class Guard:
     """ASGI middleware: API key (or loopback in open mode) on /v1, and the body-size limit."""
 
     def __init__(self, app: ASGIApp, *, keys: list[str], open_access: bool,
-                 max_body: int) -> None:
+                 max_body: int, bind_host: str | None = None) -> None:
         self.app, self.keys, self.open_access, self.max_body = app, keys, open_access, max_body
+        self.bind_host = bind_host
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse, or pass the request on with its body counted (or read and replayed)."""
@@ -63,6 +67,8 @@ class Guard:
 
     def _refusal(self, scope: Scope) -> JSONResponse | None:
         path = scope["path"]
+        if self.open_access and (why := self._web_page(scope)) is not None:
+            return problem_response(403, "forbidden", "refused in open mode", why, instance=path)
         if path.startswith("/v1/"):
             if self.open_access and not is_loopback((scope.get("client") or (None,))[0]):
                 return problem_response(403, "forbidden", "open mode serves loopback only",
@@ -81,6 +87,26 @@ class Guard:
                 return problem_response(400, "bad-request", "invalid Content-Length", instance=path)
             if int(length) > self.max_body:
                 return self._too_large(path)
+        return None
+
+    def _web_page(self, scope: Scope) -> str | None:
+        """Why a request may come from a web page rather than a local client (None: it does not).
+
+        Open mode has no key, so only the loopback address and a same-origin page pass:
+        a rebound DNS name gives a foreign ``Host``, a cross-site form or ``fetch`` an
+        ``Origin`` (or ``Sec-Fetch-Site``) naming another site.
+        """
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        name = urlsplit(f"//{host}").hostname
+        if not name or not (is_loopback(name) or name == self.bind_host):
+            return f"the Host {host!r} is not this service's loopback address"
+        origin = headers.get(b"origin")
+        if origin is not None and urlsplit(origin.decode("latin-1")).netloc != host:
+            return "a browser request from another origin (open mode has no key to check)"
+        site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+        if site in ("cross-site", "same-site"):
+            return "a browser request from another site (open mode has no key to check)"
         return None
 
     async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes, JSONResponse | None]:
