@@ -262,7 +262,7 @@ def test_report_escapes_points_and_shows_the_legend(checked: CheckResult,
         perspectives=[PerspectiveCoverage(name=f"pro {EVIL}", score=0.0, verdict="uncovered")])})
     page = _render(_results(tmp_path, ("evil", RESPONSE, result)))
     assert "<script" not in page.lower() and "&lt;script&gt;" in page
-    assert '" onmouseover' not in page and "&quot; onmouseover=&quot;x" in page
+    assert '" onmouseover' not in page and "&#34; onmouseover=&#34;x" in page
     assert 'title="The Riverside library opened in 1962."' in page  # the covering sentence
     assert '<div class="legend">' in page
     assert "gradient salience (§3.2) needs a differentiable model" in page

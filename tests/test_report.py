@@ -8,12 +8,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conli.backends import register_backend
 from conli.batch import make_worker, run
 from conli.cli import main
 from conli.config import Settings
@@ -69,7 +71,7 @@ def test_report_highlights_explains_diffs_and_scores(results: Path) -> None:
     assert "EmptyInputError" in page
     assert "<blockquote>“quoted source”</blockquote>" in page  # the evidence, below
     # and on hover, marked: the scripted quote is not in the source
-    assert all("not found in the source: &quot;quoted source&quot;" in title for title in marks)
+    assert all("not found in the source: &#34;quoted source&#34;" in title for title in marks)
 
 
 def test_report_escapes_every_input_and_is_self_contained(results: Path) -> None:
@@ -183,6 +185,137 @@ def test_report_accepts_a_bare_check_result_and_judge_mode(results: Path, tmp_pa
                       encoding="utf-8")
     page = _render(judged)
     assert "malformed" not in page and re.search(r"before <b>\d</b> → after <b>\d</b>", page)
+
+
+# --- what conli report reads: check --json as written, batch's error records ---------------
+
+
+def _conli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``conli ARGS`` in a process of its own, no terminal; the ``fake`` backend registered."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.cli_runner", *args], cwd=ROOT, capture_output=True,
+        text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env={**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
+
+
+def _check_json(tmp_path: Path, name: str, response: str) -> Path:
+    """``conli check --json -o NAME.json``: the indented result, as the CLI writes it."""
+    register_backend("fake", lambda _arg, _settings: scripted.backend())
+    source, answer, out = (tmp_path / f"{name}.{part}" for part in ("src", "txt", "json"))
+    source.write_text(SOURCE, encoding="utf-8")
+    answer.write_text(response, encoding="utf-8")
+    assert main(["check", "--source", str(source), "--response", str(answer), "--llm", "fake",
+                 "--json", "-o", str(out)]) == 0
+    return out
+
+
+def test_cli_report_reads_check_json_as_written(tmp_path: Path) -> None:
+    one = _check_json(tmp_path, "one", "The library opened in 1962. A FALSE charity runs it.")
+    two = _check_json(tmp_path, "two", "The library opened in 1962.")
+    assert one.read_text(encoding="utf-8").count("\n") > 20  # indented over many lines
+    both = tmp_path / "both.json"  # as `cat one.json two.json > both.json` leaves them
+    both.write_bytes(one.read_bytes() + two.read_bytes())
+    target = tmp_path / "report.html"
+    done = _conli("report", str(both), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert "2 records" in done.stdout and "malformed" not in done.stderr
+    page = target.read_text(encoding="utf-8")
+    assert _summary_row(page, "records") == "2" and len(_sections(page)) == 2
+    unmarked = re.sub(r'<mark class="word [^>]*>(.*?)</mark>', r"\1", page)  # words
+    marks = re.findall(r'<mark class="flag hallucinated"[^>]*>(.*?)</mark>', unmarked)
+    assert marks == ["A FALSE charity runs it."]
+    assert _summary_row(page, "verdict: supported") == "1"
+
+
+def test_report_reads_indented_and_line_values_and_skips_a_torn_one(tmp_path: Path) -> None:
+    result = json.loads(_check_json(tmp_path, "one", "A FALSE charity runs it.").read_text())
+    pretty = json.dumps(result, indent=2)
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(f"{pretty}\n\n{json.dumps(result)}\n{{\n{pretty[: len(pretty) // 2]}",
+                     encoding="utf-8")
+    page = _render(mixed)
+    assert _summary_row(page, "records") == "2" and len(_sections(page)) == 2
+    assert _summary_row(page, "malformed records (skipped)") == "2"
+    stray, torn = pretty.count("\n") + 4, pretty.count("\n") + 5  # a blank line between
+    for line in (stray, torn):  # the stray "{" holds nothing, and the torn one never closes
+        assert f"<li>line {line}: not valid JSON: the value that starts here never ends" in page
+
+
+def test_cli_report_shows_batch_error_records_as_failed(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    good = {"id": "good", "source": SOURCE, "response": "A FALSE charity runs it."}
+    src.write_text("\n".join([json.dumps(good), "{not json", json.dumps(good),
+                              json.dumps({**good, "id": "empty", "response": " "})]) + "\n",
+                   encoding="utf-8")
+    work = make_worker(Settings(), "check", scripted.backend())
+    run(src, out, work, concurrency=1, progress=False)
+    assert [r["ok"] for r in _rows(out)].count(False) == 3  # batch's own error records
+    target = tmp_path / "report.html"
+    assert main(["report", str(out), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    assert _summary_row(page, "records") == "4" and "malformed" not in page
+    assert _summary_row(page, "verdict: error") == "3"
+    headings = re.findall(r"<h2>(.*?) <span", page)
+    assert sorted(headings) == ["empty", "good", "input line 2", "input line 3"]
+    assert "<b>InputError</b>: line 2 is not valid JSON" in page
+    assert "<b>InputError</b>: line 3 repeats the id of line 1" in page
+    assert "<b>EmptyInputError</b>: " in page
+
+
+@pytest.mark.parametrize("content", ["{not json\n[1, 2]\n\n", "", "\n  \n"],
+                         ids=["all malformed", "empty", "blank"])
+def test_report_without_a_valid_record_fails_and_writes_nothing(
+    tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content, encoding="utf-8")
+    kept, fresh = tmp_path / "kept.html", tmp_path / "fresh.html"
+    kept.write_text("an earlier report", encoding="utf-8")
+    for target in (kept, fresh):
+        assert main(["report", str(bad), "-o", str(target)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("conli: error: no ") and "bad.jsonl" in err
+    assert "all 2 malformed (lines 1, 2); line 1: not valid JSON" in err \
+        if content.startswith("{") else "it is empty" in err
+    assert kept.read_text(encoding="utf-8") == "an earlier report" and not fresh.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "kept.html"]
+
+
+def test_cli_report_of_only_malformed_records_exits_2_in_its_own_process(tmp_path: Path) -> None:
+    bad, target = tmp_path / "bad.jsonl", tmp_path / "report.html"
+    bad.write_text('{"id": 1}\n', encoding="utf-8")
+    done = _conli("report", str(bad), "-o", str(target))
+    assert done.returncode == 2 and done.stdout == "" and not target.exists()
+    assert done.stderr == (f"conli: error: no valid record in {str(bad)!r}: all 1 malformed "
+                           "(lines 1); line 1: record: Value error, a record with ok true "
+                           "needs a result\n")
+
+
+HOSTILE = ('<script>document.title="pwned"</script> "><img src=x onerror=alert(1)> '
+           "{{ 7*7 }} {% if true %}IF{% endif %} {# c #}")
+
+
+def test_report_escapes_hostile_text_and_never_evaluates_it(results: Path,
+                                                            tmp_path: Path) -> None:
+    row = _row(results, "flagged")
+    sentences = [{**s, "reasons": [HOSTILE, *s["reasons"]]} for s in row["result"]["sentences"]]
+    judge = {**row["result"]["judge_raw"], "reasoning": HOSTILE}
+    hostile = {**row, "id": HOSTILE, "mode": HOSTILE, "source": HOSTILE,
+               "result": {**row["result"], "sentences": sentences, "judge_raw": judge}}
+    failed = {"id": 7, "ok": False, "response": f"{HOSTILE} FALSE.",
+              "error": {"type": HOSTILE, "message": HOSTILE}}
+    path = tmp_path / "hostile.jsonl"
+    path.write_text(f"{json.dumps(hostile)}\n{json.dumps(failed)}\n", encoding="utf-8")
+    page = _render(path)
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    shown = "{{ 7*7 }} {% if true %}IF{% endif %} {# c #}"  # as written, not evaluated
+    flagged = sum(s["verdict"] == "hallucinated" for s in sentences)
+    # id, mode, source, each flag's title and listed reason, the judge, the failed record's
+    # response, error type and message
+    places = 3 + 2 * flagged + 1 + 3
+    assert page.count(shown) == places
+    assert "49" not in page.replace("#49", "")
 
 
 def _chromium() -> str | None:
