@@ -6,6 +6,9 @@ model and is not measured here; what is checked is what conli itself does with t
 
 from __future__ import annotations
 
+import asyncio
+import json
+import random
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from conli.config import Settings
 from conli.coverage import words
 from conli.nlp import load_pipeline
 from conli.pipeline import Checker
-from conli.segment import sentence_spans, split_response, utf16_offset
+from conli.segment import select_claims, sentence_spans, split_response, utf16_offset
 from conli.signals.lexical import SourceWords, content_words, overlap
 from conli.windows import source_windows
 from tests.test_signals import Reader, model_json
@@ -55,8 +58,6 @@ def test_chinese_sentences_end_at_full_width_stops_without_a_space() -> None:
 
 def test_a_chinese_question_is_kept_but_not_checked() -> None:
     found = split_response(ZH_RESPONSE, load_pipeline())
-    from conli.segment import select_claims
-
     assert [s.checked for s in select_claims(found)] == [True, True, False]
 
 
@@ -104,8 +105,6 @@ def test_check_flags_the_sentence_with_a_planted_number(
     source: str, response: str, tmp_path: Path
 ) -> None:
     """Through ``Checker.check``: the signal detector with a classifier weighing new numbers."""
-    import json
-
     artifact = tmp_path / "signals.json"
     artifact.write_text(json.dumps(model_json()))
     settings = Settings(detectors=["fast"], signal_model=artifact, mitigate=False, judge=False)
@@ -115,3 +114,28 @@ def test_check_flags_the_sentence_with_a_planted_number(
     assert "15" in checked[1].text and result.verdict == "hallucinated"
     for s in result.sentences:
         assert response[s.start : s.end] == s.text
+
+
+STREAMED = ["😀 " + DE_RESPONSE, "𠀀" + ZH_RESPONSE + "\n\n- 它有三层楼。"]
+
+
+@pytest.mark.parametrize("reply", STREAMED)
+def test_check_and_stream_give_utf16_offsets_after_an_astral_character(
+    settings: Settings, reply: str
+) -> None:
+    """Each sentence's UTF-16 offsets index the reply as a JavaScript string does."""
+    from tests.test_streaming import _checker, _chunks, _collect, _pieces
+
+    checker, _ = _checker(settings)
+    expected = checker.check(DE_SOURCE + ZH_SOURCE, reply).sentences
+    units = reply.encode("utf-16-le")
+    assert len(expected) >= 2 and expected[1].start_utf16 == expected[1].start + 1
+    for s in expected:
+        assert reply[s.start : s.end] == s.text
+        assert s.start_utf16 is not None and s.end_utf16 is not None
+        assert units[2 * s.start_utf16 : 2 * s.end_utf16].decode("utf-16-le") == s.text
+    rng = random.Random(3)
+    for longest in (1, 4, 30):
+        events = asyncio.run(_collect(checker.astream(
+            DE_SOURCE + ZH_SOURCE, _chunks(_pieces(reply, rng, longest)))))
+        assert [e.sentence for e in events[:-1]] == expected, longest

@@ -189,8 +189,11 @@ class SentenceResult(BaseModel):
 
     index: int
     text: str
-    start: int
+    start: int = Field(description="offset in the response in code points (a Python index)")
     end: int
+    start_utf16: int | None = Field(
+        None, description="``start`` in UTF-16 code units (a JavaScript string index)")
+    end_utf16: int | None = Field(None, description="``end`` in UTF-16 code units")
     checked: bool = Field(description="false for headings, list markers and fragments")
     verdict: Verdict | None = None
     detector: str | None = Field(None, description="the detector that decided a hallucination")

@@ -29,7 +29,7 @@ from conli.config import Settings
 from conli.inputs import CheckInput, validate_text
 from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
 from conli.pipeline import response_verdict
-from conli.segment import FINAL_STOP, Segment, is_claim, split_response
+from conli.segment import FINAL_STOP, Segment, is_claim, split_response, utf16_offset
 
 if TYPE_CHECKING:
     from conli.pipeline import Checker
@@ -305,7 +305,8 @@ class _Stream:
         s = item.segment
         sentence = SentenceResult(index=s.index, text=s.text, start=s.start, end=s.end,
                                   checked=False)
-        return SentenceEvent(sentence=sentence, latency_seconds=time.monotonic() - item.at)
+        return SentenceEvent(sentence=self._in_utf16(sentence),
+                             latency_seconds=time.monotonic() - item.at)
 
     async def _check(self, item: _Completed) -> SentenceEvent:
         """Run the graph on this sentence alone in a worker thread; the loop keeps reading."""
@@ -316,8 +317,14 @@ class _Stream:
         self.running = asyncio.get_running_loop().run_in_executor(None, work)
         result = await asyncio.shield(self.running)
         self.templates.update(result.templates)
-        return SentenceEvent(sentence=placed(result, item.segment), usage=result.usage,
-                             latency_seconds=time.monotonic() - item.at)
+        return SentenceEvent(sentence=self._in_utf16(placed(result, item.segment)),
+                             usage=result.usage, latency_seconds=time.monotonic() - item.at)
+
+    def _in_utf16(self, sentence: SentenceResult) -> SentenceResult:
+        """``sentence`` with its offsets in the reply also as UTF-16 indices."""
+        text = self.cutter.text
+        return sentence.model_copy(update={"start_utf16": utf16_offset(text, sentence.start),
+                                           "end_utf16": utf16_offset(text, sentence.end)})
 
     def _settings_now(self) -> Settings:
         """The limits, with what is left of the stream's deadline (one deadline per stream)."""

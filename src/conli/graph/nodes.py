@@ -19,7 +19,7 @@ from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
 from conli.models import Judgement, JudgeResult, Mitigation, SentenceResult, Verdict
-from conli.segment import select_claims, split_response
+from conli.segment import select_claims, split_response, utf16_offset
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 
@@ -81,6 +81,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             text=segment.text,
             start=segment.start,
             end=segment.end,
+            start_utf16=utf16_offset(state["response"], segment.start),
+            end_utf16=utf16_offset(state["response"], segment.end),
             checked=segment.checked,
             entities=entities.get(segment.index, []),
         )
