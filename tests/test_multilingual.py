@@ -139,3 +139,20 @@ def test_check_and_stream_give_utf16_offsets_after_an_astral_character(
         events = asyncio.run(_collect(checker.astream(
             DE_SOURCE + ZH_SOURCE, _chunks(_pieces(reply, rng, longest)))))
         assert [e.sentence for e in events[:-1]] == expected, longest
+
+
+def test_ascii_text_tokenises_as_the_english_only_patterns_did() -> None:
+    """The tokenizer replaced ASCII-only patterns; on ASCII text it must match them exactly."""
+    import re
+
+    from conli.words import terms, word_count, written_words
+
+    old_term = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+    old_written = re.compile(r"[A-Za-z0-9]+(?:[.,'’][A-Za-z0-9]+)*")
+    samples = ["It cost $2,400.50 (U.S.) on 3.4.2020, didn't it? snake_case x_1 e.g.foo",
+               "A.B.C. 1,000,000 ... 7.x 'quoted' -- 12th _under_ a,b.c 2.4km", ""]
+    for text in samples:
+        assert terms(text.lower()) == old_term.findall(text.lower())
+        assert [m.span() for m in written_words(text)] == [
+            m.span() for m in old_written.finditer(text)]
+        assert word_count(text) == len(re.findall(r"\w+", text))

@@ -46,3 +46,23 @@ def test_is_claim():
     assert is_claim("Revenue: 5 million")  # a number makes a short fragment a claim
     assert not is_claim("Thanks!")
     assert not is_claim("What happened next?")
+
+
+def test_one_splitter_three_cuts_each_as_its_callers_had_it():
+    """The parser (responses), rules (source overlap) and paragraphs (source windows) cuts.
+
+    The rules and paragraph cuts are what ``signals.lexical`` and ``windows`` cut before
+    they shared this splitter: the trained detector's features and the windows depend on them.
+    """
+    from conli.segment import sentence_spans
+
+    text = "Dr. Smith paid 2.4 million for the U.S. site.\nIt rose!! Then it fell.\n\n- one\n- two"
+    parsed = [text[a:b] for a, b in sentence_spans(text, load_pipeline())]
+    assert parsed == ["Dr. Smith paid 2.4 million for the U.S. site.", "It rose!!",
+                      "Then it fell.", "one", "two"]
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "Dr.", "Smith paid 2.4 million for the U.", "S.", "site.", "It rose!!", "Then it fell.",
+        "- one", "- two"]
+    assert [text[a:b] for a, b in sentence_spans(text, paragraphs=True)] == [
+        "Dr.", "Smith paid 2.4 million for the U.S.", "site.", "It rose!!", "Then it fell.",
+        "- one\n- two"]

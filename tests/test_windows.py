@@ -144,3 +144,13 @@ def test_the_eval_cache_sizes_windows_as_its_backend_would(tmp_path):
     # 25k chars at 5 a token fit; the floor would cut
     fits = Counting(context_window=8000, counts_tokens=True)
     assert windows_for(CachedBackend(fits, tmp_path), "word " * 5000, 1500) == ["word " * 5000]
+
+
+def test_windows_keep_a_list_and_its_line_breaks_together():
+    """Only a blank line or a stop before white space ends a piece (``paragraphs``)."""
+    source = "Intro line one\nline two.\n\n- a\n- b\n\nThe site (2.4 km) opened. " * 40
+    windows = source_windows(source, 200)
+    assert len(windows) > 1 and all(len(w) <= 200 for w in windows)
+    assert all(w.startswith(("Intro line one\nline two.", "- a\n- b", "The site (2.4 km)"))
+               for w in windows)
+    assert sum(w.count("- a\n- b") for w in windows) >= 40
