@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conli.batch import make_worker, run
+from conli.batch import READ_AHEAD, make_worker, run
 from conli.batch_records import OutLog, record_key
 from conli.config import Settings
 from tests import scripted
@@ -73,7 +73,7 @@ def test_modes_and_failing_records(tmp_path: Path, mode: str) -> None:
 
 def test_input_is_streamed_with_bounded_work_in_flight(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    _write_jsonl(src, _records(40))
+    _write_jsonl(src, _records(80))
     concurrency, lag = 2, []
 
     def work(record: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +84,43 @@ def test_input_is_streamed_with_bounded_work_in_flight(tmp_path: Path) -> None:
         return {"id": record["id"], "ok": True, "result": {"verdict": "supported"}}
 
     summary = run(src, out, work, concurrency=concurrency, progress=False)
-    assert summary.processed == 40
-    assert max(lag) <= 2 * concurrency  # never the whole file in memory
+    assert summary.processed == 80
+    assert max(lag) <= READ_AHEAD * concurrency < 80  # never the whole file in memory
+
+
+def test_records_are_written_in_input_order_whatever_finishes_first(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, _records(12)[:6], tail="not json\n" + "".join(
+        json.dumps(r) + "\n" for r in _records(12)[6:]))
+
+    def work(record: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.01 * (12 - int(record["id"][1:])))  # the first records finish last
+        return {"id": record["id"], "ok": True, "result": {"verdict": "supported"}}
+
+    run(src, out, work, concurrency=4, progress=False)
+    keys = [record_key(r) for r in _out(out)]
+    assert keys == [*[f'"r{i}"' for i in range(6)], "line 7", *[f'"r{i}"' for i in range(6, 12)]]
+
+
+def test_a_rerun_puts_the_records_it_ran_again_in_their_place(tmp_path: Path) -> None:
+    from conli.backends.fake import ScriptedBackend
+    from conli.errors import TransientBackendError
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, _records(4))
+    answer = scripted.responder()
+    flaky = ScriptedBackend(responder=lambda m: TransientBackendError("HTTP 503")
+                            if "Record 1 " in m[-1]["content"] else answer(m),
+                            judges_batches=True)
+    run(src, out, make_worker(Settings(), "check", flaky), concurrency=1, progress=False)
+    assert [(r["id"], r["ok"]) for r in _out(out)] == [
+        ("r0", True), ("r1", False), ("r2", True), ("r3", True)]
+
+    again = run(src, out, make_worker(Settings(), "check", scripted.backend()), concurrency=1,
+                progress=False)
+    assert again.processed == 1 and again.skipped == 3  # only r1 ran again
+    assert [(r["id"], r["ok"]) for r in _out(out)] == [  # and it is back in its place
+        ("r0", True), ("r1", True), ("r2", True), ("r3", True)]
 
 
 def test_resume_skips_done_ids_and_drops_a_torn_last_line(tmp_path: Path) -> None:
@@ -148,13 +183,14 @@ def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: i
         assert first.returncode == -signal.SIGKILL
     partial = _out(out)  # whole lines only, even right after the kill
     assert 4 <= len(partial) < len(records)
+    assert [r["id"] for r in partial] == [r["id"] for r in records[:len(partial)]]  # in order
 
     second = _start(src, out, sleep=0.0)
     _, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert f"{len(partial)} already in OUT" in err
     rows = _out(out)
-    assert Counter(r["id"] for r in rows) == Counter(r["id"] for r in records)
+    assert [r["id"] for r in rows] == [r["id"] for r in records]  # each once, in IN's order
     assert all(r["ok"] and r["result"]["mitigation"]["status"] == "rewritten" for r in rows)
 
 

@@ -28,7 +28,11 @@ from conli.batch import exit_code, make_worker, run  # noqa: E402
 from conli.batch_ray import make_plan, run_ray  # noqa: E402
 from conli.batch_records import Summary, record_key  # noqa: E402
 from conli.config import BackendSettings, Settings  # noqa: E402
-from conli.errors import AuthenticationError, BackendUnavailableError  # noqa: E402
+from conli.errors import (  # noqa: E402
+    AuthenticationError,
+    BackendUnavailableError,
+    TransientBackendError,
+)
 from tests import scripted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +76,11 @@ def _logging(arg: str, _settings: BackendSettings) -> Backend:
     return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=4)
 
 
+def _failing(_arg: str, _settings: BackendSettings) -> Backend:
+    return ScriptedBackend(responder=lambda m: TransientBackendError("HTTP 503: overloaded"),
+                           judges_batches=True)  # one call per record: four attempts
+
+
 def _dead(_arg: str, _settings: BackendSettings) -> Backend:
     return ScriptedBackend(responder=lambda m: AuthenticationError("HTTP 401: bad key"))
 
@@ -81,7 +90,8 @@ def _unbuildable(_arg: str, _settings: BackendSettings) -> Backend:
 
 
 for _name, _factory in {"ray-scripted": _scripted, "ray-dying": _dying, "ray-logging": _logging,
-                        "ray-dead": _dead, "ray-unbuildable": _unbuildable}.items():
+                        "ray-dead": _dead, "ray-unbuildable": _unbuildable,
+                        "ray-failing": _failing}.items():
     register_backend(_name, _factory)
 
 
@@ -135,8 +145,9 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ray(src: Path, out: Path, llm: str, mode: str = "rewrite", *, actors: int = 2,
-         concurrency: int = 2) -> Summary:
-    plan = make_plan(Settings(llm=llm), mode, concurrency=concurrency)  # type: ignore[arg-type]
+         concurrency: int = 2, **settings: Any) -> Summary:
+    plan = make_plan(Settings(llm=llm, **settings), mode,  # type: ignore[arg-type]
+                     concurrency=concurrency)
     return run_ray(str(src), out, plan, actors=actors, progress=False)
 
 
@@ -160,7 +171,7 @@ def test_ray_writes_what_local_batch_writes_record_for_record(
 
     want = {record_key(r): _comparable(r) for r in _out(tmp_path / "local.jsonl")}
     got = [_comparable(r) for r in _out(tmp_path / "ray.jsonl")]
-    assert Counter(record_key(r) for r in got) == Counter(want.keys())  # each key once
+    assert [record_key(r) for r in got] == list(want)  # each key once, in IN's order
     assert {record_key(r): r for r in got} == want  # same ok/error, verdicts, rewrites
     assert len(want) == 16 and sum(not r["ok"] for r in want.values()) == 6
     assert (distributed.processed, distributed.errors, distributed.outcomes) == (
@@ -228,6 +239,26 @@ def test_a_dead_backend_stops_the_run_and_an_unbuildable_one_is_raised(
 
     with pytest.raises(BackendUnavailableError, match="model file is missing"):
         _ray(src, tmp_path / "other.jsonl", "ray-unbuildable", "check", actors=1)
+
+
+def test_a_backend_failing_every_call_stops_the_run_as_locally(
+    cluster: str, tmp_path: Path
+) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    records = _records(12)
+    _write_jsonl(src, records)
+    summary = _ray(src, out, "ray-failing", "check", actors=1, concurrency=1,
+                   batch_stop_after_failures=3)
+    assert exit_code(summary) == 3 and summary.stopped
+    assert "3 records in a row failed on the backend" in summary.stopped
+    rows = _out(out)
+    assert [r["id"] for r in rows] == ["r0", "r1", "r2"]  # the rest are left for a re-run
+    assert all(r["usage"] == {"calls": 0, "failed_calls": 4} for r in rows)
+    assert summary.failed_calls == 12 and summary.calls == 0
+
+    again = _ray(src, out, "ray-scripted", "check")
+    assert (again.processed, again.errors, exit_code(again)) == (12, 0, 0)
+    assert [r["id"] for r in _out(out)] == [r["id"] for r in records]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -2,10 +2,11 @@
 
 IN holds one JSON object per line with ``id``, ``source`` and ``response`` (optionally
 ``question``, and ``points`` the response must cover: a list of strings or
-``{perspective: [strings]}``). Each result is
-appended to OUT as one JSON line, flushed and fsynced as soon as it is done, so a crash or
-Ctrl-C loses no finished record; re-running the same command skips ids already in OUT
-(dropping a torn last line first). A record that fails is written with its error.
+``{perspective: [strings]}``). Each result is appended to OUT as one JSON line, in IN's
+order, flushed and fsynced as soon as it and the records before it are done, so a crash or
+Ctrl-C loses only records still running or waiting for an earlier one; re-running the same
+command skips ids already in OUT (dropping a torn last line first). A record that fails is
+written with its error.
 
 Two engines share everything but the scheduling: ``--engine local`` (threads in this
 process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch_ray``,
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,6 +80,9 @@ from conli.pipeline import Checker
 Worker = Callable[[Record], Record]
 Engine = Literal["local", "ray"]
 ENGINES: tuple[Engine, ...] = ("local", "ray")
+# Records read per thread ahead of the oldest unwritten one: room for the others to work
+# while a slow record holds up the writing (16 kept a heavy-tailed run as fast as unordered).
+READ_AHEAD = 16
 
 
 # --- the work -----------------------------------------------------------------------------
@@ -159,10 +165,15 @@ def run(
 ) -> Summary:
     """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
 
+    Records are written in IN's order: one that finishes early waits for those before it,
+    and IN is read at most ``READ_AHEAD`` x ``concurrency`` records ahead of the oldest
+    unwritten one (bounded memory however big IN is). A run that completes puts OUT in IN's
+    order if it is not (records run again were appended last).
+
     An error that every later record would share (``work`` raises it: bad credentials, a
     backend that cannot start) is written for its record and stops the run; so do
-    ``stop_after`` records in a row that failed on the backend (0: never). Records not
-    started by then are not written, so a re-run runs them.
+    ``stop_after`` records in a row that failed on the backend (0: never). Nothing after
+    that record is written, so a re-run runs it.
     """
     if not in_path.is_file():
         raise InputError(f"cannot read input file {str(in_path)!r}")
@@ -172,57 +183,67 @@ def run(
     intake = Intake(writer.done)
     total = max(count_lines(in_path) - len(intake.done), 0)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
-    pending: dict[Future[Record], Record] = {}
+    queue: deque[tuple[Future[Record], Record]] = deque()  # read, not yet written: IN's order
+    halt = threading.Event()  # a record raised: read no further
     bar = progress_bar(progress)
     task = bar.add_task("records", total=total)
 
-    def emit(record: Record) -> None:
-        writer.write(record)
-        summary.add(record)
-        bar.advance(task)
-
-    def drain(block_until: int) -> None:
-        while len(pending) > block_until:
-            if summary.stopped:
-                for future in [f for f in pending if f.cancel()]:
-                    del pending[future]  # never started: left for a re-run
-                if not pending:
-                    return
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                record = pending.pop(future)
-                error = future.exception()
-                if error is None:
-                    emit(future.result())
-                    continue
-                emit(stopped_record(record, error))
+    def write_ready(*, keep: int) -> None:
+        """Write the finished records at the queue's head; wait while over ``keep`` queued."""
+        while queue and not summary.stopped:
+            future, record = queue[0]
+            if future.cancelled() or (not future.done() and len(queue) <= keep):
+                return
+            queue.popleft()
+            error = future.exception()  # waits for it
+            written = future.result() if error is None else stopped_record(record, error)
+            writer.write(written)
+            summary.add(written)
+            bar.advance(task)
+            if error is not None:
                 summary.stopped = summary.stopped or stop_reason(error)
+
+    def watch(future: Future[Record]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            halt.set()
 
     try:
         with bar:
             for number, item in read_records(in_path):
-                if summary.stopped:
+                if summary.stopped or halt.is_set():
                     break
                 admission, record = intake.admit(number, item)
                 if admission == "skip":
                     summary.skipped += 1
-                elif admission == "error":
-                    emit(record)
-                else:
-                    pending[pool.submit(work, record)] = record
-                    drain(block_until=2 * concurrency - 1)  # bounded memory however big IN is
-            drain(block_until=0)
+                    continue
+                future = pool.submit(work, record) if admission == "run" else _finished(record)
+                future.add_done_callback(watch)
+                queue.append((future, record))
+                write_ready(keep=READ_AHEAD * concurrency - 1)
+            if summary.stopped or halt.is_set():
+                for future, _ in queue:
+                    future.cancel()  # not started: left out of OUT for a re-run
+            write_ready(keep=0)
+            if not summary.stopped:
+                writer.put_in_order(intake.line_of)
             bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
     except KeyboardInterrupt:
         summary.interrupted = True
-        for future in [f for f in pending if f.done() and f.exception() is None]:
-            writer.write(future.result())  # finished: keep them
-            summary.add(future.result())
+        for future, _ in queue:
+            future.cancel()
+        write_ready(keep=sys.maxsize)  # the finished ones at the head: keep them
     finally:
         pool.shutdown(wait=not summary.interrupted, cancel_futures=True)
         writer.close()
         summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _finished(record: Record) -> Future[Record]:
+    """A future already holding ``record`` (an error record), to queue in IN's order."""
+    future: Future[Record] = Future()
+    future.set_result(record)
+    return future
 
 
 # --- command line -------------------------------------------------------------------------

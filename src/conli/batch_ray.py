@@ -9,6 +9,8 @@ through a fixed pool of actors, each holding one backend and one ``make_worker``
 and running ``concurrency`` records at a time in threads. The driver streams the results
 back and is OUT's only writer: it skips any key already written, so a block that Ray runs
 again after its actor died (Ray restarts the actor and retries the task) is written once.
+Ray Data keeps the blocks in IN's order and the driver writes pass 1's error records in
+their place, so OUT is in IN's order, as locally.
 
 Ray is imported here only; ``conli.batch`` imports this module for ``--engine ray`` alone.
 """
@@ -19,6 +21,7 @@ import argparse
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -246,6 +249,9 @@ def run_ray(
 ) -> Summary:
     """Run IN through ``actors`` actors on the current Ray session, appending results to OUT.
 
+    Records are written in IN's order, as locally: Ray Data keeps the blocks' order, and
+    the error records of pass 1 wait for their place among the results.
+
     An error every later record would share (bad credentials, a backend that cannot start)
     is written for its record and stops the run, as locally, and so do
     ``batch_stop_after_failures`` records in a row that failed on the backend; an error
@@ -275,18 +281,19 @@ def run_ray(
         with bar:
             task = bar.add_task("records", total=None)
             wanted = bytearray()
+            held: deque[Record] = deque()  # pass 1's error records, to write in their place
             to_run = to_run_bytes = 0
             for number, item, size in _scan(in_uri):
                 admission, record = intake.admit(number, item)
                 if admission == "skip":
                     summary.skipped += 1
                 elif admission == "error":
-                    emit(record)
+                    held.append(record)
                 else:
                     _mark(wanted, number)
                     to_run += 1
                     to_run_bytes += size
-            bar.update(task, total=summary.processed + to_run)
+            bar.update(task, total=len(held) + to_run)
             if to_run:
                 block_bytes = _block_rows(plan) * to_run_bytes // max(to_run, 1)
                 for row in _pass_two(in_uri, bytes(wanted), plan, actors=actors,
@@ -295,10 +302,16 @@ def run_ray(
                         error_class = ConfigError if row["broken"] == "2" else \
                             BackendUnavailableError
                         raise error_class(f"the Ray actors could not start: {row['stop']}")
+                    while held and held[0]["line"] < int(row["line"]):
+                        emit(held.popleft())
                     if emit(json.loads(row["out"])) and row["stop"] and not summary.stopped:
                         summary.stopped = row["stop"]
                     if summary.stopped:
                         break
+            if not summary.stopped:
+                while held:
+                    emit(held.popleft())
+                writer.put_in_order(intake.line_of)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
@@ -333,6 +346,7 @@ def _pass_two(in_uri: str, wanted: bytes, plan: Plan, *, actors: int,
         )
     )
     dataset.context.target_max_block_size = max(block_bytes, 1)
+    dataset.context.execution_options.preserve_order = True  # OUT in IN's order
     yield from _rows(dataset)
 
 

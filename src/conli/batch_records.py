@@ -1,7 +1,8 @@
 """The records of ``conli batch``, shared by both engines: IN, OUT, and what a run did.
 
 ``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
-``OutLog`` resumes from OUT and appends to it, ``Summary`` counts a run, and
+``OutLog`` resumes from OUT, appends to it and puts it in IN's order at the end of a run,
+``Summary`` counts a run, and
 ``CountingBackend`` counts the model calls of each record, failed ones too.
 ``conli.batch`` (threads) and ``conli.batch_ray`` (Ray actors) do the scheduling.
 """
@@ -247,7 +248,7 @@ class CountingBackend:
         return getattr(self.inner, name)
 
 
-# --- OUT: resume and append --------------------------------------------------------------
+# --- OUT: resume, append, order -----------------------------------------------------------
 
 
 def record_key(record: Record) -> str:
@@ -262,7 +263,7 @@ def record_key(record: Record) -> str:
 
 
 class OutLog:
-    """OUT as a run sees it: the keys it holds for good, and its appender.
+    """OUT as a run sees it: the keys it holds for good (in file order), and its appender.
 
     Opening it cuts off a torn or garbled last line. A record that failed for a reason a
     re-run can cure (``retryable``: the backend could not be used) is not done: it is
@@ -275,7 +276,8 @@ class OutLog:
         kept = [r for r in records if not (r.get("ok") is False and r.get("retryable"))]
         if len(kept) != len(records):
             _rewrite(path, kept)
-        self.done = {record_key(r) for r in kept}
+        self.keys = [record_key(r) for r in kept]
+        self.done = set(self.keys)
         self.failed = sum(1 for r in kept if r.get("ok") is False)  # held for good
         self._writer: LogAppender | None = LogAppender(path)
 
@@ -284,12 +286,36 @@ class OutLog:
         if self._writer is None:
             raise ValueError(f"{self.path} is closed")
         self._writer.write(record)
+        self.keys.append(record_key(record))
 
     def close(self) -> None:
         """Close the appender, if one was opened."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def put_in_order(self, line_of: Callable[[str], int | None]) -> bool:
+        """Rewrite OUT in IN's order if it is not (records run again were appended last).
+
+        Keys IN no longer holds keep their order, after the rest. Atomic: a crash leaves
+        OUT as it was. Returns whether OUT was rewritten.
+        """
+        self.close()
+        places = [_place(line_of(key), index) for index, key in enumerate(self.keys)]
+        if places == sorted(places):
+            return False
+        records = read_log(self.path, _as_record)
+        places = [_place(line_of(record_key(r)), index) for index, r in enumerate(records)]
+        records = [record for _, record in sorted(zip(places, records, strict=True),
+                                                  key=lambda pair: pair[0])]
+        _rewrite(self.path, records)
+        self.keys = [record_key(record) for record in records]
+        return True
+
+
+def _place(line: int | None, index: int) -> tuple[int, int]:
+    """Where a record goes: by its IN line; one IN no longer holds, after, as it was."""
+    return (0, line) if line is not None else (1, index)
 
 
 def _rewrite(path: Path, records: list[Record]) -> None:
@@ -368,3 +394,7 @@ class Intake:
                              "error": {"type": "InputError", "message": bad}}
         assert isinstance(item, dict)
         return "run", item
+
+    def line_of(self, key: str) -> int | None:
+        """The IN line a key was first seen on (None: not seen), for OUT's order."""
+        return self._first_line.get(key)
