@@ -156,3 +156,14 @@ def test_ascii_text_tokenises_as_the_english_only_patterns_did() -> None:
         assert [m.span() for m in written_words(text)] == [
             m.span() for m in old_written.finditer(text)]
         assert word_count(text) == len(re.findall(r"\w+", text))
+
+
+def test_a_german_date_still_being_streamed_is_not_cut_at_its_day(settings: Settings) -> None:
+    """"am 3. Okt" may become "am 3. Oktober": the stream must not hand on "am 3." alone."""
+    from tests.test_streaming import _checker, _chunks, _collect
+
+    assert cut("Das Stadtmuseum wurde am 3. Okt") == ["Das Stadtmuseum wurde am 3. Okt"]
+    checker, _ = _checker(settings)
+    parts = ["Das Stadtmuseum wurde am 3. Okt", "ober 1998 eröffnet. Der Eintritt kostet 15 Euro."]
+    events = asyncio.run(_collect(checker.astream(DE_SOURCE, _chunks(parts, pause=0.3))))
+    assert [e.sentence.text for e in events[:-1]] == cut(DE_RESPONSE)

@@ -38,7 +38,9 @@ _RULE_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d))+[.!?]*")
 # source windows: a stop ends a sentence before white space; a line break only at a blank line
 _PARAGRAPH_BREAK = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 _ORDINAL_END = re.compile(r"(?<![\d.])\d{1,2}\.$")  # "am 3." (German ordinal day)
-_GERMAN_MONTH = re.compile(r"(?:Januar|Jänner|Februar|März|Mai|Juni|Juli|Oktober|Dezember)\b")
+_GERMAN_MONTHS = ("Januar", "Jänner", "Februar", "März", "Mai", "Juni", "Juli", "Oktober",
+                  "Dezember")  # those not spelt as in English
+_GERMAN_MONTH = re.compile(rf"(?:{'|'.join(_GERMAN_MONTHS)})\b")
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,15 @@ def _trimmed(text: str, start: int, end: int) -> Span | None:
 
 
 def _cut_in_date(text: str, before: Span, after: Span) -> bool:
-    """The cut between two spans falls in a German date: "am 3." | "Oktober 1998 ..."."""
-    return (_ORDINAL_END.search(text, before[0], before[1]) is not None
-            and _GERMAN_MONTH.match(text, after[0]) is not None
+    """The cut between two spans falls in a German date: "am 3." | "Oktober 1998 ...".
+
+    A text that ends in the month's first letters ("am 3. Okt", a reply still streaming
+    in) is taken as that date too, so the cut is not handed on before the month is whole.
+    """
+    rest = text[after[0]:after[1]]
+    month = _GERMAN_MONTH.match(rest) is not None or (
+        after[1] == len(text) and any(m.startswith(rest) for m in _GERMAN_MONTHS))
+    return (month and _ORDINAL_END.search(text, before[0], before[1]) is not None
             and "\n" not in text[before[1]:after[0]])
 
 
