@@ -2,10 +2,10 @@
 
     chat (a chat model answers from the retrieved source) -> conli (subgraph) -> reply
 
-The compiled conli graph is added as a subgraph node: it reads ``source`` and ``response``
-from the app's state and writes back ``sentences``, ``refined_text``, ``mitigation`` and the
-judge scores. The app is invoked with ``context=checker.deps``, which LangGraph passes down
-to the subgraph. The chat node and the model are fakes so this runs without a network or a
+conli is added with ``check_node(checker)``: it reads ``source`` and ``response`` from the
+app's state, validates them as every front door does, keeps the check deadline, and writes
+back ``verdict``, ``sentences``, ``refined_text``, ``mitigation`` and the judge scores; the app
+keeps its own context. The chat node and the model are fakes so this runs without a network or a
 GPU; swap in your chat model and ``Checker(Settings(llm=...))``.
 
 Then the same chat model streams its reply: a node forwards the chunks to conli's
@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from conli import Checker, Settings, acheck
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
-from conli.graph import Deps
+from conli.graph import check_node
 from conli.graph.state import CheckOutput
 from conli.hook import astream_check
 
@@ -84,9 +84,9 @@ def fake_model(messages: list[Message]) -> str:
 
 def build_app(checker: Checker) -> Any:
     """Build the chat app with conli's compiled graph as the step after the chat model."""
-    app = StateGraph(ChatState, context_schema=Deps)
+    app = StateGraph(ChatState)
     app.add_node("chat", fake_chat_model)
-    app.add_node("conli", checker.graph)  # the compiled CoNLI graph, as a subgraph
+    app.add_node("conli", check_node(checker))  # runs the CoNLI graph as a subgraph
     app.add_node("reply", reply)
     app.add_edge(START, "chat")
     app.add_edge("chat", "conli")
@@ -135,9 +135,7 @@ async def stream_demo(checker: Checker) -> None:
 def main() -> None:
     """Run the app once as a graph, then use the async hook directly."""
     checker = Checker(Settings(), backend=ScriptedBackend(responder=fake_model))
-    state = build_app(checker).invoke(
-        {"question": "Who runs the library?", "source": SOURCE}, context=checker.deps
-    )
+    state = build_app(checker).invoke({"question": "Who runs the library?", "source": SOURCE})
     flagged = [s.text for s in state["sentences"] if s.verdict == "hallucinated"]
     print("draft:   ", state["response"])
     print("flagged: ", flagged)
