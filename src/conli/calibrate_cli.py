@@ -29,6 +29,7 @@ from conli.evaluation.detection import run_detection
 from conli.evaluation.loaders import FORMATS, load_file
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
+from conli.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
 
@@ -66,8 +67,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError("--folds must be at least 2")
     if args.calibration:
         raise ConfigError("conli calibrate fits the uncalibrated detectors: drop --calibration")
-    settings = session_settings(args).model_copy(update={
-        "calibration": None, "mitigate": False, "judge": False, "fix_coverage": False})
+    uncalibrated = {"tuning": {"calibration": None}}
+    settings = plan_for(session_settings(args), "check", more=uncalibrated).settings
     ensure_writable(args.out)
     data = args.file.read_bytes() if args.file.is_file() else b""
     examples = load_file(args.file, args.format)

@@ -47,6 +47,7 @@ from conli.evaluation.run_folder import claim_run_folder
 from conli.files import LogAppender, read_log, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
 from conli.generation import METHODS
+from conli.plan import make_plan, options
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 
@@ -244,7 +245,7 @@ def run_detect(args: argparse.Namespace) -> int:
         settings = detection.ablation_settings(args.ablation, _base_settings(args))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    settings = settings.model_copy(update={"mitigate": False, "judge": bool(args.judge)})
+    settings = make_plan(settings, options(mitigate=False, judge=bool(args.judge))).settings
     sets, paths = _datasets(args)
     out = _out_dir(args, f"detect-{args.ablation}")
     out.mkdir(parents=True, exist_ok=True)
@@ -311,12 +312,12 @@ def run_rewrite(args: argparse.Namespace) -> int:
     """Run the full pipeline (detect, rewrite, judge), then re-detect each refined text."""
     from conli.pipeline import Checker
 
-    settings = _base_settings(args).model_copy(update={"mitigate": True, "judge": True,
-                                                       "judge_raw": True})
+    settings = make_plan(_base_settings(args),
+                         options(mitigate=True, judge=True, judge_raw=True)).settings
     sets, paths = _datasets(args)
     backend = eval_backend(args, settings)
     full = Checker(settings, backend)
-    again = Checker(settings.model_copy(update={"mitigate": False, "judge": False}), backend)
+    again = Checker(make_plan(settings, options(mitigate=False, judge=False)).settings, backend)
     results: dict[str, Any] = {}
     templates: set[str] = set()
     try:

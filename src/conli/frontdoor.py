@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,13 +22,13 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
+from conli.plan import MODES, Mode, Plan, make_plan, options, plan_for
 from conli.run_context import scope
 
 if TYPE_CHECKING:
     from conli.pipeline import Checker
 
-Mode = Literal["check", "rewrite", "judge"]
-MODES: tuple[Mode, ...] = ("check", "rewrite", "judge")
+__all__ = ["MODES", "JudgeOnlyResult", "Mode", "judge_only", "mode_settings", "plan_for"]
 
 
 class JudgeOnlyResult(BaseModel):
@@ -39,34 +39,34 @@ class JudgeOnlyResult(BaseModel):
 
 
 def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Settings:
-    """Return the settings for one mode: ``check`` = detect only, ``rewrite`` = detect + rewrite.
-
-    ``with_judge`` adds the rubric judge (before/after scores) to either. ``check`` also
-    turns off ``fix_coverage``, so detect only never adds a sentence; ``rewrite`` keeps it.
-    """
-    if mode == "judge":
-        return base
-    rewrite = mode == "rewrite"
-    return base.model_copy(update={"mitigate": rewrite, "judge": with_judge,
-                                   "fix_coverage": rewrite and base.fix_coverage})
+    """The settings of one mode's plan (``plan.RunOptions.for_mode``): its steps applied."""
+    return plan_for(base, mode, with_judge=with_judge).settings
 
 
-def judge_only(backend: Backend, checked: CheckInput, settings: Settings,
+# what the grounded judge runs: detection, no rewrite, and the judge on the response alone
+_GROUNDED: dict[str, object] = {"mitigate": False, "fix_coverage": False, "judge": True,
+                                 "judge_raw": False}
+
+
+def judge_only(backend: Backend, checked: CheckInput, plan: Plan | Settings,
                checker: Checker | None = None) -> JudgeOnlyResult:
     """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
 
     Grounded runs detection (no rewrite) and scores from its verdicts, so it needs
     ``checker``; the rubric judge reads the texts itself.
     """
+    if isinstance(plan, Settings):
+        plan = make_plan(plan)
+    settings = plan.settings
     if settings.judge_mode == "grounded":
         if checker is None:
             raise ConfigError("the grounded judge needs a checker (its detectors)")
-        graded = checker.run(checked, settings=settings.model_copy(update={
-            "mitigate": False, "fix_coverage": False, "judge": True, "judge_raw": False}))
+        grounded = make_plan(settings, options(**_GROUNDED, deadline_seconds=plan.deadline))
+        graded = checker.run(checked, plan=grounded)
         if graded.judge_refined is None:
             raise ConfigError("the grounded judge did not run")
         return JudgeOnlyResult(judge=graded.judge_refined, usage=graded.usage)
-    with scope(settings.check_deadline_seconds):
+    with scope(plan.deadline):
         result, calls = judge(backend, checked.source, checked.response, settings)
     return JudgeOnlyResult(judge=result, usage=usage_of(calls))
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from conli.config import Settings
 from conli.errors import ConfigError, InputError, boundary
 from conli.models import PairError, PairResult
+from conli.plan import make_plan, options, plan_for
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -46,8 +45,9 @@ def check_many(
     stderr is a terminal. Settings that cannot be used raise ``ConfigError`` before any check.
     """
     given = list(pairs)
-    per_call = with_threshold(settings or checker.settings, threshold) \
-        if threshold is not None else settings
+    plan = make_plan(settings or checker.settings, options(threshold=threshold)) \
+        if threshold is not None else make_plan(settings) if settings is not None else None
+    ready = checker.prepare(plan)  # the detectors, built once for every pair
     limit = (settings or checker.settings).max_concurrency if max_concurrency is None \
         else max_concurrency
     if limit < 1:
@@ -57,7 +57,7 @@ def check_many(
     def one(index: int) -> PairResult:
         try:
             fields = unpack(given[index], index)
-            result = checker.check(**fields, settings=per_call)
+            result = checker.check(**fields, plan=ready)
         except Exception as exc:  # the pair's error takes its place; the others go on
             return failed(index, exc)
         return PairResult(index=index, score=result.support_score, verdict=result.verdict,
@@ -86,23 +86,14 @@ def score(
     For rewrites and judge scores, or to keep the model loaded across calls, use
     ``Checker(settings).check_many(pairs)``.
     """
-    from conli.frontdoor import mode_settings
     from conli.pipeline import Checker
 
-    checker = Checker(mode_settings(settings or Settings(), "check"))
+    checker = Checker(plan_for(settings, "check").settings)
     try:
         return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
                           progress=progress)
     finally:
         checker.close()
-
-
-def with_threshold(settings: Settings, threshold: float) -> Settings:
-    """``settings`` with ``threshold``, validated (0-1) as a setting is."""
-    try:
-        return Settings.model_validate({**settings.model_dump(), "threshold": threshold})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid setting: threshold: {exc.errors()[0]['msg']}") from exc
 
 
 def unpack(pair: object, index: int) -> dict[str, Any]:

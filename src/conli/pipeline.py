@@ -7,12 +7,11 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from conli import detectors
 from conli.agents.nli import warm_up
-from conli.agents.nli_prompts import resolve_nli_prompt
 from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
@@ -25,6 +24,8 @@ from conli.inputs import CheckInput, check_input
 from conli.models import CheckResult, Mitigation, PairResult, Verdict
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
+from conli.plan import Plan, for_backend, make_plan
+from conli.plan import resolve as resolve  # where callers found it
 from conli.run_context import Progress, scope
 from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
@@ -36,20 +37,40 @@ if TYPE_CHECKING:
 _PROMPT_OVERHEAD_TOKENS = 1200
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A plan made ready on a checker: the run context and compiled graph it runs with.
+
+    Built once (``Checker.prepare``) and run as often as wanted: a stream prepares its
+    plan once and runs every sentence on it, so its detectors are built once.
+    """
+
+    plan: Plan
+    deps: Deps
+    graph: Any
+
+    def within(self, seconds: float) -> Prepared:
+        """The same run context with at most ``seconds`` left of the deadline."""
+        plan = self.plan.within(seconds)
+        return self if plan is self.plan else replace(self, plan=plan)
+
+
 class Checker:
     """Holds a backend, the NER, the detectors and the compiled graph; ``check`` runs one pair.
 
-    Settings are resolved once here: ``auto`` becomes the concrete NLI prompt for this
-    backend, and the detector presets become the list the graph is built from.
+    Settings are resolved once here (``plan.for_backend``): ``auto`` becomes the concrete
+    NLI prompt for this backend, and the detector presets become the list the graph is
+    built from.
     """
 
     def __init__(self, settings: Settings | None = None, backend: Backend | None = None) -> None:
-        requested = settings or Settings()
-        self.backend = backend or get_backend(requested.llm, requested)
-        self.settings = resolve(requested, self.backend)
+        requested = make_plan(settings)
+        self.backend = backend or get_backend(requested.settings.llm, requested.settings)
+        plan = for_backend(requested, self.backend)
+        self.settings = plan.settings
         nlp = load_pipeline()
         names = detectors.resolve(self.settings)
-        self._deps = Deps(
+        deps = Deps(
             backend=self.backend,
             ner=get_recognizer(self.settings, nlp),
             nlp=nlp,
@@ -58,7 +79,7 @@ class Checker:
             calibration=calibration_for(self.settings, self.backend, names),
         )
         self._graphs = {tuple(names): build_graph(names)}
-        self._graph = self._graphs[tuple(names)]
+        self._prepared = Prepared(plan, deps, self._graphs[tuple(names)])
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # the static NLI prefix, restored from disk or prefilled once, before any check
@@ -67,12 +88,17 @@ class Checker:
     @property
     def deps(self) -> Deps:
         """The run context the compiled graph needs (for use as a LangGraph subgraph)."""
-        return self._deps
+        return self._prepared.deps
 
     @property
     def graph(self) -> Any:
         """The compiled graph, built once; invoke it with ``context=self.deps``."""
-        return self._graph
+        return self._prepared.graph
+
+    @property
+    def plan(self) -> Plan:
+        """The checker's own plan: its settings, resolved for its backend."""
+        return self._prepared.plan
 
     def check(
         self,
@@ -82,15 +108,18 @@ class Checker:
         question: str | None = None,
         points: object = None,
         settings: Settings | None = None,
+        plan: Plan | Prepared | None = None,
     ) -> CheckResult:
         """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check.
 
         ``points`` (a list of strings or ``{perspective: [strings]}``) are what the
-        response must cover. ``settings`` overrides this checker's for one call (e.g.
-        detect only), reusing the same backend and compiled graph. A backend that cannot
-        be used raises ``BackendError``: the check failed, it did not find the text supported.
+        response must cover. ``settings`` or ``plan`` (``conli.plan``) override this
+        checker's for one call (e.g. detect only), reusing the same backend and NER. A
+        backend that cannot be used raises ``BackendError``: the check failed, it did not
+        find the text supported.
         """
-        limits = settings or self.settings
+        ready = self.prepare(plan if plan is not None else settings)
+        limits = ready.plan.settings
         checked = check_input(
             source,
             response,
@@ -99,27 +128,33 @@ class Checker:
             max_source_chars=limits.max_source_chars,
             max_response_chars=limits.max_response_chars,
         )
-        return self.run(checked, settings=settings)
+        return self.run(checked, plan=ready)
 
     def run(
         self,
         checked: CheckInput,
         *,
         settings: Settings | None = None,
+        plan: Plan | Prepared | None = None,
         progress: Progress | None = None,
     ) -> CheckResult:
-        """Check input that a front door already validated (``check_input``)."""
-        deps, graph = self._for(settings)
+        """Check input that a front door already validated (``check_input``).
+
+        ``plan`` (or ``settings``) as ``check`` takes it; a ``Prepared`` one runs on the
+        run context it was prepared with, built nothing again.
+        """
+        ready = self.prepare(plan if plan is not None else settings)
+        deps = ready.deps
         self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
         inputs = {"source": checked.source, "response": checked.response,
                   "question": checked.question, "points": checked.points}
-        with scope(deps.settings.check_deadline_seconds, progress):
-            state = graph.invoke(inputs, context=deps)
+        with scope(ready.plan.deadline, progress):
+            state = ready.graph.invoke(inputs, context=deps)
         result = _to_result(state, self.backend, time.perf_counter() - started)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
-        result.threshold = deps.settings.threshold
+        result.threshold = ready.plan.threshold
         result.passed = passes(result, result.threshold)
         return result
 
@@ -177,26 +212,36 @@ class Checker:
 
         return stream_check(self, source, chunks, question=question, settings=settings)
 
-    def _for(self, settings: Settings | None) -> tuple[Deps, Any]:
-        """The run context and graph for per-call ``settings`` (None: this checker's)."""
-        if settings is None:
-            return self._deps, self._graph
+    def prepare(self, plan: Plan | Prepared | Settings | None = None) -> Prepared:
+        """The run context and graph for a per-call ``plan`` (None: this checker's own).
+
+        Its detectors are built here, once: run the ``Prepared`` as often as wanted.
+        A plan may not change what shaped the backend and NER (``BUILT_FIELDS``).
+        """
+        if plan is None:
+            return self._prepared
+        if isinstance(plan, Prepared):
+            return plan
+        if isinstance(plan, Settings):
+            plan = make_plan(plan)
         changed = sorted(
             name for name in BUILT_FIELDS
-            if getattr(settings, name) != getattr(self.settings, name)
+            if getattr(plan.settings, name) != getattr(self.settings, name)
         )
         if changed:
             raise ConfigError(
                 f"per-call settings cannot change {', '.join(changed)}: they shaped the backend "
                 "and NER this checker built; build a new Checker for them"
             )
-        resolved = resolve(settings, self.backend)
+        plan = for_backend(plan, self.backend)
+        resolved = plan.settings
         names = detectors.resolve(resolved)
         if tuple(names) not in self._graphs:
             self._graphs[tuple(names)] = build_graph(names)
-        deps = replace(self._deps, settings=resolved, detectors=detectors.build(names),
+        deps = replace(self._prepared.deps, settings=resolved,
+                       detectors=detectors.build(names),
                        calibration=calibration_for(resolved, self.backend, names))
-        return deps, self._graphs[tuple(names)]
+        return Prepared(plan, deps, self._graphs[tuple(names)])
 
     def close(self) -> None:
         """Release the backend and the entity recognizer (after the checks running finish)."""
@@ -204,7 +249,7 @@ class Checker:
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
-        self._deps.ner.close()
+        self._prepared.deps.ner.close()
         self.backend.close()
 
     def _refuse_if_response_cannot_fit(self, response: str) -> None:
@@ -219,20 +264,6 @@ class Checker:
                 f"a source window, but {self.backend.name} holds {window:,}; nothing was "
                 "checked and nothing was truncated. Shorten the response or use a larger context."
             )
-
-
-def resolve(settings: Settings, backend: Backend) -> Settings:
-    """``settings`` made concrete for ``backend``: each ``auto`` becomes a choice.
-
-    The NLI prompt version for the backend's capabilities; the ``auto`` detector becomes
-    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``.
-    """
-    version = resolve_nli_prompt(settings, backend.capabilities)
-    preset = "fused" if backend.capabilities.hidden_states else "cot"
-    chosen = [preset if name == "auto" else name for name in settings.detectors]
-    if version == settings.nli_prompt and chosen == settings.detectors:
-        return settings
-    return settings.model_copy(update={"nli_prompt": version, "detectors": chosen})
 
 
 def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> Applied | None:

@@ -20,9 +20,10 @@ from pydantic import BaseModel
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
-from conli.frontdoor import Mode, judge_only, mode_settings
+from conli.frontdoor import Mode, judge_only
 from conli.inputs import check_input
 from conli.pipeline import Checker
+from conli.plan import Plan, plan_for
 from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service_problems import ProblemError
 from conli.stream_http import StreamOpening
@@ -46,21 +47,22 @@ class Runner:
         self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def settings_for(self, mode: Mode, body: JudgeRequest | None = None) -> Settings:
-        """The settings of one request in ``mode``: the service's sentence limit, its flags."""
-        update: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
+    def plan_for(self, mode: Mode, body: JudgeRequest | None = None) -> Plan:
+        """The plan of one request in ``mode``: the service's sentence limit, its options."""
+        chosen: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
         if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
-            update["fix_coverage"] = body.fix_coverage
+            chosen["fix_coverage"] = body.fix_coverage
         if body is not None and body.options is not None:
-            update |= body.options.settings_update()
-        return mode_settings(self.settings, mode).model_copy(update=update)
+            chosen |= body.options.settings_update()
+        return plan_for(self.settings, mode, more=chosen)
 
     def job(self, mode: Mode, body: JudgeRequest) -> Job:
         """Return the blocking work for one request; its texts are validated once, there.
 
         Given the (monotonic) time its answer is due, the check's deadline ends there.
         """
-        settings = self.settings_for(mode, body)
+        plan = self.plan_for(mode, body)
+        settings = plan.settings
         checker = self.checker
         points = body.points if isinstance(body, CheckRequest) else None
 
@@ -70,14 +72,11 @@ class Runner:
                 max_source_chars=settings.max_source_chars,
                 max_response_chars=settings.max_response_chars,
             )
-            left = max(due - time.monotonic(), 1e-3)
-            configured = settings.check_deadline_seconds
-            bounded = settings.model_copy(update={"check_deadline_seconds": left if (
-                configured is None or configured > left) else configured})
+            bounded = plan.within(max(due - time.monotonic(), 1e-3))
             try:
                 if mode == "judge" or checker is None:
                     return judge_only(self.backend, checked, bounded, checker)
-                return checker.run(checked, settings=bounded)
+                return checker.run(checked, plan=bounded)
             except ConfigError as exc:
                 if body.options is None:
                     raise
@@ -203,4 +202,4 @@ class Runner:
             raise ConfigError("this service has no checker to stream with")
         return self.observed(self.checker.astream(opening.source, chunks,
                                                   question=opening.question,
-                                                  settings=self.settings_for("check")))
+                                                  settings=self.plan_for("check").settings))

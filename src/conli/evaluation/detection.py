@@ -22,6 +22,7 @@ from conli.errors import InputError
 from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import average_reports, detection_report
 from conli.models import CheckResult, SentenceResult, Verdict
+from conli.plan import adjusted
 
 # Paper ablations (CoNLI table 4), chain-of-thought off, and the one-token score-first mode.
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -63,7 +64,7 @@ def ablation_settings(name: str, base: Settings | None = None) -> Settings:
             "version of conli does not have"
         )
     base = base or Settings(**{})
-    return base.model_copy(update=overrides)
+    return adjusted(base, **overrides)
 
 
 def stratified_sample(

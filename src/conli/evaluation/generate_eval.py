@@ -25,6 +25,7 @@ from conli.config import Settings
 from conli.coverage import stems
 from conli.evaluation.loaders import Example
 from conli.generation import Generation, Method, generate
+from conli.plan import make_plan, options
 
 
 def sources(sets: dict[str, list[Example]], per_set: int) -> list[Example]:
@@ -50,8 +51,8 @@ def run(backend: Backend, examples: Sequence[Example], methods: Sequence[Method]
     """
     from conli.pipeline import Checker
 
-    checker = Checker(settings.model_copy(update={
-        "detectors": ["cot"], "mitigate": False, "judge": False}), backend)
+    checker = Checker(make_plan(settings, options(detectors=["cot"], mitigate=False,
+                                                  judge=False)).settings, backend)
     rows = []
     total = len(examples) * len(methods)
     for example in examples:

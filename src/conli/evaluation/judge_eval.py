@@ -29,6 +29,7 @@ from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.evaluation.loaders import Example
+from conli.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
 
 EXPECTED = {"gold_full": 5, "gold_sentence": 5, "intrinsic_sentence": 1, "extrinsic_sentence": 1}
@@ -179,7 +180,7 @@ def grounded_evidence(
     """
     from conli.pipeline import Checker
 
-    checker = Checker(settings.model_copy(update={"mitigate": False, "judge": False}), backend)
+    checker = Checker(make_plan(settings, options(mitigate=False, judge=False)).settings, backend)
     by_id = {item.id: item for item in items}
     reasoned = {item.id for item in items[:reasoning_items]}
     scored = []

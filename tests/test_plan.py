@@ -1,0 +1,45 @@
+"""The per-run plan: built once from the settings and a front door's choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from conli.config import Settings
+from conli.errors import ConfigError
+from conli.frontdoor import mode_settings
+from conli.plan import RunOptions, make_plan, options, plan_for
+
+
+def test_no_choices_is_the_settings_themselves() -> None:
+    settings = Settings(check_deadline_seconds=30)
+    plan = make_plan(settings)
+    assert plan.settings is settings and plan.deadline == 30
+
+
+@pytest.mark.parametrize(("mode", "mitigate", "judge", "fix_coverage"), [
+    ("check", False, False, False), ("rewrite", True, False, True), ("judge", True, True, True),
+])
+def test_a_mode_chooses_the_steps(mode: str, mitigate: bool, judge: bool,
+                                  fix_coverage: bool) -> None:
+    settings = Settings(fix_coverage=True)
+    chosen = plan_for(settings, mode).settings  # type: ignore[arg-type]
+    assert (chosen.mitigate, chosen.judge, chosen.fix_coverage) == (mitigate, judge, fix_coverage)
+    assert mode_settings(settings, mode) == chosen  # type: ignore[arg-type]
+    assert settings.mitigate and settings.judge  # the deployment's settings are not changed
+
+
+def test_a_bad_choice_is_a_config_error_naming_it() -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        options(threshold=1.5)
+    with pytest.raises(ConfigError, match="max_reasks"):
+        make_plan(Settings(), options(tuning={"max_reasks": 9}))
+    with pytest.raises(ConfigError, match="unknown setting"):
+        make_plan(Settings(), options(tuning={"no_such_setting": 1}))
+
+
+def test_the_deadline_only_shrinks_within_a_front_doors_limit() -> None:
+    plan = make_plan(Settings(check_deadline_seconds=10))
+    assert plan.within(20) is plan
+    assert plan.within(5).deadline == 5 and plan.within(5).settings is plan.settings
+    assert make_plan(Settings(check_deadline_seconds=None)).within(3).deadline == 3
+    assert make_plan(Settings(), RunOptions(deadline_seconds=7)).deadline == 7
