@@ -10,8 +10,9 @@ written with its error.
 
 Two engines share everything but the scheduling: ``--engine local`` (threads in this
 process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch_ray``,
-imported only when asked for). Both decide what each input line becomes with ``Intake``,
-run records with ``make_worker`` and write OUT with one ``OutLog`` (``conli.batch_records``).
+imported only when asked for). Both decide what each input line becomes with ``Intake``
+and write OUT with one ``OutLog`` (``conli.batch_records``), and run records with
+``make_worker`` (``conli.batch_work``).
 """
 
 from __future__ import annotations
@@ -21,137 +22,31 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
-
 from conli.backends import get_backend
-from conli.backends.base import Backend
 from conli.batch_records import (
-    CallTally,
-    CountingBackend,
     Intake,
     OutLog,
     Record,
-    StopRun,
     Summary,
     count_lines,
-    failure,
-    given_points,
     read_records,
     stop_reason,
     stopped_record,
-    tallied,
 )
+from conli.batch_work import Worker, check_paths, make_worker, progress_bar
 from conli.config import Settings
-from conli.errors import (
-    EXIT_INTERRUPTED,
-    AuthenticationError,
-    BackendUnavailableError,
-    InputError,
-    ModelStoreError,
-)
-from conli.files import ensure_appendable
-from conli.frontdoor import (
-    MODES,
-    Mode,
-    add_session_flags,
-    judge_only,
-    mode_settings,
-    session_settings,
-)
-from conli.inputs import check_input
-from conli.pipeline import Checker
+from conli.errors import EXIT_INTERRUPTED, InputError
+from conli.frontdoor import MODES, add_session_flags, session_settings
 
-Worker = Callable[[Record], Record]
 Engine = Literal["local", "ray"]
 ENGINES: tuple[Engine, ...] = ("local", "ray")
 # Records read per thread ahead of the oldest unwritten one: room for the others to work
 # while a slow record holds up the writing (16 kept a heavy-tailed run as fast as unordered).
 READ_AHEAD = 16
-
-
-# --- the work -----------------------------------------------------------------------------
-
-
-def make_worker(
-    settings: Settings, mode: Mode, backend: Backend, *, with_judge: bool = False
-) -> Worker:
-    """Build the function that turns one input record into its output record.
-
-    It raises only ``StopRun`` (with the record to write) for an error every later record
-    would share. Its calls go through a ``CountingBackend``, so a record that failed still
-    says how many model calls it made and how many of them failed.
-    """
-    run_settings = mode_settings(settings, mode, with_judge=with_judge)
-    counted = CountingBackend(backend)
-    # judge mode needs the detectors only for the grounded judge
-    checker = None if mode == "judge" and run_settings.judge_mode == "rubric" \
-        else Checker(run_settings, backend=counted)
-
-    def check(record: Record) -> Any:
-        missing = [repr(name) for name in ("source", "response") if record.get(name) is None]
-        if missing:
-            raise InputError(f"the record has no {' and no '.join(missing)} field; each line "
-                             "needs id, source and response")
-        checked = check_input(
-            record["source"], record["response"], question=record.get("question"),
-            points=record.get("points"), max_source_chars=run_settings.max_source_chars,
-            max_response_chars=run_settings.max_response_chars,
-        )
-        if mode == "judge" or checker is None:
-            return judge_only(counted, checked, run_settings, checker)
-        return checker.run(checked)
-
-    def work(record: Record) -> Record:
-        out: Record = {"id": record["id"], "mode": mode, "source": record.get("source"),
-                       "response": record.get("response"), **given_points(record)}
-        tally = CallTally()
-        try:
-            result = tallied(tally, lambda: check(record))
-        except Exception as exc:
-            failed = {**out, **failure(exc), **tally.usage()}
-            if _fatal(exc):  # ``run`` writes it and stops: every later record would fail alike
-                raise StopRun(failed, exc) from exc
-            return failed
-        return {**out, "ok": True, "result": result.model_dump(mode="json")}
-
-    return work
-
-
-def _fatal(error: BaseException) -> bool:
-    """A failure every later record would share: stop the run instead of repeating it."""
-    return isinstance(error, AuthenticationError | BackendUnavailableError | ModelStoreError)
-
-
-class _RateColumn(ProgressColumn):
-    """Records per second over rich's recent window."""
-
-    def render(self, task: Task) -> Text:
-        return Text(f"{task.speed or 0.0:.2f} rec/s", style="progress.data.speed")
-
-
-def progress_bar(enabled: bool) -> Progress:
-    """The stderr progress bar both engines show: records done, rate and ETA."""
-    return Progress(
-        TextColumn("[bold]conli batch"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
-        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        console=Console(stderr=True), disable=not enabled,
-    )
 
 
 def run(
@@ -313,15 +208,6 @@ def run_batch(args: argparse.Namespace) -> int:
         summary = _run_local(args, settings)
     print(summary.format(), file=sys.stderr)
     return exit_code(summary)
-
-
-def check_paths(in_path: Path, out_path: Path) -> None:
-    """Refuse, before any work, an unreadable IN, IN as OUT, or an OUT that cannot grow."""
-    if not in_path.is_file():
-        raise InputError(f"cannot read input file {str(in_path)!r}")
-    if in_path.resolve() == out_path.resolve():
-        raise InputError("input and output must be different files")
-    ensure_appendable(out_path)
 
 
 def exit_code(summary: Summary) -> int:

@@ -12,7 +12,8 @@ again after its actor died (Ray restarts the actor and retries the task) is writ
 Ray Data keeps the blocks in IN's order and the driver writes pass 1's error records in
 their place, so OUT is in IN's order, as locally.
 
-Ray is imported here only; ``conli.batch`` imports this module for ``--engine ray`` alone.
+Ray is imported here only; ``conli.batch`` imports this module for ``--engine ray`` alone,
+and this module builds on ``conli.batch_work``, never on ``conli.batch``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from ray.data.datasource import FileBasedDatasource
 
 from conli import backends
 from conli.backends.base import Backend
-from conli.batch import check_paths, make_worker, progress_bar
 from conli.batch_records import (
     Intake,
     OutLog,
@@ -49,6 +49,7 @@ from conli.batch_records import (
     stop_reason,
     stopped_record,
 )
+from conli.batch_work import check_paths, make_worker, progress_bar
 from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
 from conli.files import ensure_appendable, json_line
