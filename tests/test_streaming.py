@@ -233,6 +233,29 @@ def test_the_deadline_covers_the_whole_stream(settings: Settings) -> None:
                                              settings=timed)))
 
 
+def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Settings) -> None:
+    """Every sentence runs on the plan prepared for the stream: no detector is built again."""
+    from conli import detectors
+    from tests.word_detector import WordDetector
+
+    built: list[WordDetector] = []
+
+    def counted() -> WordDetector:
+        built.append(WordDetector())
+        return built[-1]
+
+    detectors.register("counted_word", counted)
+    checker = Checker(settings.model_copy(update={"detectors": ["counted_word"], **DETECT}),
+                      backend=ScriptedBackend(responder=rule_responder()))
+    before = len(built)
+    parts = [f"Fact number {i} is FALSE here. " if i == 3 else f"Fact number {i} is stated. "
+             for i in range(10)]
+    events = asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts))))
+    verdicts = [e.sentence.verdict for e in events if isinstance(e, SentenceEvent)]
+    assert verdicts == ["hallucinated" if i == 3 else "supported" for i in range(10)]
+    assert len(built) - before == 1  # one per stream, not one per sentence
+
+
 # --- POST /v1/check/stream over real loopback HTTP -----------------------------------------
 
 pytest.importorskip("fastapi")

@@ -10,13 +10,24 @@ calibration's, which decides them where one is given).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
-from conli.models import CheckResult
+from conli.models import CheckResult, Verdict
 
 Outcome = Literal["passed", "failed", "unverified"]
 FailOn = Literal["hallucinated", "unverified"]
 FAIL_ON: tuple[FailOn, ...] = ("hallucinated", "unverified")
+
+
+def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
+    """Hallucinated if any sentence is; unverified if none is but any could not be checked."""
+    seen = {v for v in verdicts if v is not None}
+    if "hallucinated" in seen:
+        return "hallucinated"
+    if "unverified" in seen or not seen:
+        return "unverified"
+    return "supported"
 
 
 def passes(result: CheckResult, threshold: float | None) -> bool:

@@ -18,21 +18,21 @@ from conli.backends.base import Backend
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.errors import ConfigError, ContextOverflowError
-from conli.gate import passes
+from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.inputs import CheckInput, check_input
-from conli.models import CheckResult, Mitigation, PairResult, Verdict
+from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 from conli.plan import Plan, for_backend, make_plan
 from conli.plan import resolve as resolve  # where callers found it
 from conli.run_context import Progress, scope
+from conli.streaming import DoneEvent, SentenceEvent, stream_check
 from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
 
 if TYPE_CHECKING:
     from conli.many import Pair
-    from conli.streaming import DoneEvent, SentenceEvent
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 
@@ -197,20 +197,22 @@ class Checker:
         *,
         question: str | None = None,
         settings: Settings | None = None,
+        plan: Plan | None = None,
     ) -> AsyncGenerator[SentenceEvent | DoneEvent, None]:
         """Check a reply as it streams in: each sentence's verdict as soon as it is complete.
 
         ``chunks`` is the reply as a chat SDK streams it. A sentence is complete once the next
         one has started or the stream has ended; each is checked on its own, detect only
-        (``settings`` minus rewrite and judge), in a worker thread, and yielded in order as a
+        (``plan`` or ``settings`` minus rewrite and judge; the detectors are built once a
+        stream), in a worker thread, and yielded in order as a
         ``SentenceEvent`` (offsets index the whole reply), then one ``DoneEvent``. A bad
         source raises ``InputError`` from this call, before any chunk is read; a
         ``BackendError`` ends the iteration with that error. Closing the iterator stops the
         reading and starts no further check (one already running finishes first).
         """
-        from conli.streaming import stream_check  # it builds on this module
-
-        return stream_check(self, source, chunks, question=question, settings=settings)
+        given = plan if plan is not None else make_plan(settings) if settings is not None \
+            else None
+        return stream_check(self, source, chunks, question=question, plan=given)
 
     def prepare(self, plan: Plan | Prepared | Settings | None = None) -> Prepared:
         """The run context and graph for a per-call ``plan`` (None: this checker's own).
@@ -274,16 +276,6 @@ def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> A
     ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
                    detectors=names, nli_prompt=settings.nli_prompt)
     return applied
-
-
-def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
-    """Hallucinated if any sentence is; unverified if none is but any could not be checked."""
-    seen = {v for v in verdicts if v is not None}
-    if "hallucinated" in seen:
-        return "hallucinated"
-    if "unverified" in seen or not seen:
-        return "unverified"
-    return "supported"
 
 
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:

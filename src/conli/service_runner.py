@@ -202,4 +202,4 @@ class Runner:
             raise ConfigError("this service has no checker to stream with")
         return self.observed(self.checker.astream(opening.source, chunks,
                                                   question=opening.question,
-                                                  settings=self.plan_for("check").settings))
+                                                  plan=self.plan_for("check")))

@@ -4,7 +4,9 @@ A sentence is complete once the next one has started or the stream has ended: th
 so far is re-cut by the project's own splitter (``segment.split_response``) as it grows, so
 "Dr. Smith", "2.4 million" and "U.S." end a sentence where ``check`` ends it, and what was
 handed on is remembered by offset, never checked twice. Each sentence is checked alone,
-detect only, by the checker's graph in a worker thread while the loop reads on.
+detect only, by the checker's graph in a worker thread while the loop reads on: the
+stream's plan is prepared once (``Checker.prepare``), so its detectors are built once, and
+every sentence runs on it with what is left of the stream's one deadline.
 
 The NDJSON protocol of ``POST /v1/check/stream`` over this is ``stream_http``.
 """
@@ -26,13 +28,21 @@ from pydantic import BaseModel, Field
 
 from conli import errors
 from conli.config import Settings
+from conli.gate import response_verdict
 from conli.inputs import CheckInput, validate_text
 from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
-from conli.pipeline import response_verdict
-from conli.segment import FINAL_STOP, Segment, is_claim, split_response, utf16_offset
+from conli.plan import Plan, make_plan, options
+from conli.segment import (
+    FINAL_STOP,
+    Segment,
+    is_claim,
+    select_claims,
+    split_response,
+    utf16_offset,
+)
 
 if TYPE_CHECKING:
-    from conli.pipeline import Checker
+    from conli.pipeline import Checker, Prepared
 
 log = logging.getLogger("conli.streaming")
 
@@ -81,19 +91,23 @@ def stream_check(
     chunks: AsyncIterable[str],
     *,
     question: str | None = None,
-    settings: Settings | None = None,
+    plan: Plan | None = None,
 ) -> Events:
     """Validate the source now, then yield each sentence's verdict as it completes, and a summary.
 
-    ``InputError`` for a bad source or question is raised by this call, before any chunk is
-    read; the reply is validated sentence by sentence with the same limits, and the whole
-    reply may not exceed ``max_response_chars``.
+    ``plan`` (default: the checker's) runs detect only: no rewrite, no judge. ``InputError``
+    for a bad source or question is raised by this call, before any chunk is read; the reply
+    is validated sentence by sentence with the same limits, and the whole reply may not
+    exceed ``max_response_chars``. A plan the checker cannot run raises ``ConfigError`` here.
     """
-    limits = (settings or checker.settings).model_copy(update={"mitigate": False, "judge": False})
+    given = plan if plan is not None else checker.plan
+    detect_only = options(mitigate=False, judge=False, deadline_seconds=given.deadline)
+    ready = checker.prepare(make_plan(given.settings, detect_only))
+    limits = ready.plan.settings
     source = validate_text(source, name="source", max_chars=limits.max_source_chars)
     if question is not None:
         question = validate_text(question, name="question", max_chars=limits.max_source_chars)
-    return _Stream(checker, source, question, limits).events(chunks)
+    return _Stream(checker, source, question, ready).events(chunks)
 
 
 _NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")
@@ -254,9 +268,9 @@ class _Stream:
     """One streamed check: the cutter reads, this checks each sentence in order and reports."""
 
     def __init__(self, checker: Checker, source: str, question: str | None,
-                 limits: Settings) -> None:
-        self.checker, self.source, self.question, self.limits = checker, source, question, limits
-        self.cutter = _Cutter(checker.deps.nlp, limits)
+                 ready: Prepared) -> None:
+        self.checker, self.source, self.question, self.ready = checker, source, question, ready
+        self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings)
         self.running: asyncio.Future[CheckResult] | None = None
         self.templates: set[str] = set()
         self.started = 0.0
@@ -277,29 +291,32 @@ class _Stream:
                 await asyncio.wait([self.running])  # a running check cannot be interrupted
 
     async def _sentences(self) -> AsyncIterator[SentenceEvent]:
-        """Claims are checked; others pass unchecked, as ``select_claims`` decides for ``check``.
+        """Each sentence checked or passed as ``select_claims`` marks it in the reply so far.
 
-        A reply with no claim at all is itself the claim: non-claims wait until a claim
-        shows they stay unchecked, or the end shows they are all there is to check.
+        Once the reply holds a claim, the marks of what came before no longer change, so
+        each sentence is decided as it completes. Until then (a reply with no claim is
+        itself the claim) sentences wait for a claim or the reply's end to decide them.
         """
+        seen: list[Segment] = []
         held: list[_Completed] = []
         claimed = False
         while (item := await self.cutter.next()) is not None:
-            if item.segment.checked and is_claim(item.segment.text):
-                claimed = True
-                for waiting in held:
-                    yield self._unchecked(waiting)
-                held.clear()
-                yield await self._check(item)
-            elif claimed:
-                yield self._unchecked(item)
-            else:
-                held.append(item)
-        for waiting in held:  # no claim: check every candidate, as ``select_claims`` does
-            if waiting.segment.checked:
-                yield await self._check(waiting)
-            else:
-                yield self._unchecked(waiting)
+            seen.append(item.segment)
+            held.append(item)
+            claimed = claimed or (item.segment.checked and is_claim(item.segment.text))
+            if claimed:
+                async for event in self._decided(held, select_claims(seen)):
+                    yield event
+                held = []
+        if held:  # the reply ended with no claim: as check, every candidate is checked
+            async for event in self._decided(held, select_claims(seen)):
+                yield event
+
+    async def _decided(self, held: list[_Completed], marks: list[Segment]
+                       ) -> AsyncIterator[SentenceEvent]:
+        """The ``held`` sentences (the last of the reply so far), checked where marked."""
+        for item, mark in zip(held, marks[len(marks) - len(held):], strict=True):
+            yield await self._check(item) if mark.checked else self._unchecked(item)
 
     def _unchecked(self, item: _Completed) -> SentenceEvent:
         s = item.segment
@@ -313,7 +330,7 @@ class _Stream:
         checked = CheckInput(source=self.source, response=item.segment.text,
                              question=self.question)
         work = functools.partial(contextvars.copy_context().run, self.checker.run, checked,
-                                 settings=self._settings_now())
+                                 plan=self._ready_now())
         self.running = asyncio.get_running_loop().run_in_executor(None, work)
         result = await asyncio.shield(self.running)
         self.templates.update(result.templates)
@@ -326,18 +343,18 @@ class _Stream:
         return sentence.model_copy(update={"start_utf16": utf16_offset(text, sentence.start),
                                            "end_utf16": utf16_offset(text, sentence.end)})
 
-    def _settings_now(self) -> Settings:
-        """The limits, with what is left of the stream's deadline (one deadline per stream)."""
-        deadline = self.limits.check_deadline_seconds
+    def _ready_now(self) -> Prepared:
+        """The stream's run context, with what is left of its deadline (one per stream)."""
+        deadline = self.ready.plan.deadline
         if deadline is None:
-            return self.limits
+            return self.ready
         left = self.started + deadline - time.monotonic()
         if left <= 0:
             raise errors.DeadlineExceededError(
                 "the streamed check ran past its deadline (CONLI_CHECK_DEADLINE_SECONDS); "
                 "no further model call was started"
             )
-        return self.limits.model_copy(update={"check_deadline_seconds": left})
+        return self.ready.within(left)
 
     def _summary(self, done: list[SentenceEvent]) -> DoneEvent:
         sentences = [event.sentence for event in done]
@@ -360,8 +377,8 @@ def placed(result: CheckResult, segment: Segment) -> SentenceResult:
     """The check of one sentence alone, as that sentence of the whole reply.
 
     Offsets (the sentence's, its entities') are moved to index the whole reply. Should the
-    splitter cut the sentence differently when it stands alone, its parts are merged by the
-    rule ``check`` applies to a response.
+    splitter cut the sentence differently when it stands alone, the check's own verdict and
+    score over its parts (the pipeline's merge of a response) are the sentence's.
     """
     parts = result.sentences
     entities = [_moved(e, segment.start) for p in parts for e in p.entities]
@@ -374,14 +391,13 @@ def placed(result: CheckResult, segment: Segment) -> SentenceResult:
     if len(parts) == 1:
         return parts[0].model_copy(update=where)
     checked = [p for p in parts if p.checked]
-    scores = [p.score for p in checked if p.score is not None]
     return SentenceResult(
         **where,
         checked=bool(checked),
-        verdict=response_verdict(p.verdict for p in checked) if checked else None,
+        verdict=result.verdict if checked else None,
         detector=next((p.detector for p in checked if p.detector), None),
         reasons=[reason for p in checked for reason in p.reasons],
-        score=min(scores) if scores else None,
+        score=result.support_score,
     )
 
 
