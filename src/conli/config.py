@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +78,12 @@ class DetectionSettings(BaseModel):
         default_factory=lambda: ["auto"],
         description="detectors or presets to run, in order (conli check --detector); auto: "
         "fused on a backend that serves the model's own numbers (the embedded one), else cot",
+    )
+    detector_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="plug-in detectors' own settings, by detector name, "
+        "each validated by the model the detector declares, e.g. "
+        "CONLI_DETECTOR_OPTIONS='{\"mydet\": {\"word\": \"x\"}}' or "
+        "CONLI_DETECTOR_OPTIONS__MYDET__WORD=x",
     )
     signal_model: Path | None = Field(
         None, description="a signal classifier artifact (JSON) instead of the shipped one"
@@ -251,7 +257,10 @@ class Settings(
     """Every setting; each can be set as ``CONLI_<FIELD>`` in the environment."""
 
     # an empty CONLI_X (e.g. `CONLI_LOCAL_MODEL= conli check ...`) means unset, not "."
-    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True)
+    # CONLI_DETECTOR_OPTIONS__MYDET__X=1 sets detector_options["mydet"]["x"] (no field name
+    # has a double underscore, so no other variable reads differently)
+    model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True,
+                                      env_nested_delimiter="__")
 
 
 # Fields a per-call override may not change: they shaped the backend and NER already built.

@@ -75,7 +75,7 @@ class Checker:
             ner=get_recognizer(self.settings, nlp),
             nlp=nlp,
             settings=self.settings,
-            detectors=detectors.build(names),
+            detectors=detectors.build(names, self.settings.detector_options),
             calibration=calibration_for(self.settings, self.backend, names),
         )
         self._graphs = {tuple(names): build_graph(names)}
@@ -241,7 +241,7 @@ class Checker:
         if tuple(names) not in self._graphs:
             self._graphs[tuple(names)] = build_graph(names)
         deps = replace(self._prepared.deps, settings=resolved,
-                       detectors=detectors.build(names),
+                       detectors=detectors.build(names, resolved.detector_options),
                        calibration=calibration_for(resolved, self.backend, names))
         return Prepared(plan, deps, self._graphs[tuple(names)])
 

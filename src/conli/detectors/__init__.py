@@ -3,12 +3,20 @@
 Adding a detector is one module with a class that has ``name``, ``supersedes`` and
 ``detect`` (``detectors.base.Detector``) and one ``register`` call, or an entry point in
 the ``conli.detectors`` group of an installed package.
+
+A detector may declare its own settings: a pydantic model as the factory's ``options``
+attribute (or ``register(..., options=Model)``). Its values come from
+``Settings.detector_options[name]`` (``CONLI_DETECTOR_OPTIONS='{"name": {...}}'``), are
+validated by that model, and the factory is called with the validated model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from conli.config import DetectionSettings
 from conli.detectors.base import Detection, DetectionContext, Detector
@@ -18,7 +26,7 @@ from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
 from conli.errors import ConfigError
 
-Factory = Callable[[], Detector]
+Factory = Callable[..., Detector]  # no argument, or its options model when it declares one
 
 _REGISTRY: dict[str, Factory] = {
     SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI, SignalDetector.name: SignalDetector,
@@ -36,12 +44,22 @@ PRESETS: dict[str, tuple[str, ...]] = {
     # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
 }
+_OPTIONS: dict[str, type[BaseModel]] = {}
 _LOADED_ENTRY_POINTS = False
 
 
-def register(name: str, factory: Factory) -> None:
-    """Make ``factory()`` the detector called ``name`` (``--detector name``)."""
+def register(name: str, factory: Factory, *, options: type[BaseModel] | None = None) -> None:
+    """Make ``factory()`` the detector called ``name`` (``--detector name``).
+
+    ``options`` (default: the factory's ``options`` attribute, if a pydantic model) are the
+    detector's own settings: the factory is then called with them, validated.
+    """
     _REGISTRY[name] = factory
+    declared = options if options is not None else _declared(factory)
+    if declared is None:
+        _OPTIONS.pop(name, None)
+    else:
+        _OPTIONS[name] = declared
 
 
 def names() -> list[str]:
@@ -72,9 +90,48 @@ def resolve(settings: DetectionSettings) -> list[str]:
     return chosen
 
 
-def build(names_: list[str]) -> dict[str, Detector]:
-    """One instance of each named detector, by name."""
-    return {name: _REGISTRY[name]() for name in names_}
+def build(names_: list[str],
+          options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Detector]:
+    """One instance of each named detector, by name, each given its declared ``options``.
+
+    ``options`` maps a detector's name to its settings (``Settings.detector_options``);
+    settings for a detector that declares none, or that its model refuses, are a
+    ``ConfigError`` naming them.
+    """
+    _load_entry_points()
+    given = options or {}
+    unknown = sorted(set(given) - set(_REGISTRY))
+    if unknown:
+        raise ConfigError(f"detector_options for unknown detector(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(names())}")
+    return {name: _built(name, given.get(name)) for name in names_}
+
+
+def _built(name: str, given: Mapping[str, Any] | None) -> Detector:
+    """Detector ``name``, made with its options when it declares them."""
+    model = _OPTIONS.get(name)
+    if model is None:
+        if given:
+            raise ConfigError(f"detector {name!r} declares no settings, but detector_options "
+                              f"gives it {', '.join(sorted(given))}")
+        return _REGISTRY[name]()
+    stray = sorted(set(given or {}) - set(model.model_fields))
+    if stray and model.model_config.get("extra") != "allow":
+        raise ConfigError(f"invalid setting: detector_options.{name}: unknown setting(s) "
+                          f"{', '.join(stray)}; {name} takes {', '.join(model.model_fields)}")
+    try:
+        chosen = model.model_validate(dict(given or {}))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or name}: {e['msg']}"
+                             for e in exc.errors())
+        raise ConfigError(f"invalid setting: detector_options.{name}: {problems}") from exc
+    return _REGISTRY[name](chosen)
+
+
+def _declared(factory: Factory) -> type[BaseModel] | None:
+    """The settings model a factory declares as its ``options`` attribute, if any."""
+    model = getattr(factory, "options", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def _load_entry_points() -> None:
@@ -84,7 +141,8 @@ def _load_entry_points() -> None:
         return
     _LOADED_ENTRY_POINTS = True
     for point in entry_points(group="conli.detectors"):
-        _REGISTRY.setdefault(point.name, point.load())
+        if point.name not in _REGISTRY:
+            register(point.name, point.load())
 
 
 __all__ = ["Detection", "DetectionContext", "Detector", "build", "names", "register", "resolve"]
