@@ -1,4 +1,4 @@
-"""Read every evaluation format into one ``Example`` type.
+"""Read every evaluation format into one ``Example`` type (``conli.example``).
 
 Formats: the CoNLI TSV suites (``<task>_raw_response.tsv`` + ``src/<DataID>.txt``), HaluEval
 QA and summarization JSONL (one record gives a grounded and a hallucinated example),
@@ -16,31 +16,11 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from conli.errors import InputError
-
-
-@dataclass(frozen=True)
-class Example:
-    """One (source, response) pair with its gold label; ``label`` True means hallucinated.
-
-    ``sentence_labels`` pairs gold sentence texts with their labels where the data has them;
-    ``reference`` is a faithful response to compare rewrites against, where one exists;
-    ``question`` is what the response answers (HaluEval QA), which checks read with it.
-    """
-
-    id: str
-    source: str
-    response: str
-    label: bool
-    dataset: str
-    sentence_labels: tuple[tuple[str, bool], ...] | None = None
-    reference: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
-    question: str | None = None  # the question the response answers, where there is one
+from conli.example import Example as Example  # the type every loader returns
 
 
 class DataFormatError(InputError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conli.evaluation.loaders import Example
+from conli.example import Example
 from conli.models import SentenceResult
 from conli.segment import Segment
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from conli.evaluation.loaders import Example
+from conli.example import Example
 from conli.segment import select_claims, split_response
 from conli.training.perturb import intrinsic_variant
 
