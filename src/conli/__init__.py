@@ -9,7 +9,7 @@ from conli.hook import acheck, astream_check
 from conli.many import score
 from conli.models import CheckResult, PairResult
 from conli.pipeline import Checker, check
+from conli.version import __version__ as __version__
 
 __all__ = ["CheckResult", "Checker", "PairResult", "Settings", "acheck", "astream_check",
            "check", "generate", "score"]
-__version__ = "0.1.0"

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from conli.errors import ConfigError, InputError
 from conli.models import CalibrationUse, Verdict
 from conli.training.data import ExampleRows
+from conli.version import __version__
 
 FORMAT: Literal["conli-calibration-1"] = "conli-calibration-1"
 MIN_EXAMPLES = 20  # fewer cannot place a threshold with any confidence
@@ -220,8 +221,6 @@ def calibration_record(*, backend: str, model: str, detectors: Sequence[str], nl
                        fitted: tuple[float | None, dict[str, Any] | None, float, float],
                        labels: Sequence[bool], data: bytes, folds: int) -> Calibration:
     """The file's contents for a fit made by ``fit_calibration``."""
-    from conli import __version__
-
     flag_at, fused_model, before, after = fitted
     return Calibration(
         backend=backend, model=model, detectors=list(detectors), nli_prompt=nli_prompt,

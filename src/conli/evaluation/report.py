@@ -17,6 +17,7 @@ from typing import Any
 
 from conli.config import Settings
 from conli.files import write_atomically
+from conli.version import __version__
 
 # Published numbers beside ours (from ../shared/data/README.md). They are on the AggreFact
 # FtSota *test* cuts; our rows are on the validation cuts, so compare with care.
@@ -64,8 +65,6 @@ def provenance(
     limit: int | None = None,
 ) -> dict[str, Any]:
     """Everything needed to reproduce a result: command, commit, backend, templates, machine."""
-    from conli import __version__
-
     commit, dirty = git_state()
     return {
         "command": shlex.join(["conli", "eval", *(argv or [])]) if argv is not None
