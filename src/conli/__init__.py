@@ -6,9 +6,8 @@ Chain of NLI detection and mitigation, plus a 1-5 rubric judge of the result.
 from conli.config import Settings
 from conli.generate_cli import generate_answer as generate
 from conli.hook import acheck, astream_check
-from conli.many import score
 from conli.models import CheckResult, PairResult
-from conli.pipeline import Checker, check
+from conli.pipeline import Checker, check, score
 from conli.version import __version__ as __version__
 
 __all__ = ["CheckResult", "Checker", "PairResult", "Settings", "acheck", "astream_check",

@@ -1,4 +1,4 @@
-"""Many (source, response) pairs in one call: ``conli.score`` and ``Checker.check_many``.
+"""Many (source, response) pairs in one call: ``Checker.check_many`` (and ``conli.score``).
 
 As HHEM's ``predict(pairs)`` and MiniCheck's ``score(docs, claims)``: one result per pair,
 in input order, whatever order the checks finish in. A pair is a ``(source, response)``
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from conli.config import Settings
 from conli.errors import ConfigError, InputError, boundary
 from conli.models import PairError, PairResult
-from conli.plan import make_plan, options, plan_for
+from conli.plan import make_plan, options
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -71,29 +71,6 @@ def check_many(
             results[futures[future]] = future.result()
             bar.advance(task)
     return [r for r in results if r is not None]
-
-
-def score(
-    pairs: Iterable[Pair],
-    settings: Settings | None = None,
-    *,
-    threshold: float | None = None,
-    max_concurrency: int | None = None,
-    progress: bool | None = None,
-) -> list[PairResult]:
-    """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
-
-    For rewrites and judge scores, or to keep the model loaded across calls, use
-    ``Checker(settings).check_many(pairs)``.
-    """
-    from conli.pipeline import Checker
-
-    checker = Checker(plan_for(settings, "check").settings)
-    try:
-        return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
-                          progress=progress)
-    finally:
-        checker.close()
 
 
 def unpack(pair: object, index: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from conli import detectors
 from conli.agents.nli import warm_up
@@ -21,18 +21,16 @@ from conli.errors import ConfigError, ContextOverflowError
 from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.inputs import CheckInput, check_input
+from conli.many import Pair, check_many
 from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
-from conli.plan import Plan, for_backend, make_plan
+from conli.plan import Plan, for_backend, make_plan, plan_for
 from conli.plan import resolve as resolve  # where callers found it
 from conli.run_context import Progress, scope
 from conli.streaming import DoneEvent, SentenceEvent, stream_check
 from conli.tokens import at_least_tokens
 from conli.windows import MIN_WINDOW_TOKENS
-
-if TYPE_CHECKING:
-    from conli.many import Pair
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 
@@ -173,8 +171,6 @@ class Checker:
         a progress bar where stderr is a terminal (``progress`` forces it on or off). A pair
         that fails gets an error result in its place (``conli.many``).
         """
-        from conli.many import check_many  # it builds on this module
-
         return check_many(self, pairs, settings=settings, threshold=threshold,
                           max_concurrency=max_concurrency, progress=progress)
 
@@ -323,5 +319,26 @@ def check(
     checker = Checker(settings)
     try:
         return checker.check(source, response, question=question, points=points)
+    finally:
+        checker.close()
+
+
+def score(
+    pairs: Iterable[Pair],
+    settings: Settings | None = None,
+    *,
+    threshold: float | None = None,
+    max_concurrency: int | None = None,
+    progress: bool | None = None,
+) -> list[PairResult]:
+    """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
+
+    For rewrites and judge scores, or to keep the model loaded across calls, use
+    ``Checker(settings).check_many(pairs)``.
+    """
+    checker = Checker(plan_for(settings, "check").settings)
+    try:
+        return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
+                          progress=progress)
     finally:
         checker.close()
