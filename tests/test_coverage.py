@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conli import coverage
+from conli import coverage, inputs
 from conli.backends.base import Message, TokenReading
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
@@ -37,27 +37,27 @@ def _checker(responder: Any = string_match, **settings: Any) -> tuple[Checker, S
 
 
 def test_points_come_as_a_list_or_as_perspectives() -> None:
-    assert coverage.parse_points(["a b", "c d"]) == {"points": ["a b", "c d"]}
-    assert coverage.parse_points({"pro": ["x"], "con": ["y", "z"]}) == {
+    assert inputs.parse_points(["a b", "c d"]) == {"points": ["a b", "c d"]}
+    assert inputs.parse_points({"pro": ["x"], "con": ["y", "z"]}) == {
         "pro": ["x"], "con": ["y", "z"]}
-    assert coverage.read_points('["only one"]') == {"points": ["only one"]}
+    assert inputs.read_points('["only one"]') == {"points": ["only one"]}
 
 
 @pytest.mark.parametrize(("data", "error"), [
     ([], EmptyInputError), ({}, EmptyInputError), ("a point", InputError), ([3], EncodingError),
     (["ok", ""], EmptyInputError), (["bad \x07 bell"], EncodingError),
     (["lone \ud800"], EncodingError), ({"pro": []}, EmptyInputError), ({"pro": "x"}, InputError),
-    (["p"] * (coverage.MAX_POINTS + 1), InputTooLargeError),
+    (["p"] * (inputs.MAX_POINTS + 1), InputTooLargeError),
 ])
 def test_bad_points_are_refused_with_a_clear_error(data: object, error: type[Exception]
                                                    ) -> None:
     with pytest.raises(error):
-        coverage.parse_points(data)
+        inputs.parse_points(data)
 
 
 def test_points_that_are_not_json_name_the_problem() -> None:
     with pytest.raises(InputError, match="not valid JSON"):
-        coverage.read_points("[unclosed")
+        inputs.read_points("[unclosed")
 
 
 # --- detection ---------------------------------------------------------------------------

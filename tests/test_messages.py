@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from conli.config import PROVIDER_VARIABLES, Settings
-from conli.coverage import parse_points
 from conli.errors import InputError, InputTooLargeError
-from conli.inputs import check_input, validate_text
+from conli.inputs import check_input, parse_points, validate_text
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "conli"
 SETTING_VARIABLES = {f"CONLI_{name.upper()}" for name in Settings.model_fields}

@@ -27,7 +27,6 @@ from conli import __version__
 from conli.batch import add_batch_parser
 from conli.calibrate_cli import add_calibrate_parser
 from conli.config import Settings
-from conli.coverage import read_points
 from conli.display import addition_lines, coverage_lines, printable, sentence_words
 from conli.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, ConliError, InputError, boundary
 from conli.eval_cli import add_eval_parser
@@ -36,7 +35,7 @@ from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, add_threshold_flag, session_settings
 from conli.gate import FAIL_ON, fails
 from conli.generate_cli import add_generate_parser
-from conli.inputs import check_input, read_input
+from conli.inputs import check_input, read_input, read_points
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.report import add_report_parser

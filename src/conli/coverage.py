@@ -1,8 +1,7 @@
 """Coverage (seed 001): the points a response must cover, and word-level scores.
 
 A coverage error is the other failure of grounded generation: the response drops a point it
-was given. Points come as a JSON list of strings, or as perspectives ``{"name": [points]}``
-(seed 001's pro/con arguments); a list is one perspective called ``points``.
+was given. The points are read with the input (``inputs.parse_points``).
 
 Words follow seed 001 §3.1 as ``signals.lexical`` does (one tokenizer for any script,
 ``conli.words``): lower-cased, Porter-stemmed, stop words dropped. A response word scores 1
@@ -12,12 +11,10 @@ Words follow seed 001 §3.1 as ``signals.lexical`` does (one tokenizer for any s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from conli.errors import EmptyInputError, InputError, InputTooLargeError
-from conli.inputs import validate_text
+from conli.inputs import point_list
 from conli.models import (
     Coverage,
     CoverageVerdict,
@@ -31,54 +28,6 @@ from conli.words import written_words
 
 if TYPE_CHECKING:
     from conli.graph.deps import Deps
-
-Points = dict[str, list[str]]
-DEFAULT_PERSPECTIVE = "points"
-MAX_POINTS = 200
-MAX_POINT_CHARS = 2_000
-
-
-def parse_points(data: object, *, name: str = "points") -> Points:
-    """Validate points given as a list of strings or ``{perspective: [strings]}``.
-
-    Every point passes the same text check as a source; an empty list, an empty
-    perspective or more than ``MAX_POINTS`` points is refused, nothing is dropped.
-    """
-    if isinstance(data, list):
-        data = {DEFAULT_PERSPECTIVE: data}
-    if not isinstance(data, dict):
-        raise InputError(f"{name} must be a JSON list of strings or an object of lists, "
-                         f"got {type(data).__name__}")
-    if not data:
-        raise EmptyInputError(f"{name} is empty")
-    points: Points = {}
-    for perspective, items in data.items():
-        label = validate_text(perspective, name=f"{name} perspective name", max_chars=200)
-        if not isinstance(items, list):
-            raise InputError(f"{name}[{label!r}] must be a list of strings")
-        if not items:
-            raise EmptyInputError(f"{name}[{label!r}] is empty")
-        points[label] = [validate_text(item, name=f"{name}[{label!r}][{i}]",
-                                       max_chars=MAX_POINT_CHARS) for i, item in enumerate(items)]
-    total = sum(len(items) for items in points.values())
-    if total > MAX_POINTS:
-        raise InputTooLargeError(f"{name} has {total} points, over the limit of {MAX_POINTS}")
-    return points
-
-
-def read_points(text: str, *, name: str = "points") -> Points:
-    """Parse a points file's text (JSON)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-    return parse_points(data, name=name)
-
-
-def point_list(points: Mapping[str, list[str]]) -> list[tuple[str, int, str]]:
-    """(perspective, index, text) of every point, in order."""
-    return [(p, i, text) for p, items in points.items() for i, text in enumerate(items)]
-
 
 # --- words -------------------------------------------------------------------------------
 

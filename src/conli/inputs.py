@@ -1,12 +1,17 @@
 """Turn user bytes into checkable text, or refuse with a clear error before any model call.
 
 ``validate_text`` is the one check every front door (CLI, batch, service, eval, library)
-applies to a source or response, so a text one door refuses, every door refuses.
+applies to a source or response, so a text one door refuses, every door refuses. The points
+a response must cover (seed 001) are read here too: a JSON list of strings, or perspectives
+``{"name": [points]}`` (a list is one perspective called ``points``), each point checked as
+a source is.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
@@ -103,8 +108,6 @@ def check_input(
     points: object = None,
 ) -> CheckInput:
     """Validate the texts of one check; ``InputError`` names the first problem."""
-    from conli.coverage import parse_points  # coverage imports this module
-
     return CheckInput(
         source=validate_text(source, name="source", max_chars=max_source_chars),
         response=validate_text(response, name="response", max_chars=max_response_chars),
@@ -113,3 +116,53 @@ def check_input(
         ),
         points=None if points is None else parse_points(points),
     )
+
+
+# --- points --------------------------------------------------------------------------------
+
+Points = dict[str, list[str]]
+DEFAULT_PERSPECTIVE = "points"
+MAX_POINTS = 200
+MAX_POINT_CHARS = 2_000
+
+
+def parse_points(data: object, *, name: str = "points") -> Points:
+    """Validate points given as a list of strings or ``{perspective: [strings]}``.
+
+    Every point passes the same text check as a source; an empty list, an empty
+    perspective or more than ``MAX_POINTS`` points is refused, nothing is dropped.
+    """
+    if isinstance(data, list):
+        data = {DEFAULT_PERSPECTIVE: data}
+    if not isinstance(data, dict):
+        raise InputError(f"{name} must be a JSON list of strings or an object of lists, "
+                         f"got {type(data).__name__}")
+    if not data:
+        raise EmptyInputError(f"{name} is empty")
+    points: Points = {}
+    for perspective, items in data.items():
+        label = validate_text(perspective, name=f"{name} perspective name", max_chars=200)
+        if not isinstance(items, list):
+            raise InputError(f"{name}[{label!r}] must be a list of strings")
+        if not items:
+            raise EmptyInputError(f"{name}[{label!r}] is empty")
+        points[label] = [validate_text(item, name=f"{name}[{label!r}][{i}]",
+                                       max_chars=MAX_POINT_CHARS) for i, item in enumerate(items)]
+    total = sum(len(items) for items in points.values())
+    if total > MAX_POINTS:
+        raise InputTooLargeError(f"{name} has {total} points, over the limit of {MAX_POINTS}")
+    return points
+
+
+def read_points(text: str, *, name: str = "points") -> Points:
+    """Parse a points file's text (JSON)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+    return parse_points(data, name=name)
+
+
+def point_list(points: Mapping[str, list[str]]) -> list[tuple[str, int, str]]:
+    """(perspective, index, text) of every point, in order."""
+    return [(p, i, text) for p, items in points.items() for i, text in enumerate(items)]

@@ -8,8 +8,9 @@ point as hypothesis, and decides where both ran. Without points both return noth
 from __future__ import annotations
 
 from conli.agents.nli import Hypothesis, run_nli
-from conli.coverage import best_sentence, point_list, recall
+from conli.coverage import best_sentence, recall
 from conli.detectors.base import Detection, DetectionContext
+from conli.inputs import point_list
 from conli.models import CoverageVerdict, Judgement, PointCheck
 from conli.ner.grounding import normalize
 
