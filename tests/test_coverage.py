@@ -17,6 +17,7 @@ from conli.evaluation import coverage_eval
 from conli.evaluation.loaders import Example
 from conli.models import PointCheck
 from conli.pipeline import Checker
+from conli.signals import lexical
 from conli.signals.align import semantic_word_scores
 from tests.eval_fakes import respond as string_match
 
@@ -129,7 +130,7 @@ def test_without_points_coverage_is_a_score_only() -> None:
     result = checker.check(SOURCE, DROPS_ONE)
     assert result.coverage is not None
     assert result.coverage.verdict is None and result.coverage.points == []
-    assert result.coverage.score == pytest.approx(coverage.recall(SOURCE, DROPS_ONE))
+    assert result.coverage.score == pytest.approx(lexical.recall(SOURCE, DROPS_ONE))
     assert 0 < result.coverage.score < 1
 
 
@@ -137,7 +138,7 @@ def test_without_points_coverage_is_a_score_only() -> None:
 
 
 def test_lexical_word_scores_mark_words_the_source_lacks_by_stem() -> None:
-    scores = coverage.word_scores("The piers opened yesterday, for 7 euros.", SOURCE)
+    scores = lexical.word_scores("The piers opened yesterday, for 7 euros.", SOURCE)
     assert {w.text: w.score for w in scores} == {
         "piers": 0.0, "opened": 0.0, "yesterday": 1.0, "7": 1.0, "euros": 0.0}
     text = "The piers opened yesterday, for 7 euros."
@@ -239,7 +240,7 @@ def test_synthetic_cases_add_an_unused_point_or_remove_a_used_one() -> None:
     halluc, labels = coverage_eval.hallucinated_words(
         removed, base.sentences, coverage_eval._starts(base.response, base.sentences))
     marked = {w.text for w, label in zip(halluc, labels, strict=True) if label}
-    assert marked == {w[0] for w in coverage.words(base.sentences[removed.removed])}
+    assert marked == {w[0] for w in lexical.words(base.sentences[removed.removed])}
 
 
 def test_the_synthetic_evaluation_scores_both_methods() -> None:

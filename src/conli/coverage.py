@@ -1,81 +1,20 @@
-"""Coverage (seed 001): the points a response must cover, and word-level scores.
+"""Coverage (seed 001): merge the detectors' point checks into the result's coverage block.
 
 A coverage error is the other failure of grounded generation: the response drops a point it
-was given. The points are read with the input (``inputs.parse_points``).
-
-Words follow seed 001 §3.1 as ``signals.lexical`` does (one tokenizer for any script,
-``conli.words``): lower-cased, Porter-stemmed, stop words dropped. A response word scores 1
-(hallucinated) when neither it nor its stem is in the source, else 0; a point word scores 1
-(uncovered) when the response lacks it.
+was given. The points are read with the input (``inputs.parse_points``); the detectors check
+each one (``detectors.coverage``); this module merges their checks (a superseded detector's
+check does not count, as for sentences) and scores each point's words (``signals.lexical``):
+a point word scores 1 (uncovered) when the response lacks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from conli.inputs import point_list
-from conli.models import (
-    Coverage,
-    CoverageVerdict,
-    PerspectiveCoverage,
-    PointCheck,
-    PointResult,
-    WordScore,
-)
-from conli.signals.lexical import content_words, stop_words
-from conli.words import written_words
-
-if TYPE_CHECKING:
-    from conli.graph.deps import Deps
-
-# --- words -------------------------------------------------------------------------------
-
-
-def words(text: str) -> list[tuple[str, int, int, str]]:
-    """Content words of ``text`` as (text, start, end, stem); stop words dropped."""
-    stop = stop_words()
-    found = []
-    for match in written_words(text):
-        lower = match.group().lower()
-        if lower in stop:
-            continue
-        stems = content_words(lower)
-        if stems:
-            found.append((match.group(), match.start(), match.end(), stems[0]))
-    return found
-
-
-def stems(text: str) -> frozenset[str]:
-    """The set of stemmed content words of ``text`` (ROUGE-1 with stop words dropped)."""
-    return frozenset(content_words(text))
-
-
-def word_scores(text: str, reference: str) -> list[WordScore]:
-    """Each content word of ``text``: 0 when ``reference`` has it (or its stem), else 1."""
-    known = stems(reference) | {w.group().lower() for w in written_words(reference)}
-    return [WordScore(text=word, start=start, end=end, method="lexical",
-                      score=0.0 if stem in known or word.lower() in known else 1.0)
-            for word, start, end, stem in words(text)]
-
-
-def recall(point: str, text: str) -> float:
-    """ROUGE-1 recall of ``point`` in ``text``: the share of its content words ``text`` has.
-
-    A point with no content word counts as covered (1.0): nothing in it can be missing.
-    """
-    wanted = stems(point)
-    return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
-
-
-def best_sentence(point: str, sentences: Sequence[str]) -> tuple[int | None, float]:
-    """The index of the sentence that shares most of ``point``'s words, and that recall."""
-    scored = [(recall(point, s), i) for i, s in enumerate(sentences)]
-    value, index = max(scored, default=(0.0, -1))
-    return (index if value > 0 else None), value
-
-
-# --- merge -------------------------------------------------------------------------------
+from conli.models import Coverage, CoverageVerdict, PerspectiveCoverage, PointCheck, PointResult
+from conli.signals.lexical import recall, word_scores
+from conli.signals.lexical import words as words  # tests/test_multilingual.py imports it here
 
 
 def merge_points(points: Mapping[str, list[str]], checks: Iterable[PointCheck],
@@ -145,15 +84,3 @@ def coverage_block(source: str, response: str, points: Mapping[str, list[str]] |
     return Coverage(verdict=worst(r.verdict for r in results), points=results,
                     perspectives=views,
                     score=min(s for s in scores if s is not None) if None not in scores else None)
-
-
-def response_word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
-    """The response's content words scored against the source, as ``word_scores`` asks."""
-    method = deps.settings.word_scores
-    if method == "off":
-        return []
-    if method == "semantic":
-        from conli.signals.align import semantic_word_scores
-
-        return semantic_word_scores(deps.backend, source, response)
-    return word_scores(response, source)

@@ -8,11 +8,11 @@ point as hypothesis, and decides where both ran. Without points both return noth
 from __future__ import annotations
 
 from conli.agents.nli import Hypothesis, run_nli
-from conli.coverage import best_sentence, recall
 from conli.detectors.base import Detection, DetectionContext
 from conli.inputs import point_list
 from conli.models import CoverageVerdict, Judgement, PointCheck
 from conli.ner.grounding import normalize
+from conli.signals.lexical import best_sentence, recall
 
 _COVERAGE: dict[str, CoverageVerdict] = {
     "supported": "covered", "hallucinated": "uncovered", "unverified": "unverified"}

@@ -29,11 +29,11 @@ from conli.agents.nli import Hypothesis, run_nli
 from conli.agents.structured import ask_structured
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.coverage import recall, stems, word_scores, words
 from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import auroc
 from conli.models import Judgement, WordScore
 from conli.prompts import render
+from conli.signals.lexical import recall, stems, word_scores, words
 
 PARAPHRASE_TEMPLATE = Path(__file__).parent / "templates" / "paraphrase_point.v1.jinja"
 NEAR_COPY = 0.6

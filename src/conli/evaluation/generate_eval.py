@@ -22,10 +22,10 @@ from conli.agents.grounded_judge import grounded_score
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
-from conli.coverage import stems
 from conli.evaluation.loaders import Example
 from conli.generation import Generation, Method, generate
 from conli.plan import make_plan, options
+from conli.signals.lexical import stems
 
 
 def sources(sets: dict[str, list[Example]], per_set: int) -> list[Example]:

@@ -13,13 +13,21 @@ from conli.agents.cover import add_points
 from conli.agents.grounded_judge import grounded_judge
 from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
-from conli.coverage import coverage_block, response_word_scores
+from conli.coverage import coverage_block
 from conli.detectors.base import DetectionContext, Detector
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
-from conli.models import Judgement, JudgeResult, Mitigation, SentenceResult, Verdict
+from conli.models import (
+    Judgement,
+    JudgeResult,
+    Mitigation,
+    SentenceResult,
+    Verdict,
+    WordScore,
+)
 from conli.segment import select_claims, split_response, utf16_offset
+from conli.signals.lexical import word_scores
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 
@@ -100,8 +108,20 @@ def _coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     supersedes = {name: d.supersedes for name, d in deps.detectors.items()}
     coverage = coverage_block(state["source"], state["response"], state.get("points"),
                               state.get("point_checks", []), supersedes)
-    scores = response_word_scores(state["source"], state["response"], deps)
+    scores = _word_scores(state["source"], state["response"], deps)
     return {"coverage": coverage, "word_scores": scores}
+
+
+def _word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
+    """The response's content words scored against the source, as ``word_scores`` asks."""
+    method = deps.settings.word_scores
+    if method == "off":
+        return []
+    if method == "semantic":
+        from conli.signals.align import semantic_word_scores  # numpy, the local extra's
+
+        return semantic_word_scores(deps.backend, source, response)
+    return word_scores(response, source)
 
 
 def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list[Judgement]:

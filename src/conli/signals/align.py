@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from conli.backends.base import Backend, ReadsHiddenStates
-from conli.coverage import words
 from conli.errors import BackendError
 from conli.models import WordScore
+from conli.signals.lexical import words
 from conli.signals.reader import best_match
 
 

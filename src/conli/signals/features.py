@@ -104,7 +104,7 @@ def word_alignment(arrays: Mapping[str, Any], segment: Segment) -> list[float]:
     """Each content word of ``segment``: the mean alignment of the tokens it overlaps."""
     import numpy as np
 
-    from conli.coverage import words
+    from conli.signals.lexical import words
 
     starts, ends = np.asarray(arrays["start"]), np.asarray(arrays["end"])
     align = np.asarray(arrays["align"], dtype=np.float64)

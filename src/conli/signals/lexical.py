@@ -3,20 +3,23 @@
 Words (``conli.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
 English stop words dropped, so "opened"/"opens" match and "the" never counts as support.
 Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``' rules.
+The same words give coverage's ROUGE-1 recall of a point and the word scores: a response
+word scores 1 (hallucinated) when neither it nor its stem is in the source, else 0.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from conli.models import WordScore
 from conli.ner.grounding import SourceMentions
 from conli.segment import Segment
 from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
-from conli.words import terms
+from conli.words import terms, written_words
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # spaCy labels that name something (numbers and dates are compared as numbers instead)
@@ -33,7 +36,7 @@ def _stemmer() -> object:
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """The English stop words of spaCy (shared with ``coverage``)."""
+    """The English stop words of spaCy."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     return frozenset(STOP_WORDS)
@@ -116,3 +119,49 @@ def entity_texts(nlp: Any, segments: Iterable[Segment]) -> dict[int, list[str]]:
         s.index: [e.text for e in nlp(s.text).ents if e.label_ in NAME_LABELS]
         for s in segments if s.checked
     }
+
+
+# --- words of a text: coverage's and the word scores' (seed 001) -------------------------
+
+
+def words(text: str) -> list[tuple[str, int, int, str]]:
+    """Content words of ``text`` as (text, start, end, stem); stop words dropped."""
+    stop = stop_words()
+    found = []
+    for match in written_words(text):
+        lower = match.group().lower()
+        if lower in stop:
+            continue
+        stems = content_words(lower)
+        if stems:
+            found.append((match.group(), match.start(), match.end(), stems[0]))
+    return found
+
+
+def stems(text: str) -> frozenset[str]:
+    """The set of stemmed content words of ``text`` (ROUGE-1 with stop words dropped)."""
+    return frozenset(content_words(text))
+
+
+def word_scores(text: str, reference: str) -> list[WordScore]:
+    """Each content word of ``text``: 0 when ``reference`` has it (or its stem), else 1."""
+    known = stems(reference) | {w.group().lower() for w in written_words(reference)}
+    return [WordScore(text=word, start=start, end=end, method="lexical",
+                      score=0.0 if stem in known or word.lower() in known else 1.0)
+            for word, start, end, stem in words(text)]
+
+
+def recall(point: str, text: str) -> float:
+    """ROUGE-1 recall of ``point`` in ``text``: the share of its content words ``text`` has.
+
+    A point with no content word counts as covered (1.0): nothing in it can be missing.
+    """
+    wanted = stems(point)
+    return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
+
+
+def best_sentence(point: str, sentences: Sequence[str]) -> tuple[int | None, float]:
+    """The index of the sentence that shares most of ``point``'s words, and that recall."""
+    scored = [(recall(point, s), i) for i, s in enumerate(sentences)]
+    value, index = max(scored, default=(0.0, -1))
+    return (index if value > 0 else None), value
