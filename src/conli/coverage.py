@@ -3,14 +3,16 @@
 A coverage error is the other failure of grounded generation: the response drops a point it
 was given. The points are read with the input (``inputs.parse_points``); the detectors check
 each one (``detectors.coverage``); this module merges their checks (a superseded detector's
-check does not count, as for sentences) and scores each point's words (``signals.lexical``):
-a point word scores 1 (uncovered) when the response lacks it.
+check does not count, ``detectors.base.overruled``, as for sentences) and scores each
+point's words (``signals.lexical``): a point word scores 1 (uncovered) when the response
+lacks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from conli.detectors.base import overruled
 from conli.inputs import point_list
 from conli.models import Coverage, CoverageVerdict, PerspectiveCoverage, PointCheck, PointResult
 from conli.signals.lexical import recall, word_scores
@@ -31,9 +33,8 @@ def merge_points(points: Mapping[str, list[str]], checks: Iterable[PointCheck],
     results = []
     for perspective, index, text in point_list(points):
         found = by_point.get((perspective, index), [])
-        present = {c.detector for c in found}
-        overruled = {name for d in present for name in supersedes.get(d, frozenset())}
-        counted = [c for c in found if c.detector not in overruled]
+        ignored = overruled({c.detector for c in found}, supersedes)
+        counted = [c for c in found if c.detector not in ignored]
         verdicts = {c.verdict for c in counted}
         verdict: CoverageVerdict = (
             "uncovered" if "uncovered" in verdicts

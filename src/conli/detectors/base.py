@@ -4,12 +4,13 @@ A detector reads the response's segments against the source and returns judgemen
 name it. Detectors run in a configured order; each sees what the ones before it decided
 (``prior``), so a cascade (entity checks after sentence checks, chain of thought after a
 cheap classifier) is a detector that reads ``prior``. The graph merges every detector's
-judgements by one rule (``graph.nodes.merge``).
+judgements by one rule (``graph.nodes.merge``): a judgement does not count where a detector
+that supersedes its own judged too (``overruled``, for sentences and points alike).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -75,3 +76,12 @@ class Detector(Protocol):
     def detect(self, context: DetectionContext) -> Detection:
         """Judge the segments this detector is for; raise ``BackendError`` if it cannot run."""
         ...
+
+
+def overruled(present: Iterable[str], supersedes: Mapping[str, frozenset[str]]) -> set[str]:
+    """The detectors whose judgements do not count: superseded by one of those ``present``.
+
+    ``present``: the detectors that judged one segment (or point); ``supersedes``: each
+    detector's ``supersedes`` by name (a name missing there supersedes nothing).
+    """
+    return {name for detector in present for name in supersedes.get(detector, frozenset())}

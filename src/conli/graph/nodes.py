@@ -14,7 +14,7 @@ from conli.agents.grounded_judge import grounded_judge
 from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block
-from conli.detectors.base import DetectionContext, Detector
+from conli.detectors.base import DetectionContext, Detector, overruled
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
@@ -126,9 +126,9 @@ def _word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
 
 def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list[Judgement]:
     """The judgements that decide: those no detector that judged too supersedes."""
-    present = {j.detector for j in checks}
-    overruled = {name for d in present if d in detectors for name in detectors[d].supersedes}
-    return [j for j in checks if j.detector not in overruled]
+    supersedes = {name: d.supersedes for name, d in detectors.items()}
+    ignored = overruled({j.detector for j in checks}, supersedes)
+    return [j for j in checks if j.detector not in ignored]
 
 
 def _merged(result: SentenceResult, checks: list[Judgement]) -> SentenceResult:
