@@ -6,20 +6,25 @@ name it. Detectors run in a configured order; each sees what the ones before it 
 cheap classifier) is a detector that reads ``prior``. The graph merges every detector's
 judgements by one rule (``graph.nodes.merge``): a judgement does not count where a detector
 that supersedes its own judged too (``overruled``, for sentences and points alike).
+
+``Deps`` (the model, NER, spaCy, settings and detectors of a run) is defined here, beside
+the context that carries it to the detectors; the graph passes it as LangGraph's runtime
+context (``graph.deps``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from conli.agents.structured import CallRecord
+from conli.backends.base import Backend
+from conli.calibration import Applied
+from conli.config import Settings
 from conli.models import Entity, Judgement, PointCheck
+from conli.ner import EntityRecognizer
 from conli.segment import Segment
-
-if TYPE_CHECKING:
-    from conli.graph.deps import Deps
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,18 @@ def overruled(present: Iterable[str], supersedes: Mapping[str, frozenset[str]]) 
     detector's ``supersedes`` by name (a name missing there supersedes nothing).
     """
     return {name for detector in present for name in supersedes.get(detector, frozenset())}
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Run dependencies of the graph, and of every detector through ``DetectionContext``.
+
+    ``settings`` are resolved (``nli_prompt`` is a concrete version, never ``auto``).
+    """
+
+    backend: Backend
+    ner: EntityRecognizer
+    nlp: Any  # spaCy Language, for sentence boundaries
+    settings: Settings
+    detectors: Mapping[str, Detector]
+    calibration: Applied | None = None  # the user's fitted decision (conli calibrate)
