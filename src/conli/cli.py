@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conli import __version__
 from conli.batch import add_batch_parser
 from conli.calibrate_cli import add_calibrate_parser
 from conli.config import Settings
@@ -39,6 +38,7 @@ from conli.inputs import check_input, read_input, read_points
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.report import add_report_parser
+from conli.version import __version__
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 
 from pydantic import BaseModel
 
-from conli import __version__
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -36,6 +35,7 @@ from conli.stream_http import (
     read_request,
 )
 from conli.streaming import NDJSON
+from conli.version import __version__
 
 _MISSING_EXTRA: str | None = None
 try:

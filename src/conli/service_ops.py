@@ -34,13 +34,13 @@ from pydantic import BaseModel
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conli import __version__
 from conli.backends.base import Backend
 from conli.errors import AuthenticationError, BackendError, boundary
 from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult, UsageTotals
 from conli.service_problems import PROBLEM, REQUEST_ID, problem_response
 from conli.streaming import DoneEvent
+from conli.version import __version__
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _GIVEN_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
