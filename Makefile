@@ -24,10 +24,11 @@ install: $(VENV)/.installed-dev
 demo: $(VENV)/.installed-local
 	$(BIN)/conli check --source examples/source.txt --response examples/response.txt
 
-## Lint, type-check and run every test, the real-model integration tests included.
+## Lint, type-check, hold the import layering and run every test, real-model ones included.
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests eval
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 clean:
