@@ -55,7 +55,7 @@ def test_checker_over_anthropic_and_azure_ner(monkeypatch):
                             azure_language_endpoint=language.url, mitigate=False)
         checker = Checker(settings)
         try:
-            assert isinstance(checker._deps.ner, AzureRecognizer)
+            assert isinstance(checker.deps.ner, AzureRecognizer)
             result = checker.check(SOURCE, RESPONSE)
         finally:
             checker.close()

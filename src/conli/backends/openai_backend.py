@@ -9,6 +9,7 @@ HTTP client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 from conli.backends.base import (
@@ -36,7 +37,9 @@ TokenParam = Literal["max_tokens", "max_completion_tokens"]
 MAX_TOP_LOGPROBS = 20  # the Chat Completions API's limit on top_logprobs
 # vLLM continues a trailing assistant message only when asked, and refuses the request if
 # add_generation_prompt (its default: True) is left on with it; llama-server continues one
-# by default (unless started with --no-prefill-assistant) and ignores both keys.
+# by default (unless started with --no-prefill-assistant) and ignores both keys, but its
+# reply repeats the prefix before the continuation (measured: xllamacpp 2026.10), which
+# ``continuation`` drops so both servers give the continuation alone.
 CONTINUE_FINAL_MESSAGE = {"continue_final_message": True, "add_generation_prompt": False}
 
 
@@ -109,8 +112,10 @@ class OpenAIChatBackend:
             request.update(logprobs=True, top_logprobs=min(top_logprobs, MAX_TOP_LOGPROBS))
         if seed is not None:
             request["seed"] = seed
+        prefix = ""
         if self.capabilities.continues_assistant and messages[-1]["role"] == "assistant":
             request["extra_body"] = dict(CONTINUE_FINAL_MESSAGE)
+            prefix = messages[-1]["content"]
         if json_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
@@ -128,7 +133,7 @@ class OpenAIChatBackend:
             completion = to_completion(reply, time.perf_counter() - started, self.name)
             usage = completion.usage
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
-        return completion
+        return continuation(completion, prefix)
 
     def close(self) -> None:
         """Close the SDK's HTTP connection pool."""
@@ -155,6 +160,13 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
             **llama_cpp_split(getattr(reply, "timings", None)),  # llama-server's extra field
         ),
     )
+
+
+def continuation(completion: Completion, prefix: str) -> Completion:
+    """The reply without the prefilled ``prefix`` when the server echoed it first."""
+    if prefix and completion.text.startswith(prefix):
+        return replace(completion, text=completion.text[len(prefix):])
+    return completion
 
 
 def _logprobs(logprobs: Any) -> tuple[TokenLogprob, ...]:
