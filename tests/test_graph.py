@@ -172,7 +172,8 @@ def test_result_records_templates_usage_and_timings(settings):
         result.templates
     )
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())
-    assert {"split", "sentence_nli", "merge", "judge", "total"} <= set(result.timings)
+    assert {"split", "sentence_nli", "merge", "coverage", "judge", "total"} <= set(
+        result.timings)
 
 
 def test_a_rewrite_that_is_still_unsupported_is_removed_instead(settings):

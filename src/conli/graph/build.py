@@ -1,7 +1,7 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-split -> select -> detector ... detector -> merge -> [mitigate | keep] -> [fix_coverage]
--> [judge]
+split -> select -> detector ... detector -> merge -> coverage -> [mitigate | keep]
+-> [fix_coverage] -> [judge]
 
 The default detectors are the paper's two levels: sentence_nli -> entity_nli.
 """
@@ -24,8 +24,8 @@ from conli.graph.state import CheckInput, CheckOutput, CheckState
 from conli.run_context import report
 
 
-def route_after_merge(state: CheckState, runtime: Runtime[Deps]) -> Literal["mitigate", "keep"]:
-    """Mitigate only when something was flagged and rewriting is on."""
+def route_to_edit(state: CheckState, runtime: Runtime[Deps]) -> Literal["mitigate", "keep"]:
+    """Mitigate only when something was flagged and rewriting is on (after coverage)."""
     flagged = any(s.verdict == "hallucinated" for s in state["sentences"])
     return "mitigate" if flagged and deps_of(runtime).settings.mitigate else "keep"
 
@@ -75,6 +75,7 @@ def build_graph(
         ("select", nodes.select),
         *((name, nodes.detect(name)) for name in detectors),
         ("merge", nodes.merge),
+        ("coverage", nodes.coverage),
         ("mitigate", nodes.mitigate),
         ("keep", nodes.keep),
         ("fix_coverage", nodes.fix_coverage),
@@ -82,11 +83,11 @@ def build_graph(
     ]
     for name, node in steps:
         graph.add_node(name, _timed(name, node))
-    chain = ["split", "select", *detectors, "merge"]
+    chain = ["split", "select", *detectors, "merge", "coverage"]
     graph.add_edge(START, chain[0])
     for before, after in itertools.pairwise(chain):
         graph.add_edge(before, after)
-    graph.add_conditional_edges("merge", route_after_merge)
+    graph.add_conditional_edges("coverage", route_to_edit)
     graph.add_conditional_edges("mitigate", route_after_edit)
     graph.add_conditional_edges("keep", route_after_edit)
     graph.add_conditional_edges("fix_coverage", route_to_judge)

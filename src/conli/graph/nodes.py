@@ -99,17 +99,21 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
         results.append(result)
-    return {"sentences": results, **_coverage(state, runtime)}
+    return {"sentences": results}
 
 
-def _coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """The coverage block and the word scores (seed 001), from what the detectors found."""
+def coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    """The coverage block and the word scores (seed 001), from what the detectors found.
+
+    A step of its own, so the time of semantic word scores (forward passes on the model)
+    shows as ``coverage``, not as the merge.
+    """
     deps = deps_of(runtime)
     supersedes = {name: d.supersedes for name, d in deps.detectors.items()}
-    coverage = coverage_block(state["source"], state["response"], state.get("points"),
-                              state.get("point_checks", []), supersedes)
+    block = coverage_block(state["source"], state["response"], state.get("points"),
+                           state.get("point_checks", []), supersedes)
     scores = _word_scores(state["source"], state["response"], deps)
-    return {"coverage": coverage, "word_scores": scores}
+    return {"coverage": block, "word_scores": scores}
 
 
 def _word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
