@@ -2,7 +2,8 @@
 
 Adding a detector is one module with a class that has ``name``, ``supersedes`` and
 ``detect`` (``detectors.base.Detector``) and one ``register`` call, or an entry point in
-the ``conli.detectors`` group of an installed package.
+the ``conli.detectors`` group of an installed package. A ``reason(judgement)`` method,
+optional, words its reasons (``detectors.base.WordsReasons``).
 
 A detector may declare its own settings: a pydantic model as the factory's ``options``
 attribute (or ``register(..., options=Model)``). Its values come from

@@ -7,6 +7,10 @@ cheap classifier) is a detector that reads ``prior``. The graph merges every det
 judgements by one rule (``graph.nodes.merge``): a judgement does not count where a detector
 that supersedes its own judged too (``overruled``, for sentences and points alike).
 
+Each counted judgement that fails a sentence gives it a reason. A detector words its own
+(``WordsReasons``: a ``reason(judgement)`` method, optional); one that does not gets
+``default_reason``, NLI's wording, with no label where it set none.
+
 ``Deps`` (the model, NER, spaCy, settings and detectors of a run) is defined here, beside
 the context that carries it to the detectors; the graph passes it as LangGraph's runtime
 context (``graph.deps``).
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
@@ -72,7 +76,8 @@ class Detector(Protocol):
     """Judges segments of a response; registered by ``name`` (``detectors.register``).
 
     ``supersedes``: detectors whose judgement of a segment this one's replaces in the
-    merge when both judged it (a second opinion that is meant to decide).
+    merge when both judged it (a second opinion that is meant to decide). A detector may
+    also word its own reasons (``WordsReasons``).
     """
 
     name: str
@@ -81,6 +86,50 @@ class Detector(Protocol):
     def detect(self, context: DetectionContext) -> Detection:
         """Judge the segments this detector is for; raise ``BackendError`` if it cannot run."""
         ...
+
+
+@runtime_checkable
+class WordsReasons(Protocol):
+    """A detector that words the reasons of its own judgements (optional to ``Detector``)."""
+
+    def reason(self, judgement: Judgement) -> str:
+        """The reason a sentence failed or went unchecked, as this detector says it."""
+        ...
+
+
+def reason_for(detector: object, judgement: Judgement) -> str:
+    """``judgement``'s reason in its detector's words, else in ``default_reason``'s.
+
+    ``detector``: the one that made it (None when the run does not hold it).
+    """
+    if isinstance(detector, WordsReasons):
+        return detector.reason(judgement)
+    return default_reason(judgement)
+
+
+def default_reason(judgement: Judgement) -> str:
+    """NLI's wording: ``[entity] label: reasoning Source: "quote"``, a missing label left out.
+
+    A judgement with no label and nothing said is worded as flagged by its detector; one
+    that could not be checked gives its error.
+    """
+    if judgement.verdict == "unverified":
+        return f"could not be checked: {judgement.error}"
+    subject = f"[{judgement.entity.text}] " if judgement.entity else ""
+    label: str | None = judgement.label
+    if label == "entailment" and judgement.verdict == "hallucinated":
+        label = "entailment claimed without quoting the source"
+    said = judgement.reasoning or ("" if label else f"flagged by {judgement.detector}")
+    head = f"{label}: " if label else ""
+    return f"{subject}{head}{said}{_evidence(judgement)}".strip()
+
+
+def _evidence(judgement: Judgement) -> str:
+    """The quoted evidence and whether the source holds it, as a reason's tail ("" if none)."""
+    if not judgement.evidence:
+        return ""
+    where = "Source" if judgement.evidence_in_source else "Quoted, but not found in the source"
+    return f' {where}: "{judgement.evidence}"'
 
 
 def overruled(present: Iterable[str], supersedes: Mapping[str, frozenset[str]]) -> set[str]:

@@ -14,7 +14,7 @@ from conli.agents.grounded_judge import grounded_judge
 from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block
-from conli.detectors.base import DetectionContext, Detector, overruled
+from conli.detectors.base import DetectionContext, Detector, overruled, reason_for
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
@@ -95,7 +95,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             entities=entities.get(segment.index, []),
         )
         if segment.checked:
-            result = _merged(result, _counted(judgements.get(segment.index, []), detectors))
+            counted = _counted(judgements.get(segment.index, []), detectors)
+            result = _merged(result, counted, detectors)
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
         results.append(result)
@@ -135,13 +136,15 @@ def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list
     return [j for j in checks if j.detector not in ignored]
 
 
-def _merged(result: SentenceResult, checks: list[Judgement]) -> SentenceResult:
+def _merged(result: SentenceResult, checks: list[Judgement],
+            detectors: Mapping[str, Detector]) -> SentenceResult:
+    """The sentence's verdict from its counted checks, each reason worded by its detector."""
     failed = [j for j in checks if j.verdict == "hallucinated"]
     unknown = [j for j in checks if j.verdict == "unverified"]
     verdict: Verdict = (
         "hallucinated" if failed else "unverified" if unknown or not checks else "supported"
     )
-    reasons = [_reason(j) for j in (failed or unknown)]
+    reasons = [reason_for(detectors.get(j.detector), j) for j in (failed or unknown)]
     if not checks:
         reasons = ["could not be checked: no detector judged this sentence"]
     detector = failed[0].detector if failed else None
@@ -176,21 +179,6 @@ def _calibrated(result: SentenceResult, applied: Applied) -> SentenceResult:
               f"{flag_at:.2f} ({applied.use.file})")
     return result.model_copy(update={"verdict": verdict, "reasons": [reason],
                                      "detector": "calibration"})
-
-
-def _reason(judgement: Judgement) -> str:
-    if judgement.verdict == "unverified":
-        return f"could not be checked: {judgement.error}"
-    subject = f"[{judgement.entity.text}] " if judgement.entity else ""
-    evidence = ""
-    if judgement.evidence:
-        where = "Source" if judgement.evidence_in_source else "Quoted, but not found in the source"
-        evidence = f' {where}: "{judgement.evidence}"'
-
-    label: str | None = judgement.label
-    if label == "entailment" and judgement.verdict == "hallucinated":
-        label = "entailment claimed without quoting the source"
-    return f"{subject}{label}: {judgement.reasoning}{evidence}".strip()
 
 
 def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
