@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install clean
+.PHONY: demo test install wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ test: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+## Build dist/conli-<version>-py3-none-any.whl, to install with its extras where there is no
+## clone: pip install 'dist/conli-0.1.0-py3-none-any.whl[openai]' (conli is not on PyPI).
+wheel: | $(BIN)/python
+	$(BIN)/pip wheel --quiet . --no-deps --wheel-dir dist
 
 clean:
 	rm -rf $(VENV)

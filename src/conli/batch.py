@@ -39,7 +39,7 @@ from conli.batch_records import (
 )
 from conli.batch_work import Worker, check_paths, make_worker, progress_bar
 from conli.config import Settings
-from conli.errors import EXIT_INTERRUPTED, InputError
+from conli.errors import EXIT_INTERRUPTED, ConfigError, InputError, install_hint
 from conli.frontdoor import MODES, add_session_flags, session_settings
 
 Engine = Literal["local", "ray"]
@@ -171,7 +171,7 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--engine", choices=ENGINES, default="local",
                         help="local: threads in this process; ray: an actor pool on Ray "
-                             "(pip install 'conli[ray]')")
+                             "(the [ray] extra)")
     ray = parser.add_argument_group("--engine ray")
     ray.add_argument("--address", help="Ray cluster to join: auto, HOST:PORT or ray://HOST:PORT "
                                        "(default: start a local Ray on this machine)")
@@ -197,8 +197,10 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.fix_coverage and args.mode != "rewrite":
         raise InputError("--fix-coverage needs --mode rewrite")
     if args.engine == "ray":
-        from conli.batch_ray import run_batch_ray  # Ray is imported only for this engine
-
+        try:
+            from conli.batch_ray import run_batch_ray  # Ray is imported only for this engine
+        except ImportError as exc:
+            raise ConfigError(f"--engine ray needs Ray: {install_hint('ray')} ({exc})") from exc
         summary = run_batch_ray(args, settings)
     else:
         given = [flag for flag, value in (("--address", args.address), ("--actors", args.actors),

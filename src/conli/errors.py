@@ -28,6 +28,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def install_hint(extra: str) -> str:
+    """How to add one of conli's extras, e.g. ``openai``: conli is installed from a clone.
+
+    conli is not on PyPI, so a bare ``pip install 'conli[openai]'`` finds nothing in a fresh
+    environment; in one that already has conli (from a clone or a wheel) pip reads the
+    extra from the installed conli, so that form adds it there.
+    """
+    return (f"pip install -e '.[{extra}]' in conli's clone "
+            f"(or pip install 'conli[{extra}]' into this environment)")
+
+
 class ConliError(Exception):
     """Root of every error conli raises on purpose."""
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
-from conli.errors import ConfigError
+from conli.errors import ConfigError, install_hint
 from conli.frontdoor import JudgeOnlyResult, session_settings
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -95,7 +95,7 @@ async def _left(read: asyncio.Event, receive: "Receive") -> None:
         continue
 
 
-async def _open_stream(runner: Runner, request: "Request", metrics: "Metrics") -> "Response":
+async def _open_stream(runner: "Runner", request: "Request", metrics: "Metrics") -> "Response":
     """Read and validate the opening line, take a slot, then answer as sentences complete."""
     read = asyncio.Event()
     body = idle_limited(_body(request, read), runner.settings.service_stream_idle_seconds)
@@ -216,7 +216,7 @@ _STREAMED = ("NDJSON, one line per event as it happens: a `sentence` line for ea
 
 def _require_extra() -> None:
     if _MISSING_EXTRA is not None:
-        raise ConfigError(f"the service needs the [service] extra: pip install 'conli[service]' "
+        raise ConfigError(f"the service needs the [service] extra: {install_hint('service')} "
                           f"({_MISSING_EXTRA})")
 
 

@@ -23,6 +23,7 @@ from conli.errors import (
     ConfigError,
     ReplyTooLargeError,
     TransientBackendError,
+    install_hint,
 )
 from conli.limits import CallLimiter, call_cost, shared_limiter
 
@@ -36,7 +37,7 @@ def _import_anthropic() -> Any:
         import anthropic
     except ImportError as exc:
         raise BackendUnavailableError(
-            "this backend needs the Anthropic SDK: pip install 'conli[anthropic]'"
+            f"this backend needs the Anthropic SDK: {install_hint('anthropic')}"
         ) from exc
     return anthropic
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from conli.backends.openai_backend import OpenAIChatBackend, build_client, import_openai
 from conli.config import BackendSettings, provider_variable
-from conli.errors import AuthenticationError, ConfigError
+from conli.errors import AuthenticationError, ConfigError, install_hint
 
 _ENTRA_SCOPE = "https://cognitiveservices.azure.com/.default"
 
@@ -43,7 +43,7 @@ def azure_backend(deployment: str, settings: BackendSettings) -> OpenAIChatBacke
         if provider is None:
             raise AuthenticationError(
                 "azure: no credentials; set AZURE_OPENAI_API_KEY, or AZURE_OPENAI_AD_TOKEN, or "
-                "install azure-identity (pip install 'conli[azure]') to sign in with Entra ID"
+                f"install azure-identity ({install_hint('azure')}) to sign in with Entra ID"
             )
         credentials["azure_ad_token_provider"] = provider
     openai = import_openai()

@@ -16,7 +16,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from conli.errors import BackendUnavailableError
+from conli.errors import BackendUnavailableError, install_hint
 from conli.files import atomic_path
 
 _NAMES = ("output.weight", "token_embd.weight")  # untied output first; tied models reuse embd
@@ -119,7 +119,7 @@ def _output_tensor(model: Path) -> Any:
         from gguf import GGUFReader
     except ImportError as exc:
         raise BackendUnavailableError(
-            "reading the model's output matrix needs gguf: pip install 'conli[local]'"
+            f"reading the model's output matrix needs gguf: {install_hint('local')}"
         ) from exc
     tensors = {t.name: t for t in GGUFReader(str(model)).tensors}
     for name in _NAMES:

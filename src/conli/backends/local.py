@@ -37,6 +37,7 @@ from conli.errors import (
     BadRequestError,
     ConliError,
     ContextOverflowError,
+    install_hint,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class LocalBackend:
             import xllamacpp
         except ImportError as exc:
             raise BackendUnavailableError(
-                "the embedded backend needs llama.cpp bindings: pip install 'conli[local]'"
+                f"the embedded backend needs llama.cpp bindings: {install_hint('local')}"
             ) from exc
         path = settings.local_model or ensure_model(settings.cache_dir / "models")
         if not Path(path).is_file():

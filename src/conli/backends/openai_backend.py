@@ -30,6 +30,7 @@ from conli.errors import (
     ConfigError,
     ReplyTooLargeError,
     TransientBackendError,
+    install_hint,
 )
 from conli.limits import CallLimiter, call_cost, shared_limiter
 
@@ -49,7 +50,7 @@ def import_openai() -> Any:
         import openai
     except ImportError as exc:
         raise BackendUnavailableError(
-            "this backend needs the OpenAI SDK: pip install 'conli[openai]'"
+            f"this backend needs the OpenAI SDK: {install_hint('openai')}"
         ) from exc
     return openai
 

@@ -28,6 +28,7 @@ from conli.agents.grounded_judge import Scale, evidence, grounded_judge
 from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
+from conli.errors import ConfigError, install_hint
 from conli.evaluation.loaders import Example
 from conli.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
@@ -392,7 +393,7 @@ def plot_progression(progress: dict[str, dict[str, dict[str, Any]]], path: Any) 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the eval extra
-        raise RuntimeError("the plot needs matplotlib: pip install 'conli[eval]'") from exc
+        raise ConfigError(f"the plot needs matplotlib: {install_hint('eval')}") from exc
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for axis, kind in zip(axes, ("intrinsic", "extrinsic"), strict=True):
         for mode, kinds in progress.items():

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from conli.errors import ConfigError, install_hint
 from conli.models import Verdict
 
 
@@ -79,8 +80,8 @@ def _sklearn_metrics() -> Any:
     try:
         from sklearn import metrics
     except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
-        raise RuntimeError("the evaluation metrics need scikit-learn: "
-                           "pip install 'conli[eval]'") from exc
+        raise ConfigError(f"the evaluation metrics need scikit-learn: {install_hint('eval')}"
+                          ) from exc
     return metrics
 
 

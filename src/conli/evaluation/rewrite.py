@@ -19,7 +19,7 @@ from functools import cache
 from statistics import mean
 from typing import Any
 
-from conli.errors import InputError
+from conli.errors import ConfigError, InputError, install_hint
 from conli.evaluation.detection import CheckerLike, Outcome
 from conli.evaluation.loaders import Example
 
@@ -32,7 +32,7 @@ def _rouge_score() -> Any:
         import rouge_score.rouge_scorer
         import rouge_score.tokenizers
     except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
-        raise RuntimeError("ROUGE needs rouge-score: pip install 'conli[eval]'") from exc
+        raise ConfigError(f"ROUGE needs rouge-score: {install_hint('eval')}") from exc
     return rouge_score
 
 
@@ -78,7 +78,7 @@ def corpus_bleu(candidates: Sequence[str], references: Sequence[str], max_n: int
     try:
         from sacrebleu.metrics.bleu import BLEU
     except ImportError as exc:  # pragma: no cover - the [eval] extra is missing
-        raise RuntimeError("BLEU needs sacrebleu: pip install 'conli[eval]'") from exc
+        raise ConfigError(f"BLEU needs sacrebleu: {install_hint('eval')}") from exc
     bleu = BLEU(tokenize="13a", smooth_method="none", max_ngram_order=max_n)
     return float(bleu.corpus_score(list(candidates), [list(references)]).score)
 

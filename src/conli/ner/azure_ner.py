@@ -20,6 +20,7 @@ from conli.errors import (
     BadRequestError,
     ConfigError,
     TransientBackendError,
+    install_hint,
 )
 from conli.models import Entity
 from conli.ner.categories import azure_category, validate_categories
@@ -37,7 +38,7 @@ def _import_sdk() -> tuple[Any, Any, Any]:
         from azure.core.credentials import AzureKeyCredential
     except ImportError as exc:
         raise BackendUnavailableError(
-            "Azure NER needs azure-ai-textanalytics: pip install 'conli[azure]'"
+            f"Azure NER needs azure-ai-textanalytics: {install_hint('azure')}"
         ) from exc
     return TextAnalyticsClient, AzureKeyCredential, exceptions
 

@@ -1,0 +1,73 @@
+"""conli is installed from a clone or a wheel, never by name from an index (issue 30).
+
+Every "install this" the user reads, in the README and in conli's messages, has to work:
+``pip install 'conli[openai]'`` in a fresh environment finds nothing, since conli is not
+on PyPI. A missing extra is one clear line (exit 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conli import cli
+from conli.errors import install_hint
+
+ROOT = Path(__file__).resolve().parents[1]
+# ``pip install conli``, ``pip install 'conli[x]'``, ``pip install -U "conli[x]"``: by name
+BY_NAME = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?conli\b(?![-.\w])")
+
+
+def test_an_install_hint_names_the_clone_and_the_installed_conli() -> None:
+    hint = install_hint("openai")
+    assert "pip install -e '.[openai]'" in hint
+    assert "pip install 'conli[openai]' into this environment" in hint
+
+
+def test_the_readme_never_installs_conli_by_name() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert not BY_NAME.findall(readme)
+    assert "pip install -e '.[local]'" in readme and "make wheel" in readme
+
+
+def test_conli_messages_give_the_install_hint() -> None:
+    """Only ``install_hint`` words the command; every other message calls it."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "src" / "conli").rglob("*.py")) if path.name != "errors.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if BY_NAME.search(line)
+    ]
+    assert not offenders
+
+
+def test_the_makefile_builds_a_wheel() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^wheel:.*\n\t.*pip wheel .*--no-deps", makefile, re.MULTILINE)
+
+
+def test_serve_without_the_service_extra_is_one_line_and_exit_2() -> None:
+    """The service module names its types when the extra is missing (was a NameError)."""
+    code = ("import sys; sys.modules['fastapi'] = None\n"
+            "from conli.cli import main; raise SystemExit(main(['serve']))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert install_hint("service") in run.stderr
+
+
+def test_batch_on_ray_without_the_ray_extra_is_one_line_and_exit_2(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "conli.batch_ray", None)  # as if Ray were missing
+    records = tmp_path / "in.jsonl"
+    records.write_text('{"id": 1, "source": "A.", "response": "A."}\n')
+    code = cli.main(["batch", str(records), str(tmp_path / "out.jsonl"), "--engine", "ray",
+                     "--llm", "openai:gpt-test"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--engine ray needs Ray" in err and install_hint("ray") in err
