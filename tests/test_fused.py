@@ -60,6 +60,9 @@ def test_the_signals_can_flag_what_nli_passed_and_say_why() -> None:
     assert judged.verdict == "hallucinated" and judged.detector == "fused"
     assert judged.reasoning.startswith("chain-of-thought NLI found it supported, but")
     assert judged.score is not None and judged.score < 0.5
+    # its reason is the signals' flag, not an entailment "claimed without quoting"
+    assert FusedDetector().reason(judged).startswith(
+        "flagged by the signals: chain-of-thought NLI found it supported, but")
 
 
 def test_a_weak_nli_flag_can_be_overruled_and_keeps_its_reason() -> None:

@@ -20,7 +20,7 @@ from conli.agents.nli import nli_windows
 from conli.agents.nli_prompts import nli_prompt
 from conli.agents.scoring import score_hypothesis
 from conli.agents.structured import CallRecord
-from conli.detectors.base import Detection, DetectionContext
+from conli.detectors.base import Detection, DetectionContext, default_reason
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import read_signals, reason
 from conli.models import Judgement
@@ -94,6 +94,9 @@ def fused_model(context: DetectionContext) -> SignalModel:
     return load_model(context.deps.settings.fused_model or FUSED_ARTIFACT)
 
 
+FLAG_LABELS = ("contradiction", "neutral")  # NLI's own flags; anything else the signals made
+
+
 class FusedDetector:
     """Sentence verdicts from NLI's judgement and the reading, weighed together."""
 
@@ -153,6 +156,12 @@ class FusedDetector:
             template=f"{lead.template}+{READ_TEMPLATE}+{model.version}",
             features=values,
         )
+
+    def reason(self, judgement: Judgement) -> str:
+        """NLI's wording, but a flag NLI passed is the signals', not a claimed entailment."""
+        if judgement.verdict == "hallucinated" and judgement.label not in FLAG_LABELS:
+            judgement = judgement.model_copy(update={"label": "flagged by the signals"})
+        return default_reason(judgement)
 
     def _unverified(self, text: str, error: str) -> Judgement:
         return Judgement(detector=self.name, hypothesis=text, verdict="unverified", error=error)
