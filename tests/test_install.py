@@ -71,3 +71,24 @@ def test_batch_on_ray_without_the_ray_extra_is_one_line_and_exit_2(
                      "--llm", "openai:gpt-test"])
     err = capsys.readouterr().err
     assert code == 2 and "--engine ray needs Ray" in err and install_hint("ray") in err
+
+
+def test_eval_without_the_eval_extra_stops_before_any_model_call(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Its scores come last: without the check, a whole run went by before the traceback."""
+    from conli import eval_cli
+    from conli.evaluation import metrics
+
+    monkeypatch.setattr(metrics, "EVAL_MODULES", ("sklearn", "conli_no_such_module"))
+    monkeypatch.setattr(eval_cli, "get_backend", _no_backend)
+    labelled = tmp_path / "mine.jsonl"
+    labelled.write_text('{"source": "It opened in 1962.", "response": "In 1963.", "label": 1}\n')
+    code = cli.main(["eval", "detect", "--file", str(labelled), "--llm", "openai:gpt-test",
+                     "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "conli_no_such_module missing" in err and install_hint("eval") in err
+
+
+def _no_backend(*_args: object) -> None:
+    raise AssertionError("no backend is built without the [eval] extra")

@@ -32,6 +32,7 @@ from conli.evaluation import (
     detection,
     generate_eval,
     judge_eval,
+    metrics,
     report,
     rewrite,
 )
@@ -176,7 +177,12 @@ def _datasets(
 
 
 def eval_backend(args: argparse.Namespace, settings: Settings) -> Backend:
-    """The backend behind the call cache (``--cache-dir``), or bare with ``--no-cache``."""
+    """The backend behind the call cache (``--cache-dir``), or bare with ``--no-cache``.
+
+    Every evaluation (and ``conli calibrate``) builds its backend here, before its first
+    model call: the ``[eval]`` extra its scores need is checked first.
+    """
+    metrics.require_eval_extra()
     inner = get_backend(settings.llm, settings)
     if args.no_cache:
         return inner

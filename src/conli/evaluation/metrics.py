@@ -18,6 +18,7 @@ is the ``[eval]`` extra and slow to import, and the CLI imports this module at s
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,25 @@ def confusion(gold: Sequence[bool], predicted: Sequence[Verdict]) -> Confusion:
         else:
             raise ValueError(f"unknown verdict {p!r}")
     return Confusion(**counts)
+
+
+# What the [eval] extra brings, by import name: checked before an evaluation's first model call.
+EVAL_MODULES = ("sklearn", "scipy", "rouge_score", "sacrebleu", "matplotlib")
+
+
+def require_eval_extra() -> None:
+    """Refuse at once when the ``[eval]`` extra is missing, not after the run at the scores."""
+    missing = [name for name in EVAL_MODULES if not _importable(name)]
+    if missing:
+        raise ConfigError(f"conli eval and conli calibrate need the [eval] extra "
+                          f"({', '.join(missing)} missing): {install_hint('eval')}")
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None
+        return False
 
 
 def _sklearn_metrics() -> Any:
