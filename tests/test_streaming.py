@@ -256,6 +256,20 @@ def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Set
     assert len(built) - before == 1  # one per stream, not one per sentence
 
 
+def test_a_stream_scores_no_words_it_would_throw_away(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each streamed sentence is a check whose word scores nobody reads: none are computed."""
+    from conli.graph import nodes
+
+    def refused(*args: Any) -> None:
+        raise AssertionError("word scores computed for a stream")
+
+    monkeypatch.setattr(nodes, "word_scores", refused)
+    checker, _ = _checker(settings.model_copy(update={"word_scores": "lexical", **DETECT}))
+    events = asyncio.run(_collect(checker.astream(SOURCE, _chunks(["One fact. ", "Two."]))))
+    assert sum(isinstance(e, SentenceEvent) for e in events) == 2
+
+
 # --- POST /v1/check/stream over real loopback HTTP -----------------------------------------
 
 pytest.importorskip("fastapi")

@@ -101,7 +101,9 @@ def stream_check(
     exceed ``max_response_chars``. A plan the checker cannot run raises ``ConfigError`` here.
     """
     given = plan if plan is not None else checker.plan
-    detect_only = options(mitigate=False, judge=False, deadline_seconds=given.deadline)
+    # a stream reports sentences only: word scores (forward passes when semantic) go unread
+    detect_only = options(mitigate=False, judge=False, deadline_seconds=given.deadline,
+                          tuning={"word_scores": "off"})
     ready = checker.prepare(make_plan(given.settings, detect_only))
     limits = ready.plan.settings
     source = validate_text(source, name="source", max_chars=limits.max_source_chars)
