@@ -15,7 +15,7 @@ from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import Judgement
-from conli.pipeline import resolve
+from conli.plan import resolve
 
 CLAIM = re.compile(r'<claim(?: id="(\d+)")?>(.*?)</claim>', re.DOTALL)  # v3 has no id
 SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)

@@ -2,7 +2,7 @@ import json
 
 from conli.agents.nli import Hypothesis, static_prefix, tag_entity
 from conli.backends.fake import ScriptedBackend
-from conli.pipeline import resolve
+from conli.plan import resolve
 from tests.conftest import claims_of, nli, nli_answer
 
 

@@ -12,7 +12,7 @@ from conli.agents.nli import Hypothesis, best_supported, nli_windows
 from conli.backends.fake import ScriptedBackend
 from conli.errors import BackendError, ContextOverflowError
 from conli.models import Judgement, SentenceResult
-from conli.pipeline import resolve
+from conli.plan import resolve
 from conli.windows import source_windows, windows_for
 from tests.conftest import claims_of, nli, nli_answer
 

@@ -42,7 +42,7 @@ from conli.backends.calls import CallRecord, call_model, usage_by_step, usage_of
 from conli.config import Settings
 from conli.errors import BackendError, ConfigError, InputError
 from conli.models import UsageTotals
-from conli.pipeline import resolve
+from conli.plan import resolve
 from conli.prompts import render
 from conli.run_context import scope
 

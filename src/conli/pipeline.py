@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -15,6 +14,7 @@ from conli.agents.nli import warm_up
 from conli.agents.structured import CallRecord, usage_of
 from conli.backends import get_backend
 from conli.backends.base import Backend
+from conli.backends.calls import usage_by_step
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.errors import ConfigError, ContextOverflowError
@@ -26,7 +26,6 @@ from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.nlp import load_pipeline
 from conli.plan import Plan, for_backend, make_plan, plan_for
-from conli.plan import resolve as resolve  # where callers found it
 from conli.run_context import Progress, scope
 from conli.streaming import DoneEvent, SentenceEvent, stream_check
 from conli.tokens import at_least_tokens
@@ -276,9 +275,6 @@ def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> A
 
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
     calls: list[CallRecord] = state.get("calls", [])
-    by_step: dict[str, list[CallRecord]] = defaultdict(list)
-    for call in calls:
-        by_step[call.step].append(call)
     sentences = state["sentences"]
     templates = sorted(
         {c.template for c in calls}
@@ -296,7 +292,7 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         judge_raw=state.get("judge_raw"),
         judge_refined=state.get("judge_refined"),
         usage=usage_of(calls),
-        usage_by_step={step: usage_of(records) for step, records in sorted(by_step.items())},
+        usage_by_step=usage_by_step(calls),
         timings={**state.get("timings", {}), "total": seconds},
         templates=templates,
         coverage=state.get("coverage"),
