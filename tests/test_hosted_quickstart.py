@@ -91,3 +91,18 @@ def test_a_hosted_check_never_touches_the_embedded_model(
     assert not no_embedded_model
     cache = tmp_path / "cache"
     assert not [p for p in cache.rglob("*") if p.is_file()]  # no model assembled, nothing kept
+
+
+def test_semantic_word_scores_on_a_hosted_model_are_refused_before_any_call(
+        no_embedded_model: list[str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """They need the model's hidden states: refused at once, not after the detection ran."""
+    (tmp_path / "source.txt").write_text(SOURCE)
+    (tmp_path / "response.txt").write_text(RESPONSE)
+    with serve(Provider()) as server:
+        code = cli.main(["check", "--source", str(tmp_path / "source.txt"),
+                         "--response", str(tmp_path / "response.txt"),
+                         "--llm", f"vllm:{server.url}/v1#served", "--word-scores", "semantic"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--word-scores semantic reads the model's hidden states" in err
+    assert not server.requests and not no_embedded_model

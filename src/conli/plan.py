@@ -133,7 +133,15 @@ def for_backend(plan: Plan, backend: Backend) -> Plan:
 
 
 def resolve(settings: Settings, backend: Backend) -> Settings:
-    """``settings`` made concrete for ``backend`` (see ``for_backend``)."""
+    """``settings`` made concrete for ``backend`` (see ``for_backend``).
+
+    ``ConfigError`` for semantic word scores on a backend without hidden states: refused
+    here, before the check's model calls, rather than after them in the coverage step.
+    """
+    if settings.word_scores == "semantic" and not backend.capabilities.hidden_states:
+        raise ConfigError(f"--word-scores semantic reads the model's hidden states, which "
+                          f"{backend.name} does not serve; use lexical or the embedded model "
+                          "(--llm local)")
     version = resolve_nli_prompt(settings, backend.capabilities)
     preset = "fused" if backend.capabilities.hidden_states else "cot"
     chosen = [preset if name == "auto" else name for name in settings.detectors]
