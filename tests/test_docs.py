@@ -1,0 +1,80 @@
+"""The reference tables in the docs are the code's, so they cannot drift (issue 30).
+
+README's result-object table names every field of ``CheckResult`` in its first column,
+and each row names, in backticks, every field of the models under it (two levels down;
+a model that has a row of its own is documented there).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from conli.models import CheckResult, SentenceResult
+
+ROOT = Path(__file__).resolve().parents[1]
+TICKED = re.compile(r"`([^`]+)`")
+
+
+def _result_table() -> dict[str, str]:
+    """Each field named in the table's first column, with the whole row it is named in."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The result object (`--json`)", 1)[1].split("\n#", 1)[0]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first = line.split(" | ", 1)[0]
+            for name in TICKED.findall(first):
+                rows[name.removesuffix("[]")] = line
+    return rows
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's type holds (``list[X] | None`` -> X)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, list, dict):
+        return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+    return []
+
+
+def _nested(model: type[BaseModel], depth: int) -> list[type[BaseModel]]:
+    found = [model]
+    if depth:
+        for field in model.model_fields.values():
+            for inner in _models(field.annotation):
+                found += [m for m in _nested(inner, depth - 1) if m not in found]
+    return found
+
+
+def test_the_result_table_has_a_row_for_every_field() -> None:
+    rows = _result_table()
+    assert sorted(set(CheckResult.model_fields) - set(rows)) == []
+    assert sorted(set(rows) - set(CheckResult.model_fields)) == []  # none that is gone
+
+
+def test_each_row_names_the_fields_under_it() -> None:
+    rows = _result_table()
+    own_row = {m for name, field in CheckResult.model_fields.items()
+               for m in _models(field.annotation) if name in rows}
+    missing = {}
+    for name, field in CheckResult.model_fields.items():
+        ticked = {t.removesuffix("[]") for t in TICKED.findall(rows[name])}
+        for top in _models(field.annotation):
+            for model in _nested(top, 2):
+                if model in own_row and model is not top:
+                    continue  # documented in its own row
+                gone = [f for f in model.model_fields if f not in ticked]
+                if gone:
+                    missing[f"{name}: {model.__name__}"] = gone
+    assert missing == {}
+
+
+def test_the_sentences_row_names_every_sentence_field() -> None:
+    ticked = {t.removesuffix("[]") for t in TICKED.findall(_result_table()["sentences"])}
+    assert set(SentenceResult.model_fields) <= ticked
