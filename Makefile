@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install wheel clean
+.PHONY: demo test install wheel settings-doc clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test: $(VENV)/.installed-dev
 ## clone: pip install 'dist/conli-0.1.0-py3-none-any.whl[openai]' (conli is not on PyPI).
 wheel: | $(BIN)/python
 	$(BIN)/pip wheel --quiet . --no-deps --wheel-dir dist
+
+## Regenerate docs/settings.md, the reference of every setting, from conli.config (a test
+## fails while the two differ).
+settings-doc: | $(BIN)/python
+	$(BIN)/python -c 'import conli.config as c; print(c.settings_reference(), end="")' \
+		> docs/settings.md
 
 clean:
 	rm -rf $(VENV)

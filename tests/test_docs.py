@@ -2,7 +2,8 @@
 
 README's result-object table names every field of ``CheckResult`` in its first column,
 and each row names, in backticks, every field of the models under it (two levels down;
-a model that has a row of its own is documented there).
+a model that has a row of its own is documented there). docs/settings.md is generated
+from ``conli.config``, and README's short settings table names only settings that exist.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from conli.config import SETTING_GROUPS, Settings, settings_reference
 from conli.models import CheckResult, SentenceResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,3 +80,33 @@ def test_each_row_names_the_fields_under_it() -> None:
 def test_the_sentences_row_names_every_sentence_field() -> None:
     ticked = {t.removesuffix("[]") for t in TICKED.findall(_result_table()["sentences"])}
     assert set(SentenceResult.model_fields) <= ticked
+
+
+def test_docs_settings_md_is_the_generated_reference() -> None:
+    written = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert written == settings_reference(), (
+        "docs/settings.md differs from conli.config: regenerate it with `make settings-doc`")
+
+
+def test_every_setting_is_in_one_group_and_described() -> None:
+    grouped = [name for group in SETTING_GROUPS for name in group.model_fields]
+    assert sorted(grouped) == sorted(Settings.model_fields)  # each once, none left out
+    assert [n for n, f in Settings.model_fields.items() if not f.description] == []
+
+
+def test_the_reference_shows_machine_defaults_as_words() -> None:
+    reference = settings_reference()
+    assert "| `CONLI_LOCAL_THREADS` | the CPU count |" in reference
+    assert "| `CONLI_CACHE_DIR` | `$XDG_CACHE_HOME/conli`, else `~/.cache/conli` |" in reference
+    assert '| `CONLI_DETECTORS` | `["auto"]` |' in reference
+    assert "| `CONLI_LOCAL_MODEL` | unset |" in reference
+    assert "(one of `spacy`, `azure`)" in reference
+
+
+def test_the_readme_settings_table_names_real_settings_and_links_them_all() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    assert "[docs/settings.md](docs/settings.md)" in section
+    named = re.findall(r"`CONLI_([A-Z_]+)`", section)
+    assert len(set(named)) >= 10
+    assert sorted({n.lower() for n in named} - set(Settings.model_fields)) == []

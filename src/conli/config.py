@@ -9,9 +9,10 @@ Nothing reads the environment at import time.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -62,7 +63,9 @@ class BackendSettings(BaseModel):
     local_prompt_cache: bool = Field(
         True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
     )
-    cache_dir: Path = Field(default_factory=_default_cache_dir)
+    cache_dir: Path = Field(
+        default_factory=_default_cache_dir, description="the embedded model once assembled "
+        "(models/), its saved prompt states, and conli eval's call cache")
     request_timeout: float = Field(60.0, gt=0, description="seconds one HTTP model call may take")
     max_concurrency: int = Field(8, ge=1, description="model calls in flight per process")
     requests_per_minute: int | None = Field(None, ge=1, description="optional RPM limit")
@@ -98,8 +101,12 @@ class DetectionSettings(BaseModel):
         None, ge=0.0, le=1.0, description="the bar a result's `passed` sets: every checked "
         "sentence's score (P(grounded)) at or above it, i.e. support_score >= it; None: passed "
         "= verdict supported. It decides `passed` only, never the verdicts")
-    ner: Literal["spacy", "azure"] = "spacy"
-    entity_categories: list[str] = Field(default_factory=lambda: list(PAPER_ENTITY_CATEGORIES))
+    ner: Literal["spacy", "azure"] = Field(
+        "spacy", description="entity recognizer of the entity level: spacy (its small English "
+        "model comes with conli) or azure (Azure AI Language, the paper's; the [azure] extra)")
+    entity_categories: list[str] = Field(
+        default_factory=lambda: list(PAPER_ENTITY_CATEGORIES),
+        description="entity categories the entity level re-checks (the paper's Azure selection)")
     entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
     entity_recheck: Literal["unmatched", "all"] = Field(
         "unmatched",
@@ -146,7 +153,7 @@ class DetectionSettings(BaseModel):
 class RewriteSettings(BaseModel):
     """Whether and how flagged sentences are rewritten."""
 
-    mitigate: bool = True
+    mitigate: bool = Field(True, description="rewrite or remove the flagged sentences")
     fix_coverage: bool = Field(
         False, description="add one sentence for each uncovered point, drawn only from the "
         "point's text and checked like any other sentence")
@@ -163,7 +170,7 @@ class RewriteSettings(BaseModel):
 class JudgeSettings(BaseModel):
     """The 1-5 rubric judge."""
 
-    judge: bool = True
+    judge: bool = Field(True, description="score the text 1-5 against its source")
     judge_mode: Literal["grounded", "rubric"] = Field(
         "rubric",
         description="grounded: the score comes from the sentence verdicts and the model writes "
@@ -179,13 +186,16 @@ class JudgeSettings(BaseModel):
 class RunSettings(BaseModel):
     """Limits of one check: input sizes, re-asks, sampling and the deadline."""
 
-    max_source_chars: int = Field(200_000, ge=1)
-    max_response_chars: int = Field(20_000, ge=1)
+    max_source_chars: int = Field(
+        200_000, ge=1, description="longest source: a longer one is refused, never truncated")
+    max_response_chars: int = Field(
+        20_000, ge=1, description="longest response: a longer one is refused, never truncated")
     max_response_sentences: int | None = Field(
         None, ge=1, description="refuse a response of more sentences (the service sets its own)"
     )
     max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float = Field(
+        0.0, ge=0.0, le=2.0, description="sampling temperature of a check's model calls")
     check_deadline_seconds: float | None = Field(
         900.0,
         gt=0,
@@ -261,6 +271,59 @@ class Settings(
     # has a double underscore, so no other variable reads differently)
     model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True,
                                       env_nested_delimiter="__")
+
+
+# The groups of ``Settings``, by audience, in the order docs/settings.md lists them.
+SETTING_GROUPS: tuple[type[BaseModel], ...] = (
+    BackendSettings, DetectionSettings, RewriteSettings, JudgeSettings, RunSettings,
+    GenerationSettings, ServiceSettings, BatchSettings,
+)
+# Defaults computed on the machine, as the reference shows them.
+_SHOWN_DEFAULTS = {
+    "local_threads": "the CPU count",
+    "cache_dir": "`$XDG_CACHE_HOME/conli`, else `~/.cache/conli`",
+}
+
+
+def settings_reference() -> str:
+    """docs/settings.md: every setting, by group, with its variable, default and description."""
+    lines = [
+        "# Settings",
+        "",
+        "Every setting of `conli.Settings`, grouped by who sets it (the groups of `conli.config`).",
+        "Each is the environment variable `CONLI_<NAME>` or `Settings(<name>=...)` in Python; a",
+        "list or mapping is given as JSON. A bad value is exit 2 with the setting named.",
+        "",
+        "Generated from `conli.config` by `make settings-doc`: do not edit by hand.",
+    ]
+    for group in SETTING_GROUPS:
+        title = group.__name__.removesuffix("Settings")
+        audience = (group.__doc__ or "").strip().replace("``", "`")
+        lines += ["", f"## {title} (`{group.__name__}`)", "", audience, "",
+                  "| variable | default | description |", "|---|---|---|"]
+        for name, field in group.model_fields.items():
+            default = field.get_default(call_default_factory=True)
+            shown = _SHOWN_DEFAULTS.get(name) or _shown(default)
+            description = (field.description or "").replace("|", "\\|")
+            if get_origin(field.annotation) is Literal:
+                choices = ", ".join(f"`{choice}`" for choice in get_args(field.annotation))
+                description += f" (one of {choices})"
+            lines.append(f"| `CONLI_{name.upper()}` | {shown} | {description} |")
+    providers = ", ".join(f"`{name}`" for name in PROVIDER_VARIABLES)
+    lines += ["", "## Provider variables", "",
+              "Credentials and endpoints are never settings: each provider's SDK reads its own",
+              "(`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`, ...), and conli reads",
+              f"{providers}."]
+    return "\n".join(lines) + "\n"
+
+
+def _shown(value: Any) -> str:
+    """A default as the environment spells it: JSON for lists and mappings, unset for None."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool | list | dict):
+        return f"`{json.dumps(value)}`"
+    return f"`{value}`"
 
 
 # Fields a per-call override may not change: they shaped the backend and NER already built.
