@@ -43,3 +43,23 @@ def test_the_deadline_only_shrinks_within_a_front_doors_limit() -> None:
     assert plan.within(5).deadline == 5 and plan.within(5).settings is plan.settings
     assert make_plan(Settings(check_deadline_seconds=None)).within(3).deadline == 3
     assert make_plan(Settings(), RunOptions(deadline_seconds=7)).deadline == 7
+
+
+def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
+    """No module but conli.plan calls ``<...settings>.model_copy``: per-run choices go in a plan."""
+    import ast
+    from pathlib import Path
+
+    import conli
+
+    copies = []
+    for path in Path(conli.__file__).parent.rglob("*.py"):
+        if path.name == "plan.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "model_copy":
+                receiver = ast.unparse(node.func.value)
+                if receiver.lower().endswith("settings"):
+                    copies.append(f"{path.name}:{node.lineno} {receiver}")
+    assert copies == []

@@ -54,6 +54,7 @@ from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
 from conli.files import ensure_appendable, json_line
 from conli.frontdoor import Mode
+from conli.plan import adjusted
 
 _CHUNK = 1 << 20  # IN is read in 1 MiB chunks, whatever its size
 _ROWS_PER_READ = 4096  # rows the reader hands on at a time; Ray Data cuts them to size
@@ -220,7 +221,7 @@ def _actor_settings(plan: Plan) -> Settings:
     if "local_threads" in settings.model_fields_set:
         return settings
     threads = max(1, round(plan.cpus_per_actor))
-    return settings.model_copy(update={"local_threads": threads})
+    return adjusted(settings, local_threads=threads)
 
 
 # --- the driver ---------------------------------------------------------------------------
