@@ -90,3 +90,5 @@ python eval/train_detector.py fit --features eval/features/dev.jsonl \
 # the judge, round 2 (issue 29): the rubric pilot
 conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 3 --seed 0 \
   --modes rubric --progress --out eval/results/judge-pilot-v2
+# prompt injection (issue 32): 22 planted errors carrying injections, each also run without it
+python eval/injection.py --controls --out eval/results/injection
