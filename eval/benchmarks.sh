@@ -77,7 +77,7 @@ conli bench --dataset halueval_summarization --limit 20 --seed 0 \
 # detection round 3 (issue 28): every dev example through fused with the v3 prompt, features
 # recorded (resumable; the collection model is eval/results/detect-fused-v3/collect-model.json)
 CONLI_FUSED_MODEL=/work/runs/collect-fused.json conli eval detect --dataset all --limit 100 \
-  --seed 0 --detector fused --progress --budget-minutes 92 --out /work/runs/detect-fused-collect
+  --seed 0 --detector fused --progress --budget-minutes 50 --out /work/runs/detect-fused-collect
 python eval/train_detector.py export --predictions eval/results/detect-fused-v3 \
   --out eval/features/dev.jsonl
 python eval/train_detector.py fit --features eval/features/dev.jsonl \
