@@ -38,9 +38,9 @@ wheel: | $(BIN)/python
 
 ## Regenerate docs/settings.md, the reference of every setting, from conli.config (a test
 ## fails while the two differ).
-settings-doc: | $(BIN)/python
+settings-doc: $(VENV)/.installed-local
 	$(BIN)/python -c 'import conli.config as c; print(c.settings_reference(), end="")' \
-		> docs/settings.md
+		> docs/settings.md.tmp && mv docs/settings.md.tmp docs/settings.md
 
 clean:
 	rm -rf $(VENV)
