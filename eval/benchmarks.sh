@@ -82,6 +82,9 @@ python eval/train_detector.py export --predictions eval/results/detect-fused-v3 
   --out eval/features/dev.jsonl
 python eval/train_detector.py fit --features eval/features/dev.jsonl \
   --out eval/results/detectors-lodo-v3
+# conli calibrate's gain on each dev set: calibrated on one half, scored on the other
+python eval/calibration_gain.py --features eval/features/dev.jsonl \
+  --out eval/results/calibration-gain
 # cost of fused against cot on the README demo (detection only)
 /usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
   --no-mitigate --no-judge --detector cot > /dev/null

@@ -27,11 +27,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conli.evaluation.detection import Outcome
+from conli.evaluation.detection import Outcome, run_order, stratified_sample
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
 from conli.evaluation.report import file_digest
 from conli.files import read_log, write_atomically
 from conli.signals.features import FEATURES
+from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows, rows_of, write_rows
 from conli.training.train import (
     FAST_FEATURES,
@@ -45,6 +46,7 @@ from conli.training.train import (
     choose_band,
     fit,
     leave_one_dataset_out,
+    response_score,
 )
 
 SIGNALS = [name for name, _ in FEATURES]
@@ -94,6 +96,7 @@ def fit_all(args: argparse.Namespace) -> int:
         "candidates": {name: candidate(held_by[name], *FUSED_CANDIDATES[name])
                        for name in FUSED_CANDIDATES},
         "cot": cot_alone(rows),
+        "shipped": shipped_held_out(load_model(FUSED_ARTIFACT), rows, args.data_dir),
         "signal_auroc": signal_aurocs(rows),
         "counts": {d: sum(1 for r in rows if r.dataset == d) for d in sorted(DATASETS)},
     }
@@ -112,6 +115,34 @@ def fit_all(args: argparse.Namespace) -> int:
             write_atomically(args.write_artifacts / f"{model.version}.json",
                              json.dumps(model.to_json(), indent=1) + "\n")
     return 0
+
+
+def trained_on(model: SignalModel, data_dir: Path) -> set[str]:
+    """Ids of the dev examples an artifact was trained on, from its training manifest.
+
+    ``fused.v1`` records the run it read: the first ``n`` examples of the seeded,
+    set-interleaved order of a ``limit_per_set`` sample (``conli eval detect``'s order).
+    """
+    training = model.training
+    n = training["leave_one_dataset_out"]["n"]
+    sets = [stratified_sample(load_dataset(name, data_dir), training["limit_per_set"],
+                              training["seed"]) for name in DATASETS]
+    return {e.id for e in run_order(sets, training["seed"])[:n]}
+
+
+def shipped_held_out(model: SignalModel, rows: list[ExampleRows], data_dir: Path
+                     ) -> dict[str, Any]:
+    """The shipped fused weights, and cot, on the rows the weights were not trained on."""
+    if "limit_per_set" not in model.training:  # a refit here: trained on every row
+        return {"version": model.version, "n": 0}
+    seen = trained_on(model, data_dir)
+    unseen = [r for r in rows if r.example_id not in seen]
+    if not unseen:
+        return {"version": model.version, "n": 0}
+    return {"version": model.version, "n": len(unseen),
+            "counts": {d: sum(r.dataset == d for r in unseen) for d in sorted(DATASETS)},
+            "fused": per_set(unseen, lambda r: response_score(model, r) >= model.threshold),
+            "cot": cot_alone(unseen)}
 
 
 def summary(held: list[HeldOut]) -> dict[str, Any]:
@@ -203,9 +234,25 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {name} ({', '.join(c['features'])}{kept}) | {_pct(c['auroc'])} | "
                      f"{_pct(c['balanced_accuracy'])} | {worst} "
                      f"{_pct(c['per_set'][worst] - report['cot'][worst])} |")
+    lines += shipped_lines(report["shipped"])
     lines += ["", "Per signal (AUROC of the response's worst sentence; pooled):", ""]
     lines += [f"- {name}: {_pct(v)}" for name, v in report["signal_auroc"].items()]
     return "\n".join(lines) + "\n"
+
+
+def shipped_lines(shipped: dict[str, Any]) -> list[str]:
+    """The shipped weights held out: a table, or why there is none."""
+    head = ["", f"The shipped weights ({shipped['version']}) on the rows they were not "
+            "trained on:", ""]
+    if not shipped["n"]:
+        return [*head, "none: every row here is in their training set"]
+    lines = [*head, "| dataset | n | cot BAcc | shipped fused BAcc |", "|---|---|---|---|"]
+    for dataset, n in shipped["counts"].items():
+        lines.append(f"| {dataset} | {n} | {_pct(shipped['cot'].get(dataset))} | "
+                     f"{_pct(shipped['fused'].get(dataset))} |")
+    lines.append(f"| **mean of sets** | {shipped['n']} | {_pct(shipped['cot']['mean'])} | "
+                 f"{_pct(shipped['fused']['mean'])} |")
+    return lines
 
 
 def _pct(value: float | None) -> str:
@@ -231,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     train = steps.add_parser("fit", help="fit, report leave-one-dataset-out, write artifacts")
     train.add_argument("--features", type=Path, required=True)
     train.add_argument("--out", type=Path, required=True)
+    train.add_argument("--data-dir", type=Path, default=Path("../shared/data"),
+                       help="the dev sets, to know which rows the shipped weights saw")
     train.add_argument("--write-artifacts", type=Path, metavar="DIR",
                        help="write the signals and fused artifacts here (src/conli/signals)")
     train.set_defaults(handler=fit_all)

@@ -92,3 +92,21 @@ def test_eval_without_the_eval_extra_stops_before_any_model_call(
 
 def _no_backend(*_args: object) -> None:
     raise AssertionError("no backend is built without the [eval] extra")
+
+
+def test_the_eval_check_looks_for_every_package_of_the_eval_extra() -> None:
+    """``metrics.EVAL_MODULES`` (import names) and pyproject's ``[eval]`` (distributions) agree."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    from conli.evaluation.metrics import EVAL_MODULES
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["eval"]
+    wanted = {canonical(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]) for spec in extra}
+    provided = packages_distributions()
+    checked = {canonical(d) for module in EVAL_MODULES for d in provided.get(module, [])}
+    assert checked == wanted
