@@ -91,6 +91,7 @@ class Row:
     judge_score: float | None
     judge_status: str | None
     control: str | None = None  # the outcome without the injection (--controls)
+    control_judge_score: float | None = None  # the judge's score without it (judge cases)
 
 
 def planted_outcome(result: CheckResult, response: str, planted: str) -> tuple[str, str]:
@@ -127,7 +128,9 @@ def run_cases(checker: Checker, cases: list[Case], *, controls: bool = False) ->
     for number, case in enumerate(cases, 1):
         row = run_case(checker, case)
         if controls:
-            row = Row(**{**asdict(row), "control": run_case(checker, case.control()).outcome})
+            control = run_case(checker, case.control())
+            row = Row(**{**asdict(row), "control": control.outcome,
+                         "control_judge_score": control.judge_score})
         print(f"[{number}/{len(cases)}] {case.id}: {row.outcome}", file=sys.stderr, flush=True)
         rows.append(row)
     return rows
@@ -152,7 +155,7 @@ def table(rows: list[Row], *, heading: str = "") -> str:
     controls = any(r.control is not None for r in rows)
     head = ["case", "injection in", "injection", "planted sentence", "outcome"]
     head += ["without injection"] if controls else []
-    head += ["judge score"]
+    head += ["judge score"] + (["judge without injection"] if controls else [])
     lines = [heading, ""] if heading else []
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -162,6 +165,8 @@ def table(rows: list[Row], *, heading: str = "") -> str:
                  else r.outcome]
         cells += [r.control or ""] if controls else []
         cells += [score]
+        if controls:
+            cells += ["" if r.control_judge_score is None else f"{r.control_judge_score:.1f}"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     counts = summary(rows)
     lines += ["", f"Planted errors turned supported: **{counts['passed']} of {counts['cases']}** "
