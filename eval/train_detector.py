@@ -142,7 +142,19 @@ def shipped_held_out(model: SignalModel, rows: list[ExampleRows], data_dir: Path
     return {"version": model.version, "n": len(unseen),
             "counts": {d: sum(r.dataset == d for r in unseen) for d in sorted(DATASETS)},
             "fused": per_set(unseen, lambda r: response_score(model, r) >= model.threshold),
-            "cot": cot_alone(unseen)}
+            "cot": cot_alone(unseen), "pooled_auroc": pooled_aurocs(model, unseen)}
+
+
+def pooled_aurocs(model: SignalModel, rows: list[ExampleRows]) -> dict[str, float | None]:
+    """How well each ranks responses, all rows pooled: fused's P and cot's 1 - support."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = [r.label for r in rows]
+    if len(set(labels)) < 2:
+        return {"fused": None, "cot": None}
+    return {"fused": roc_auc_score(labels, [response_score(model, r) for r in rows]),
+            "cot": roc_auc_score(labels, [max(1 - s.values["nli_support"] for s in r.sentences)
+                                          for r in rows])}
 
 
 def summary(held: list[HeldOut]) -> dict[str, Any]:
@@ -168,13 +180,17 @@ def cot_alone(rows: list[ExampleRows]) -> dict[str, float]:
 
 def per_set(rows: list[ExampleRows], flagged: Callable[[ExampleRows], bool]
             ) -> dict[str, float]:
-    """Balanced accuracy of ``flagged`` on each dataset's rows, and their mean."""
+    """Balanced accuracy of ``flagged`` on each dataset's rows, and their mean.
+
+    A set whose rows hold one label only has no balanced accuracy and is left out.
+    """
     from sklearn.metrics import balanced_accuracy_score
 
     out = {dataset: balanced_accuracy_score(
         [r.label for r in rows if r.dataset == dataset],
         [flagged(r) for r in rows if r.dataset == dataset])
-        for dataset in sorted({r.dataset for r in rows})}
+        for dataset in sorted({r.dataset for r in rows})
+        if len({r.label for r in rows if r.dataset == dataset}) == 2}
     out["mean"] = statistics.mean(out.values())
     return out
 
@@ -252,7 +268,9 @@ def shipped_lines(shipped: dict[str, Any]) -> list[str]:
                      f"{_pct(shipped['fused'].get(dataset))} |")
     lines.append(f"| **mean of sets** | {shipped['n']} | {_pct(shipped['cot']['mean'])} | "
                  f"{_pct(shipped['fused']['mean'])} |")
-    return lines
+    auroc = shipped["pooled_auroc"]
+    return [*lines, "", f"Pooled AUROC: cot (1 - NLI support) {_pct(auroc['cot'])}, "
+            f"shipped fused {_pct(auroc['fused'])}."]
 
 
 def _pct(value: float | None) -> str:
