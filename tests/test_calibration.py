@@ -184,3 +184,18 @@ def test_the_cut_decides_each_sentence_and_says_so(tmp_path: Path) -> None:
     lenient = check(0.9)
     assert lenient.verdict == "supported" and lenient.sentences[1].reasons == []
     assert lenient.calibration is not None and lenient.calibration.flag_at == 0.9
+
+
+def test_a_calibration_that_does_not_beat_the_shipped_decision_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the same response labelled both ways: no cut can beat the shipped decision
+    lines = [json.dumps({"id": f"x{i}", "source": SOURCE, "label": i % 2 == 0,
+                         "response": "The library opened in 1921. It holds 40,000 books."})
+             for i in range(30)]
+    (tmp_path / "noise.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = _calibrate(tmp_path, tmp_path / "noise.jsonl", capsys)
+    assert code == 0 and "does not beat the shipped one" in err
+    # and a calibration that gains says nothing of the kind
+    code, _, err = _calibrate(tmp_path, _labelled(tmp_path / "mine.jsonl", 30), capsys)
+    assert code == 0 and "does not beat" not in err
