@@ -85,6 +85,8 @@ python eval/train_detector.py fit --features eval/features/dev.jsonl \
 # conli calibrate's gain on each dev set: calibrated on one half, scored on the other
 python eval/calibration_gain.py --features eval/features/dev.jsonl \
   --out eval/results/calibration-gain
+python eval/calibration_gain.py --features eval/features/dev.jsonl --only-gains \
+  --out eval/results/calibration-gain-only-gains
 # cost of fused against cot on the README demo (detection only)
 /usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
   --no-mitigate --no-judge --detector cot > /dev/null
@@ -95,3 +97,6 @@ conli eval judge --dataset conli_summeval --dataset halueval_summarization --lim
   --modes rubric --progress --out eval/results/judge-pilot-v2
 # prompt injection (issue 32): 22 planted errors carrying injections, each also run without it
 python eval/injection.py --controls --out eval/results/injection
+# the judge cases alone, with the controls' judge scores (recorded since b5d4540)
+grep '"id": *"judge-' eval/injection/cases.jsonl > judge-cases.jsonl
+python eval/injection.py --controls --cases judge-cases.jsonl --out eval/results/injection-judge

@@ -59,9 +59,13 @@ def halves(rows: Sequence[ExampleRows], seed: int) -> tuple[list[int], list[int]
     return sorted(first), sorted(second)
 
 
-def one_set(rows: Sequence[ExampleRows], decide: Decide, folds: int, seed: int
-            ) -> dict[str, Any]:
-    """Shipped against half-calibrated balanced accuracy on one dev set."""
+def one_set(rows: Sequence[ExampleRows], decide: Decide, folds: int, seed: int,
+            only_gains: bool = False) -> dict[str, Any]:
+    """Shipped against half-calibrated balanced accuracy on one dev set.
+
+    ``only_gains``: a half's cut is used only where its own cross-validated figure beats
+    the shipped decision on that half (what ``conli calibrate``'s warning advises).
+    """
     from sklearn.metrics import balanced_accuracy_score
 
     scored = [decide(r) for r in rows]
@@ -72,10 +76,13 @@ def one_set(rows: Sequence[ExampleRows], decide: Decide, folds: int, seed: int
     first, second = halves(rows, seed)
     for train, test in ((first, second), (second, first)):
         try:
-            flag_at, _, _, _ = fit_calibration([scored[i] for i in train], folds=folds,
-                                               seed=seed)
+            flag_at, _, before, after = fit_calibration([scored[i] for i in train],
+                                                        folds=folds, seed=seed)
         except InputError as exc:
             cuts.append(f"refused: {exc}")
+            continue
+        if only_gains and after <= before:
+            cuts.append("kept the shipped decision: no cross-validated gain")
             continue
         assert flag_at is not None  # a half is far below the examples a weights refit needs
         cuts.append(round(flag_at, 4))
@@ -86,7 +93,8 @@ def one_set(rows: Sequence[ExampleRows], decide: Decide, folds: int, seed: int
             "after": balanced_accuracy_score(labels, calibrated), "cuts": cuts}
 
 
-def report(rows: Sequence[ExampleRows], folds: int, seed: int) -> dict[str, Any]:
+def report(rows: Sequence[ExampleRows], folds: int, seed: int, only_gains: bool = False
+           ) -> dict[str, Any]:
     """Every detector on every dev set, with the mean of sets."""
     model = load_model(FUSED_ARTIFACT)
     detectors: dict[str, Decide] = {"cot": cot_scored, f"fused ({model.version})":
@@ -96,7 +104,7 @@ def report(rows: Sequence[ExampleRows], folds: int, seed: int) -> dict[str, Any]
         by_set.setdefault(row.dataset, []).append(row)
     out: dict[str, Any] = {}
     for name, decide in detectors.items():
-        sets = {dataset: one_set(members, decide, folds, seed)
+        sets = {dataset: one_set(members, decide, folds, seed, only_gains)
                 for dataset, members in sorted(by_set.items())}
         out[name] = {"sets": sets, "mean_before": statistics.mean(s["before"] for s in
                                                                   sets.values()),
@@ -126,13 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("eval/results/calibration-gain"))
     parser.add_argument("--folds", type=int, default=5, help="conli calibrate's --folds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only-gains", action="store_true",
+                        help="use a half's cut only where it beat the shipped decision "
+                        "cross-validated")
     args = parser.parse_args(argv)
     meta, rows = read_rows(args.features)
-    result = report(rows, args.folds, args.seed)
+    result = report(rows, args.folds, args.seed, args.only_gains)
     args.out.mkdir(parents=True, exist_ok=True)
     record = {"command": " ".join(["python", "eval/calibration_gain.py", *sys.argv[1:]]),
               "features": str(args.features), "features_commit": meta.get("git_commit"),
-              "folds": args.folds, "seed": args.seed, "result": result}
+              "folds": args.folds, "seed": args.seed, "only_gains": args.only_gains,
+              "result": result}
     write_atomically(args.out / "results.json", json.dumps(record, indent=2) + "\n")
     table = markdown(result)
     write_atomically(args.out / "results.md", table)
