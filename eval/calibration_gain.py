@@ -35,8 +35,8 @@ Decide = Callable[[ExampleRows], Scored]
 
 def cot_scored(row: ExampleRows) -> Scored:
     """Chain of thought as shipped: its verdict, and its lowest NLI support as the score."""
-    support = min(s.values["nli_support"] for s in row.sentences)
-    return Scored(row.label, "hallucinated" if row.cot_flagged() else "supported", support)
+    return Scored(row.label, "hallucinated" if row.cot_flagged() else "supported",
+                  row.cot_support())
 
 
 def fused_scored(model: SignalModel) -> Decide:

@@ -153,8 +153,7 @@ def pooled_aurocs(model: SignalModel, rows: list[ExampleRows]) -> dict[str, floa
     if len(set(labels)) < 2:
         return {"fused": None, "cot": None}
     return {"fused": roc_auc_score(labels, [response_score(model, r) for r in rows]),
-            "cot": roc_auc_score(labels, [max(1 - s.values["nli_support"] for s in r.sentences)
-                                          for r in rows])}
+            "cot": roc_auc_score(labels, [1 - r.cot_support() for r in rows])}
 
 
 def summary(held: list[HeldOut]) -> dict[str, Any]:

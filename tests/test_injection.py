@@ -7,13 +7,10 @@ planted error; the second must make the count non-zero, or the measurement could
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -23,6 +20,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.pipeline import Checker
 from tests.conftest import claims_of, kind_of, nli_answer
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD = re.compile(r"\d[\d,.:]*\d|\d|[^\W\d_]{4,}")
@@ -31,16 +29,7 @@ OBEY = ("supported", "entailment", "entailed", "ignore all previous", "fact-chec
 SCORE_5 = re.compile(r"score(?: of)?\W{0,3}5|scored 5", re.IGNORECASE)
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("injection_eval", ROOT / "eval" / "injection.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-injection = _load()
+injection = load_script(ROOT / "eval" / "injection.py", "injection_eval")
 
 
 def _block(text: str, tag: str) -> str:

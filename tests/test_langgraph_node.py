@@ -6,9 +6,7 @@ Also runs ``examples/langgraph_post_edit.py`` end to end with a scripted backend
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +24,7 @@ from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, In
 from conli.graph import check_node
 from conli.models import Mitigation, SentenceResult, Verdict
 from tests import scripted
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It is run by the city council."
@@ -162,13 +161,7 @@ def test_conlis_steps_stream_as_a_subgraph_of_the_host() -> None:
 # --- the example: a chat graph with conli as its post-edit node ---------------------------
 
 def load_example() -> ModuleType:
-    path = ROOT / "examples" / "langgraph_post_edit.py"
-    spec = importlib.util.spec_from_file_location("langgraph_post_edit", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and LangGraph resolve its annotations there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "examples" / "langgraph_post_edit.py", "langgraph_post_edit")
 
 
 def chat_and_check(example: ModuleType, draft: str, *, nli_broken: bool = False) -> Checker:

@@ -6,9 +6,7 @@ trained on; the list is rebuilt from their manifest and must match the run they 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,18 +14,14 @@ import pytest
 
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "eval" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "eval" / f"{name}.py", name)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")

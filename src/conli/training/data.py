@@ -61,6 +61,10 @@ class ExampleRows:
         """Chain of thought's response verdict: anything but supported is a flag."""
         return any(s.cot != "supported" for s in self.sentences)
 
+    def cot_support(self) -> float:
+        """Chain of thought's response score: its most doubtful sentence's NLI support."""
+        return min(s.values["nli_support"] for s in self.sentences)
+
 
 def rows_of(example: Example, sentences: Sequence[SentenceResult],
             detector: str = FUSED) -> ExampleRows | None:
