@@ -3,13 +3,14 @@
     python eval/calibration_gain.py --features eval/features/dev.jsonl \\
         --out eval/results/calibration-gain
 
-For each detector (``cot``; ``fused`` with the shipped weights) and each dev set, the set's
-examples are split in two halves, stratified by label (seeded). ``fit_calibration``, the
-function ``conli calibrate`` runs, is fitted on one half and its cut decides the other; every
-example is thus decided by a calibration that never saw it. "Before" is the shipped decision
-on the same examples. A half that ``conli calibrate`` would refuse (too few examples or too
-few of a label) is reported as refused, and its examples keep the shipped decision. No model
-is needed: the features file records what the detectors saw.
+For each detector (``cot``; ``fused`` with its shipped features, weights fitted on the
+other dev sets, since the shipped weights saw most of these rows) and each dev set, the
+set's examples are split in two halves, stratified by label (seeded). ``fit_calibration``,
+the function ``conli calibrate`` runs, is fitted on one half and its cut decides the other;
+every example is thus decided by a calibration that never saw it. "Before" is the
+uncalibrated decision on the same examples. A half that ``conli calibrate`` would refuse
+(too few examples or too few of a label) is reported as refused, and its examples keep the
+uncalibrated decision. No model is needed: the features file records what the detectors saw.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import Any
 from conli.calibration import Scored, fit_calibration, predict
 from conli.errors import InputError
 from conli.files import write_atomically
-from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
+from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows, read_rows
-from conli.training.train import response_score
+from conli.training.train import FUSED_FEATURES, FUSED_KEEP, FUSED_VERSION, fit, response_score
 
 Decide = Callable[[ExampleRows], Scored]
 
@@ -95,16 +96,19 @@ def one_set(rows: Sequence[ExampleRows], decide: Decide, folds: int, seed: int,
 
 def report(rows: Sequence[ExampleRows], folds: int, seed: int, only_gains: bool = False
            ) -> dict[str, Any]:
-    """Every detector on every dev set, with the mean of sets."""
-    model = load_model(FUSED_ARTIFACT)
-    detectors: dict[str, Decide] = {"cot": cot_scored, f"fused ({model.version})":
-                                    fused_scored(model)}
+    """Every detector on every dev set, with the mean of sets; nothing scored where it trained."""
+    def fused_without(dataset: str) -> Decide:
+        others = [r for r in rows if r.dataset != dataset]
+        return fused_scored(fit(others, FUSED_FEATURES, FUSED_VERSION, FUSED_KEEP))
+
+    detectors: dict[str, Callable[[str], Decide]] = {
+        "cot": lambda _dataset: cot_scored, "fused (refit without the set)": fused_without}
     by_set: dict[str, list[ExampleRows]] = {}
     for row in rows:
         by_set.setdefault(row.dataset, []).append(row)
     out: dict[str, Any] = {}
-    for name, decide in detectors.items():
-        sets = {dataset: one_set(members, decide, folds, seed, only_gains)
+    for name, decider in detectors.items():
+        sets = {dataset: one_set(members, decider(dataset), folds, seed, only_gains)
                 for dataset, members in sorted(by_set.items())}
         out[name] = {"sets": sets, "mean_before": statistics.mean(s["before"] for s in
                                                                   sets.values()),

@@ -109,5 +109,5 @@ def run_calibrate(args: argparse.Namespace) -> int:
         sys.stderr.write(
             "warning: the calibrated decision does not beat the shipped one on these "
             "examples (cross-validated); keep the shipped decision, or calibrate again with "
-            "more examples (on our dev sets, halves of 24 examples did not help on average)\n")
+            "more examples\n")
     return 0
