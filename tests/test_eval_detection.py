@@ -221,6 +221,10 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     for mode in ("rubric", "grounded"):  # one dataset: grounded uses the shipped scale
         assert judged["residuals"][mode]["gold_full"]["residual"] == 0
     assert (tmp_path / "j" / "progression.png").exists()
+    assert judged["progress"] == {"documents_done": 1, "documents_planned": 1}
+    assert main(["eval", "judge", *common, "--budget-minutes", "0", "--no-plot",
+                 "--out", str(tmp_path / "j0")]) == 0  # nothing done: said, not hidden
+    assert "partial: 0 of 1 documents" in (tmp_path / "j0" / "results.md").read_text()
     assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
     rewritten = json.loads((tmp_path / "r" / "results.json").read_text())
     assert rewritten["datasets"]["gold"]["zero_flags"]["refined"] == 1.0

@@ -12,6 +12,7 @@ import pytest
 from conli.agents.grounded_judge import Scale
 from conli.config import Settings
 from conli.evaluation import judge_eval as je
+from conli.evaluation import judge_figures as jf
 from conli.evaluation.loaders import Example
 from conli.training import perturb
 from tests.eval_fakes import backend as fake_backend
@@ -80,7 +81,7 @@ def test_residual_table_by_hand() -> None:
     scored = [_scored("gold_full", 5, 0, 5), _scored("gold_sentence", 3, None, 5),
               _scored("intrinsic_sentence", 2, None, 1),
               _scored("extrinsic_sentence", None, None, 1)]
-    table = je.residual_table(scored)["rubric"]
+    table = jf.residual_table(scored)["rubric"]
     assert table["gold_sentence"]["residual"] == 2
     assert table["intrinsic_sentence"]["residual"] == 1
     assert table["extrinsic_sentence"] == {"n": 1, "unverified": 1, "residual": None,
@@ -95,7 +96,7 @@ def test_progression_means_and_the_fitted_slope_per_step() -> None:
         scored += [_scored("progression_intrinsic", 5 - 0.8 * step, 20 * step, None, item)
                    for step in range(1, 6)]
     scored.append(_scored("progression_intrinsic", None, 100, None, "c"))
-    row = je.progression(scored)["rubric"]["intrinsic"]
+    row = jf.progression(scored)["rubric"]["intrinsic"]
     assert row["mean_score"][0] == 5 and row["mean_score"][100] == pytest.approx(1)
     assert row["delta_per_step"] == pytest.approx(-0.8)  # a straight line: its slope
     assert row["unverified"][100] == 1
@@ -107,7 +108,7 @@ def test_items_of_three_to_five_sentences_share_one_slope() -> None:
                for p in (33, 67, 100)]
     scored += [_scored("progression_extrinsic", 5 - 4 * p / 100, p, None, "five")
                for p in (20, 40, 60, 80, 100)]
-    row = je.progression(scored)["rubric"]["extrinsic"]
+    row = jf.progression(scored)["rubric"]["extrinsic"]
     assert row["delta_per_step"] == pytest.approx(-0.8)
 
 
@@ -130,14 +131,14 @@ def test_the_rubric_judge_is_scored_end_to_end(tmp_path: Path) -> None:
     tasks = je.plan_tasks(items, seed=0)
     scored = je.score_rubric(fake_backend(), items, tasks, Settings(llm="local"))
     assert {s.template for s in scored} == {"judge_rubric.v2"}
-    residuals = je.residual_table(scored)
+    residuals = jf.residual_table(scored)
     assert residuals["rubric"]["gold_full"]["residual"] == 0
     assert residuals["rubric"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
-    progress = je.progression(scored)
+    progress = jf.progression(scored)
     assert progress["rubric"]["extrinsic"]["mean_score"][100] == 1
     assert -0.8 <= progress["rubric"]["intrinsic"]["delta_per_step"] < -0.7  # rounded steps
     pytest.importorskip("matplotlib")
-    png = je.plot_progression(progress, tmp_path / "p.png")
+    png = jf.plot_progression(progress, tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -147,12 +148,12 @@ def test_targets_and_intervals_over_documents() -> None:
         item = f"d{n}"
         scored += [_scored("gold_full", gold, 0, 5, item),
                    _scored("progression_intrinsic", full, 100, None, item)]
-    targets = je.targets(scored)["rubric"]
+    targets = jf.targets(scored)["rubric"]
     assert targets["gold_scored_5"] == 0.75 and targets["gold_at_least_4"] == 0.75
     assert targets["all_hallucinated_at_most_2"] == 0.75
-    interval = je.bootstrap_intervals(scored, seed=0, resamples=200)["rubric"]
+    interval = jf.bootstrap_intervals(scored, seed=0, resamples=200)["rubric"]
     low, high = interval["delta_intrinsic"]
-    point = je.progression(scored)["rubric"]["intrinsic"]["delta_per_step"]
+    point = jf.progression(scored)["rubric"]["intrinsic"]["delta_per_step"]
     assert low <= point <= high and low < high
     low, high = interval["gold_at_least_4"]
     assert low <= 0.75 <= high
@@ -181,7 +182,7 @@ def test_the_grounded_scale_is_monotone_and_scored_leave_one_dataset_out() -> No
     held_out_a = [s for s in scored if s.dataset == "a"]
     # a's scale never saw a: with a's lower evidence it still scores gold texts 5
     assert all(s.score == 5 for s in held_out_a if s.task.task == "gold_full")
-    row = je.progression(scored)["grounded"]["intrinsic"]
+    row = jf.progression(scored)["grounded"]["intrinsic"]
     assert row["delta_per_step"] < -0.5
     alone = je.lodo_grounded([r for r in rows if r.dataset == "a"], shipped)
     assert {s.score for s in alone} == {1.0}  # one dataset: nothing held out to fit on
@@ -223,3 +224,26 @@ def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
     stored = je.stored_grounded_scores(path, scale)
     assert [(r[0], r[2]) for r in stored] == [("x0", False), ("x1", True)]
     assert stored[0][3] == 5 and stored[1][3] < stored[0][3]
+
+
+def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_them() -> None:
+    source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours."
+    split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
+    plans = []
+    for dataset in ("a", "b"):
+        examples = [Example(f"{dataset}{n}", f"{source} Doc {n}.", source, False, dataset)
+                    for n in range(3)]
+        items = je.build_items(examples, split, None, sentences=(3, 5), limit=None, seed=0)
+        plans.append((items, je.plan_tasks(items, seed=0)))
+    settings = Settings(llm="local", detectors=["cot"])
+    whole = je.score_documents(fake_backend(), plans, settings, je.MODES, reasoning_items=1)
+    assert [i.id for i in whole.items] == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    assert whole.planned == 6 and len(whole.rubric) == len(whole.evidence) == sum(
+        len(tasks) for _, tasks in plans)
+    reasoned = {s.task.item for s in whole.evidence if s.reasoning_status is not None}
+    assert reasoned == {"a0", "b0"}  # the first item of each set
+    ticks = iter(range(100))  # the clock reads 0, 1, 2 before three documents, then 3: stop
+    cut = je.score_documents(fake_backend(), plans, settings, ["rubric"], reasoning_items=1,
+                             deadline=2.5, clock=lambda: next(ticks))
+    assert [i.id for i in cut.items] == ["a0", "b0", "a1"] and not cut.evidence
+    assert {s.task.item for s in cut.rubric} == {"a0", "b0", "a1"}

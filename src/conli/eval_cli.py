@@ -32,6 +32,7 @@ from conli.evaluation import (
     detection,
     generate_eval,
     judge_eval,
+    judge_figures,
     metrics,
     report,
     rewrite,
@@ -112,6 +113,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     judge.add_argument("--write-scale", type=Path, metavar="FILE",
                        help="write the grounded scale fitted on every item here (to ship: "
                        "src/conli/signals/grounded_scale.v1.json)")
+    judge.add_argument("--budget-minutes", type=float,
+                       help="start no new document after this long (the sets taken in turn); "
+                       "re-run to replay it from the call cache and go on")
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
 
@@ -356,45 +360,42 @@ def run_judge(args: argparse.Namespace) -> int:
 
     settings = _base_settings(args)
     sets, paths = _datasets(args, sample=False)  # --limit counts gold items (documents) here
-    backend = eval_backend(args, settings)
     out = _out_dir(args, "judge")
-    items: list[judge_eval.JudgeItem] = []
-    rubric: list[judge_eval.Scored] = []
-    evidence: list[judge_eval.Scored] = []
+    plans = []
+    for examples in sets.values():
+        found = judge_eval.build_items(
+            [e for e in examples if not e.label], split, entities, limit=args.limit,
+            sentences=(args.min_sentences, args.max_sentences), seed=args.seed)
+        plans.append((found, judge_eval.plan_tasks(found, args.seed)))
+    if not any(items for items, _ in plans):
+        raise ConfigError(f"no gold response has {args.min_sentences} sentences in these sets")
+    deadline = None if args.budget_minutes is None else \
+        time.monotonic() + 60 * args.budget_minutes
+    backend = eval_backend(args, settings)
     try:
-        for examples in sets.values():
-            found = judge_eval.build_items(
-                [e for e in examples if not e.label], split, entities, limit=args.limit,
-                sentences=(args.min_sentences, args.max_sentences), seed=args.seed)
-            items += found
-            tasks = judge_eval.plan_tasks(found, args.seed)
-            if "grounded" in args.modes:
-                evidence += judge_eval.grounded_evidence(
-                    backend, found, tasks, settings, args.reasoning_items,
-                    _progress(args.progress, "judge grounded"))
-            if "rubric" in args.modes:
-                rubric += judge_eval.score_rubric(backend, found, tasks, settings,
-                                                  _progress(args.progress, "judge rubric"))
+        run = judge_eval.score_documents(backend, plans, settings, args.modes,
+                                         args.reasoning_items, deadline=deadline,
+                                         progress=_progress(args.progress, "judge documents"))
     finally:
         backend.close()
-    if not items:
-        raise ConfigError(f"no gold response has {args.min_sentences} sentences in these sets")
+    items, rubric, evidence = run.items, run.rubric, run.evidence
     shipped = configured_scale(settings)
     scored = rubric + judge_eval.lodo_grounded(evidence, shipped)
-    progression = judge_eval.progression(scored)
+    progression = judge_figures.progression(scored)
     plot = None
     if not args.no_plot:
-        plot = str(judge_eval.plot_progression(progression, out / "progression.png"))
-    residuals = judge_eval.residual_table(scored)
+        plot = str(judge_figures.plot_progression(progression, out / "progression.png"))
+    residuals = judge_figures.residual_table(scored)
     payload: dict[str, Any] = {
         "kind": "judge",
         "provenance": _meta(args, backend, settings, {s.template for s in scored}, paths),
         "detectors": settings.detectors,
+        "progress": {"documents_done": len(items), "documents_planned": run.planned},
         "items": [item.__dict__ for item in items],
         "residuals": residuals,
         "progression": progression,
-        "targets": judge_eval.targets(scored),
-        "intervals": judge_eval.bootstrap_intervals(scored, args.seed),
+        "targets": judge_figures.targets(scored),
+        "intervals": judge_figures.bootstrap_intervals(scored, args.seed),
         "plot": plot,
         "scores": [{"item": s.task.item, "dataset": s.dataset, "task": s.task.task,
                     "pct": s.task.pct, "mode": s.mode, "expected": s.task.expected,

@@ -190,11 +190,21 @@ def _ci(interval: list[float] | None, *, percent: bool = False) -> str:
     return f" [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
+def _progress_line(payload: dict[str, Any]) -> list[str]:
+    """Say so when a budget cut the run short: its figures cover the documents done."""
+    done = payload.get("progress", {})
+    if done.get("documents_done", 0) >= done.get("documents_planned", 0):
+        return []
+    return [f"- partial: {done['documents_done']} of {done['documents_planned']} documents "
+            "(the sets taken in turn); re-run the command to go on"]
+
+
 def judge_markdown(payload: dict[str, Any]) -> str:
     """Residual table, progression table and the targets per judge mode."""
     intervals = payload.get("intervals", {})
     lines = ["# Judge evaluation", "", f"- detectors (grounded mode): "
-             f"{', '.join(payload.get('detectors') or [])}", *_header(payload["provenance"]),
+             f"{', '.join(payload.get('detectors') or [])}", *_progress_line(payload),
+             *_header(payload["provenance"]),
              "| mode | task | n | residual | residual (unverified as 4) | unverified |",
              "|---|---|---|---|---|---|"]
     for mode, tasks in payload["residuals"].items():
