@@ -276,3 +276,20 @@ def test_provenance_names_the_commit_the_run_started_from(tmp_path: Path,
         assert meta["git_commit"] == first and meta["git_dirty"] is False
     finally:
         git_state.cache_clear()
+
+
+def test_judge_auroc_from_a_stored_run_names_the_rubric_template_only_when_it_ran(
+        tmp_path: Path) -> None:
+    common = ["--file", str(FIXTURE), "--llm", "evalfake", "--cache-dir", str(tmp_path / "c")]
+    assert main(["eval", "detect", *common, "--out", str(tmp_path / "d")]) == 0
+    stored = ["--predictions", str(tmp_path / "d" / "predictions.jsonl")]
+    assert main(["eval", "judge-auroc", *common, *stored, "--per-dataset", "0",
+                 "--out", str(tmp_path / "a0")]) == 0
+    alone = json.loads((tmp_path / "a0" / "results.json").read_text())
+    assert alone["provenance"]["templates"] == [] and alone["provenance"]["backend"] == "none"
+    assert alone["pooled"]["grounded_all"]["n"] == len(load_jsonl(FIXTURE))
+    assert main(["eval", "judge-auroc", *common, *stored, "--per-dataset", "2",
+                 "--out", str(tmp_path / "a2")]) == 0
+    sampled = json.loads((tmp_path / "a2" / "results.json").read_text())
+    assert sampled["provenance"]["templates"] == ["judge_rubric.v2"]
+    assert sampled["datasets"]["eval_sample"]["rubric_sample"]["n"] == 2

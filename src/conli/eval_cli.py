@@ -450,6 +450,7 @@ def run_coverage(args: argparse.Namespace) -> int:
 
 def run_judge_auroc(args: argparse.Namespace) -> int:
     """Grounded scores from a stored detect run; the rubric judge on a sample of it."""
+    from conli.agents import judge as judge_agent
     from conli.agents.grounded_judge import configured_scale
 
     settings = _base_settings(args)
@@ -471,9 +472,11 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
         if backend is not None:
             backend.close()
     recorded: Backend | _Recorded = backend or _Recorded("none", "none")
+    rubric_template = set() if backend is None else \
+        {str(settings.judge_template or judge_agent.DEFAULT_TEMPLATE)}  # no rubric, no template
     payload = {"kind": "judge-auroc", "predictions": str(args.predictions),
                "scale": scale.version,
-               "provenance": _meta(args, recorded, settings, {"judge_rubric.v2"}, paths),
+               "provenance": _meta(args, recorded, settings, rubric_template, paths),
                "datasets": by_set, "pooled": pooled}
     return _finish(_out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))
 
