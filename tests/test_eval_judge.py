@@ -133,6 +133,7 @@ def test_the_rubric_judge_is_scored_end_to_end(tmp_path: Path) -> None:
     assert {s.template for s in scored} == {"judge_rubric.v2"}
     residuals = jf.residual_table(scored)
     assert residuals["rubric"]["gold_full"]["residual"] == 0
+    assert jf.targets(scored)["rubric"]["below_5_untied"] == 0  # it names what it deducts for
     assert residuals["rubric"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
     progress = jf.progression(scored)
     assert progress["rubric"]["extrinsic"]["mean_score"][100] == 1
@@ -157,6 +158,15 @@ def test_targets_and_intervals_over_documents() -> None:
     assert low <= point <= high and low < high
     low, high = interval["gold_at_least_4"]
     assert low <= 0.75 <= high
+
+
+def test_a_rubric_score_below_5_with_no_error_tied_is_counted() -> None:
+    from dataclasses import replace
+
+    rows = [replace(_scored("gold_full", 2.2, 0, 5), tied_errors=0),
+            replace(_scored("gold_full", 3.1, 0, 5), tied_errors=1),
+            replace(_scored("gold_full", 4.7, 0, 5), tied_errors=0)]  # rounds to 5: no deduction
+    assert jf.targets(rows)["rubric"]["below_5_untied"] == 0.5
 
 
 def _evidence(dataset: str, item: str, task: str, pct: int | None, value: float,

@@ -402,7 +402,8 @@ def run_judge(args: argparse.Namespace) -> int:
                     "target": s.task.target, "score": s.score, "evidence": s.evidence,
                     "error": s.error, "seconds": s.seconds,
                     "reasoning_status": s.reasoning_status,
-                    "dropped_errors": s.dropped_errors} for s in scored],
+                    "dropped_errors": s.dropped_errors,
+                    "tied_errors": s.tied_errors} for s in scored],
     }
     if args.write_scale and evidence:
         scale = judge_eval.fit_scale(evidence)

@@ -150,6 +150,7 @@ class Scored:
     reasoning_status: str | None = None
     evidence: float | None = None
     dropped_errors: int = 0
+    tied_errors: int = 0  # errors the judge named that hold: tied to a sentence (rubric)
 
 
 def score_rubric(
@@ -165,7 +166,8 @@ def score_rubric(
         result, _ = judge(backend, item.source, task.text, settings)
         scored.append(Scored(task, "rubric", result.score, result.template, item.dataset,
                              result.error, perf_counter() - started, result.reasoning_status,
-                             dropped_errors=result.dropped_errors))
+                             dropped_errors=result.dropped_errors,
+                             tied_errors=len(result.errors)))
         if progress is not None:
             progress(number, len(tasks))
     return scored

@@ -6,7 +6,7 @@ without the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from statistics import mean
 from typing import Any
 
@@ -102,8 +102,18 @@ def targets(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
             "reasoning_checked": _share([s == "checked" for s in statuses]),
             "reasoning_n": len(statuses),
             "dropped_errors": sum(s.dropped_errors for s in scored if s.mode == mode),
+            "below_5_untied": _untied(s for s in scored if s.mode == mode),
         }
     return out
+
+
+def _untied(rows: Iterable[Scored]) -> float | None:
+    """Share of texts scored below 5 (rounded) with no error tied to a sentence (rubric).
+
+    Such a deduction has no reason an auditor can check; grounded scores always have one.
+    """
+    below = [s for s in rows if s.mode == "rubric" and s.score is not None and s.score < 4.5]
+    return _share([s.tied_errors == 0 for s in below])
 
 
 def _share(flags: Sequence[bool]) -> float | None:

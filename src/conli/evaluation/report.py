@@ -225,8 +225,9 @@ def judge_markdown(payload: dict[str, Any]) -> str:
                          f"{_num(row['delta_per_step'])}{_ci(ci)} |")
     if payload.get("targets"):
         lines += ["", "| mode | gold text >= 4 | gold text 5 | 100% hallucinated <= 2 | "
-                  "judge s a call (timed) | reasoning checked | errors dropped |",
-                  "|---|---|---|---|---|---|---|"]
+                  "judge s a call (timed) | reasoning checked | errors dropped | "
+                  "below 5 with no error tied |",
+                  "|---|---|---|---|---|---|---|---|"]
         for mode, row in payload["targets"].items():
             ci = intervals.get(mode, {})
             lines.append(
@@ -237,7 +238,7 @@ def judge_markdown(payload: dict[str, Any]) -> str:
                 f"{row['all_hallucinated_n']} | "
                 f"{_num(row['judge_seconds_mean'])} ({row['judge_calls_timed']}) | "
                 f"{_pct(row['reasoning_checked'])} of {row['reasoning_n']} | "
-                f"{row.get('dropped_errors', 0)} |")
+                f"{row.get('dropped_errors', 0)} | {_pct(row.get('below_5_untied'))} |")
         lines += ["", "Scores are rounded to the rubric's integers for the shares (>= 3.5 "
                   "counts as 4, <= 2.5 as 2). Grounded scores come from a scale fitted on the "
                   "other datasets' items (leave-one-dataset-out)."]
