@@ -134,6 +134,8 @@ def test_the_rubric_judge_is_scored_end_to_end(tmp_path: Path) -> None:
     residuals = jf.residual_table(scored)
     assert residuals["rubric"]["gold_full"]["residual"] == 0
     assert jf.targets(scored)["rubric"]["below_5_untied"] == 0  # it names what it deducts for
+    areas = jf.auroc_by_set(scored)["rubric"]
+    assert areas["d"]["auroc"] == areas["all"]["auroc"] == 1.0 and areas["all"]["n"] == len(tasks)
     assert residuals["rubric"]["intrinsic_sentence"]["residual"] == 0  # string-match judge: 1
     progress = jf.progression(scored)
     assert progress["rubric"]["extrinsic"]["mean_score"][100] == 1
@@ -257,3 +259,12 @@ def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_the
                              deadline=2.5, clock=lambda: next(ticks))
     assert [i.id for i in cut.items] == ["a0", "b0", "a1"] and not cut.evidence
     assert {s.task.item for s in cut.rubric} == {"a0", "b0", "a1"}
+
+
+def test_the_auroc_per_set_ranks_gold_against_wrong_texts_and_counts_unverified() -> None:
+    rows = [_scored("gold_full", 5, 0, 5), _scored("gold_sentence", 3, None, 5),
+            _scored("intrinsic_sentence", 4, None, 1), _scored("progression_extrinsic", 1, 100),
+            _scored("extrinsic_sentence", None, None, 1)]
+    area = jf.auroc_by_set(rows)["rubric"]["all"]
+    # wrong texts 4 and 1 against gold 5 and 3: three of four pairs ranked right
+    assert area == {"auroc": 0.75, "n": 4, "unverified": 1}

@@ -395,6 +395,7 @@ def run_judge(args: argparse.Namespace) -> int:
         "residuals": residuals,
         "progression": progression,
         "targets": judge_figures.targets(scored),
+        "auroc": judge_figures.auroc_by_set(scored),
         "intervals": judge_figures.bootstrap_intervals(scored, args.seed),
         "plot": plot,
         "scores": [{"item": s.task.item, "dataset": s.dataset, "task": s.task.task,

@@ -64,6 +64,27 @@ def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]
     return out
 
 
+def auroc_by_set(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per mode and dataset: AUROC of 6 - score for "the text has a wrong sentence".
+
+    Over the evaluation's own texts: gold texts (whole or one sentence) against every text
+    with a swapped or added error; unverified texts are left out and counted.
+    """
+    from conli.evaluation.metrics import auroc
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode in sorted({s.mode for s in scored}):
+        rows = [s for s in scored if s.mode == mode]
+        for dataset in [*sorted({s.dataset for s in rows}), "all"]:
+            kept = [s for s in rows if dataset in ("all", s.dataset)]
+            known = [s for s in kept if s.score is not None]
+            wrong = [not s.task.task.startswith("gold") for s in known]
+            out.setdefault(mode, {})[dataset] = {
+                "auroc": auroc(wrong, [6 - float(s.score or 0) for s in known]),
+                "n": len(known), "unverified": len(kept) - len(known)}
+    return out
+
+
 def slope(rows: Sequence[Scored], gold: dict[str, float | None]) -> float | None:
     """Score change per 20% of hallucinated sentences (seed 003's table 4).
 

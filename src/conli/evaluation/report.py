@@ -242,6 +242,16 @@ def judge_markdown(payload: dict[str, Any]) -> str:
         lines += ["", "Scores are rounded to the rubric's integers for the shares (>= 3.5 "
                   "counts as 4, <= 2.5 as 2). Grounded scores come from a scale fitted on the "
                   "other datasets' items (leave-one-dataset-out)."]
+    areas = payload.get("auroc", {})
+    sets = sorted({name for per_set in areas.values() for name in per_set} - {"all"})
+    if areas:
+        lines += ["", f"| mode | {' | '.join([*sets, 'all'])} |",
+                  "|---|" + "---|" * (len(sets) + 1)]
+        lines += [f"| {mode} | " + " | ".join(
+            f"{_pct(per_set.get(name, {}).get('auroc'))} ({per_set.get(name, {}).get('n', 0)})"
+            for name in [*sets, "all"]) + " |" for mode, per_set in areas.items()]
+        lines += ["", "AUROC (n texts) for \"the text has a wrong sentence\" over the texts "
+                  "above: gold against every text with an error swapped in or added."]
     if payload.get("plot"):
         lines += ["", f"![progression]({Path(payload['plot']).name})"]
     return "\n".join([*lines, ""])
