@@ -88,6 +88,10 @@ def test_eval_without_the_eval_extra_stops_before_any_model_call(
                      "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "conli_no_such_module missing" in err and install_hint("eval") in err
+    assert not (tmp_path / "out").exists()  # refused before the run folder is claimed
+    code = cli.main(["calibrate", "--file", str(labelled), "--llm", "openai:gpt-test",
+                     "--out", str(tmp_path / "cal.json")])
+    assert code == 2 and "conli_no_such_module missing" in capsys.readouterr().err
 
 
 def _no_backend(*_args: object) -> None:

@@ -183,10 +183,8 @@ def _datasets(
 def eval_backend(args: argparse.Namespace, settings: Settings) -> Backend:
     """The backend behind the call cache (``--cache-dir``), or bare with ``--no-cache``.
 
-    Every evaluation (and ``conli calibrate``) builds its backend here, before its first
-    model call: the ``[eval]`` extra its scores need is checked first.
+    Every evaluation (and ``conli calibrate``) builds its backend here.
     """
-    metrics.require_eval_extra()
     inner = get_backend(settings.llm, settings)
     if args.no_cache:
         return inner
@@ -194,7 +192,12 @@ def eval_backend(args: argparse.Namespace, settings: Settings) -> Backend:
 
 
 def _base_settings(args: argparse.Namespace) -> Settings:
-    """Every evaluation starts here, so the commit is read before the run (provenance)."""
+    """Every evaluation starts here: the ``[eval]`` extra is checked, the commit read.
+
+    Both before any folder is written or model loaded (the scores need the extra; the
+    provenance names the commit the run started from).
+    """
+    metrics.require_eval_extra()
     report.git_state()
     return session_settings(args)
 
