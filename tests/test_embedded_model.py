@@ -114,6 +114,30 @@ def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
 
 
+def test_a_reading_leaves_the_slot_holding_the_last_completions_prompt(tmp_path):
+    """The calls after a reading (fused's entity checks) do not prefill the source again."""
+    from conli.backends.local import LocalBackend
+    from conli.backends.model_store import ensure_model
+
+    defaults = Settings()  # type: ignore[call-arg]
+    model = defaults.local_model or ensure_model(defaults.cache_dir / "models")
+    settings = Settings(cache_dir=tmp_path, local_model=model, local_context=2048)  # type: ignore[call-arg]
+    backend = LocalBackend(settings)
+    source = [{"role": "system", "content": "You check facts against a source."},
+              {"role": "user", "content": f"<source>{SOURCE * 6}</source> Claim: "}]
+    first = backend.complete([*source[:1], {"role": "user", "content": source[1]["content"]
+                                            + "It opened in 1998."}], max_tokens=1)
+    reading = backend.read_tokens(backend.tokenize(SOURCE + RESPONSE), 5)
+    assert len(reading.logp) == len(backend.tokenize(SOURCE + RESPONSE)) - 5
+    after = backend.complete([*source[:1], {"role": "user", "content": source[1]["content"]
+                                            + "It is 240 metres long."}], max_tokens=1)
+    swaps = list((tmp_path / "prefix-states").glob("swap-*.bin"))
+    backend.close()
+    assert first.usage.prompt_tokens > 200
+    assert after.usage.cached_tokens >= first.usage.prompt_tokens - 20  # all but the claim
+    assert len(swaps) == 1 and not swaps[0].exists()  # kept for the process, gone at close
+
+
 def test_the_real_judge_names_capped_errors_and_scores_from_the_distribution(
     checker, monkeypatch
 ):

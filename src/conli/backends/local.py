@@ -95,8 +95,13 @@ class LocalBackend:
         stat = Path(path).stat()
         self._model_path = Path(path)
         self._output_head: OutputHead | None = None
-        self._primed: str | None = None  # the saved prefix state the slot should start from
-        self._read_since_prime = False
+        # A reading replaces the slot's KV cache; the prompt it held (static prefix, source,
+        # hypothesis) is saved first and put back before the next completion, so the calls
+        # after a reading do not prefill the source again (0.1 s instead of 10-20).
+        self._saved: str | None = None  # a state file equal to the slot's KV cache, if any
+        self._put_back: str | None = None  # set when a reading replaced the slot
+        self._swap = f"swap-{os.getpid()}-{id(self):x}.bin"
+        _remove_stale_swaps(self._state_dir)
         self._cache_dir = settings.cache_dir
         self._identity = [
             str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns,
@@ -144,6 +149,8 @@ class LocalBackend:
                 reply = self._server.handle_chat_completions(request)
         except ValueError as exc:
             raise BadRequestError(f"llama.cpp rejected the request: {exc}") from exc
+        finally:
+            self._saved = None  # the slot now holds this prompt, saved nowhere
         seconds = time.perf_counter() - started
         if "error" in reply:
             raise _map_error(reply["error"])
@@ -163,20 +170,28 @@ class LocalBackend:
         key = json.dumps([self._identity, messages], sort_keys=True)
         name = f"prefix-{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
         if (self._state_dir / name).is_file() and self._slot_action("restore", name):
-            self._primed = name
+            self._saved, self._put_back = name, None
             return time.perf_counter() - started
         self.complete(messages, max_tokens=1)
         partial = f".{name}.{os.getpid()}.tmp"  # renamed whole: no reader sees half a file
         if self._slot_action("save", partial):
             os.replace(self._state_dir / partial, self._state_dir / name)
-            self._primed = name
+            self._saved = name
         return time.perf_counter() - started
 
+    def _keep_slot(self) -> None:
+        """Before a reading replaces the slot: save the prompt it holds, unless saved."""
+        if self._put_back is not None or not self._prompt_cache:
+            return  # an earlier reading replaced it already: what it saved stands
+        if self._saved is None and self._slot_action("save", self._swap):
+            self._saved = self._swap
+        self._put_back = self._saved
+
     def _restore_after_reading(self) -> None:
-        """Put the primed prefix back in the slot if a reading replaced it (0.01 s, not 20)."""
-        if self._read_since_prime and self._primed is not None:
-            self._slot_action("restore", self._primed)
-        self._read_since_prime = False
+        """Put the slot's prompt back if a reading replaced it (0.1 s, not a prefill)."""
+        if self._put_back is not None and self._slot_action("restore", self._put_back):
+            self._saved = self._put_back
+        self._put_back = None
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in this model, from llama.cpp's ``/tokenize``."""
@@ -235,8 +250,8 @@ class LocalBackend:
 
         if not 1 <= score_from <= len(ids):
             raise ValueError(f"score_from {score_from} is outside 1..{len(ids)}")
+        self._keep_slot()
         reply = self._post_any("/embedding", {"content": ids}, timeout=3600)
-        self._read_since_prime = True  # the slot's KV cache now holds this reading
         try:
             states = np.asarray(reply[0]["embedding"], dtype=np.float32)
         except (TypeError, KeyError, IndexError, ValueError) as exc:
@@ -282,8 +297,20 @@ class LocalBackend:
             return None
 
     def close(self) -> None:
-        """Stop the in-process server and free the model."""
+        """Stop the in-process server and free the model (and this process's swap state)."""
         self._server = None
+        (self._state_dir / self._swap).unlink(missing_ok=True)
+
+
+def _remove_stale_swaps(state_dir: Path) -> None:
+    """Delete swap states left by processes that are gone (killed before ``close``)."""
+    for path in state_dir.glob("swap-*.bin"):
+        try:
+            os.kill(int(path.name.split("-")[1]), 0)
+        except (ProcessLookupError, ValueError, IndexError):
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass  # alive, under another user
 
 
 def _map_error(error: dict[str, Any]) -> ConliError:
