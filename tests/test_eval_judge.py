@@ -243,22 +243,26 @@ def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_the
     split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
     plans = []
     for dataset in ("a", "b"):
-        examples = [Example(f"{dataset}{n}", f"{source} Doc {n}.", source, False, dataset)
-                    for n in range(3)]
+        examples = [Example(f"{n}", f"{source} Doc {n}.", source, False, dataset)
+                    for n in range(3)]  # the same ids in both sets (two user files may)
         items = je.build_items(examples, split, None, sentences=(3, 5), limit=None, seed=0)
         plans.append((items, je.plan_tasks(items, seed=0)))
     settings = Settings(llm="local", detectors=["cot"])
     whole = je.score_documents(fake_backend(), plans, settings, je.MODES, reasoning_items=1)
-    assert [i.id for i in whole.items] == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    docs = [(i.dataset, i.id) for i in whole.items]
+    assert docs == [("a", "0"), ("b", "0"), ("a", "1"), ("b", "1"), ("a", "2"), ("b", "2")]
     assert whole.planned == 6 and len(whole.rubric) == len(whole.evidence) == sum(
         len(tasks) for _, tasks in plans)
-    reasoned = {s.task.item for s in whole.evidence if s.reasoning_status is not None}
-    assert reasoned == {"a0", "b0"}  # the first item of each set
+    assert [s.task for s in whole.rubric if s.dataset == "a"] == plans[0][1]  # no b task mixed in
+    reasoned = {(s.dataset, s.task.item) for s in whole.evidence
+                if s.reasoning_status is not None}
+    assert reasoned == {("a", "0"), ("b", "0")}  # the first item of each set
     ticks = iter(range(100))  # the clock reads 0, 1, 2 before three documents, then 3: stop
     cut = je.score_documents(fake_backend(), plans, settings, ["rubric"], reasoning_items=1,
                              deadline=2.5, clock=lambda: next(ticks))
-    assert [i.id for i in cut.items] == ["a0", "b0", "a1"] and not cut.evidence
-    assert {s.task.item for s in cut.rubric} == {"a0", "b0", "a1"}
+    assert [(i.dataset, i.id) for i in cut.items] == [("a", "0"), ("b", "0"), ("a", "1")]
+    assert not cut.evidence and {(s.dataset, s.task.item) for s in cut.rubric} == {
+        ("a", "0"), ("b", "0"), ("a", "1")}
 
 
 def test_the_auroc_per_set_ranks_gold_against_wrong_texts_and_counts_unverified() -> None:

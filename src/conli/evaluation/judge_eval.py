@@ -152,6 +152,11 @@ class Scored:
     dropped_errors: int = 0
     tied_errors: int = 0  # errors the judge named that hold: tied to a sentence (rubric)
 
+    @property
+    def doc(self) -> tuple[str, str]:
+        """The document scored: ids are unique within a set, not across two user files."""
+        return self.dataset, self.task.item
+
 
 def score_rubric(
     backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
@@ -237,21 +242,16 @@ def score_documents(
     of the run had done. The first ``reasoning_items`` items of each set get reasoning.
     """
     checker = _grounded_checker(backend, settings) if "grounded" in modes else None
-    reasoned = {item.id for items, _ in plans for item in items[:reasoning_items]}
-    tasks_of: dict[str, list[Task]] = {}
-    for _, tasks in plans:
-        for task in tasks:
-            tasks_of.setdefault(task.item, []).append(task)
-    order = [item for turn in zip_longest(*(items for items, _ in plans)) for item in turn
-             if item is not None]
+    per_set = [[(item, [t for t in tasks if t.item == item.id], rank < reasoning_items)
+                for rank, item in enumerate(items)] for items, tasks in plans]
+    order = [doc for turn in zip_longest(*per_set) for doc in turn if doc is not None]
     run = JudgeRun(planned=len(order))
-    for number, item in enumerate(order, start=1):
+    for number, (item, tasks, reasoned) in enumerate(order, start=1):
         if deadline is not None and clock() >= deadline:
             break
-        tasks = tasks_of.get(item.id, [])
         if checker is not None:
-            run.evidence += [_evidence_row(checker, item, task, settings,
-                                           reason=item.id in reasoned) for task in tasks]
+            run.evidence += [_evidence_row(checker, item, task, settings, reason=reasoned)
+                             for task in tasks]
         if "rubric" in modes:
             run.rubric += score_rubric(backend, [item], tasks, settings)
         run.items.append(item)

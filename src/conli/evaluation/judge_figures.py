@@ -13,6 +13,8 @@ from typing import Any
 from conli.errors import ConfigError, install_hint
 from conli.evaluation.judge_eval import EXPECTED, Scored
 
+Doc = tuple[str, str]  # (dataset, item id): ``Scored.doc``
+
 
 def residual_table(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per mode and task: mean |expected - predicted|; unverified counted, and as worst (4)."""
@@ -45,14 +47,14 @@ def progression(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for mode in sorted({s.mode for s in scored}):
         out[mode] = {}
-        gold = {s.task.item: s.score for s in scored
+        gold = {s.doc: s.score for s in scored
                 if s.mode == mode and s.task.task == "gold_full"}
         for kind in ("intrinsic", "extrinsic"):
             rows = [s for s in scored if s.mode == mode and s.task.task == f"progression_{kind}"]
             if not rows:
                 continue
             by_pct: dict[int, list[float | None]] = {0: [gold.get(i) for i in
-                                                          sorted({r.task.item for r in rows})]}
+                                                          sorted({r.doc for r in rows})]}
             for r in rows:
                 by_pct.setdefault(r.task.pct or 0, []).append(r.score)
             means = {pct: (mean(v for v in values if v is not None)
@@ -85,7 +87,7 @@ def auroc_by_set(scored: Sequence[Scored]) -> dict[str, dict[str, dict[str, Any]
     return out
 
 
-def slope(rows: Sequence[Scored], gold: dict[str, float | None]) -> float | None:
+def slope(rows: Sequence[Scored], gold: dict[Doc, float | None]) -> float | None:
     """Score change per 20% of hallucinated sentences (seed 003's table 4).
 
     The least-squares slope over every (percentage, score) point, gold texts at 0%. Items
@@ -95,7 +97,7 @@ def slope(rows: Sequence[Scored], gold: dict[str, float | None]) -> float | None
     import numpy as np
 
     points = [(0.0, g) for item, g in gold.items() if g is not None
-              and any(r.task.item == item for r in rows)]
+              and any(r.doc == item for r in rows)]
     points += [(float(r.task.pct or 0), r.score) for r in rows if r.score is not None]
     if len({p for p, _ in points}) < 2:
         return None
@@ -145,7 +147,7 @@ def bootstrap_intervals(
     scored: Sequence[Scored], seed: int, resamples: int = 2000
 ) -> dict[str, dict[str, list[float] | None]]:
     """95% percentile intervals, resampling documents: residual, slopes and the shares."""
-    items = sorted({s.task.item for s in scored})
+    items = sorted({s.doc for s in scored})
     out: dict[str, dict[str, list[float] | None]] = {}
     for mode in sorted({s.mode for s in scored}):
         mine = [s for s in scored if s.mode == mode]
@@ -180,13 +182,13 @@ def _target_of(name: str) -> Callable[[Sequence[Scored]], float | None]:
     return share
 
 
-def _interval(rows: Sequence[Scored], items: Sequence[str],
+def _interval(rows: Sequence[Scored], items: Sequence[Doc],
               statistic: Callable[[Sequence[Scored]], float | None], seed: int,
               resamples: int) -> list[float] | None:
     import numpy as np  # the eval extra's, imported here so `conli check` never needs them
     from scipy.stats import bootstrap
 
-    by_item = {item: [r for r in rows if r.task.item == item] for item in items}
+    by_item = {item: [r for r in rows if r.doc == item] for item in items}
     if len(items) < 2 or statistic(rows) is None:
         return None
 
