@@ -209,8 +209,9 @@ def test_grounded_evidence_comes_from_the_detectors(tmp_path: Path) -> None:
                            seed=0)
     assert len(items) == 1  # one item a document
     tasks = je.plan_tasks(items, seed=0)
-    scored = je.grounded_evidence(fake_backend(), items, tasks,
-                                  Settings(llm="local", detectors=["cot"]), reasoning_items=1)
+    scored = je.score_documents(fake_backend(), [(items, tasks)],
+                                Settings(llm="local", detectors=["cot"]), ["grounded"],
+                                reasoning_items=1).evidence
     by_task = {(s.task.task, s.task.pct): s for s in scored}
     assert by_task[("gold_full", 0)].evidence == 0
     assert by_task[("progression_extrinsic", 100)].evidence == 1.0  # all contradicted

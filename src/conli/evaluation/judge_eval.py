@@ -178,28 +178,6 @@ def score_rubric(
     return scored
 
 
-def grounded_evidence(
-    backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
-    reasoning_items: int, progress: Callable[[int, int], None] | None = None,
-) -> list[Scored]:
-    """Check each task's text with the configured detectors and keep its evidence.
-
-    The score is left for ``lodo_grounded``. Reasoning is written (and timed) for the gold
-    text and the 100% texts of the first ``reasoning_items`` items: it never changes the
-    score, so the rest skip it.
-    """
-    checker = _grounded_checker(backend, settings)
-    by_id = {item.id: item for item in items}
-    reasoned = {item.id for item in items[:reasoning_items]}
-    scored = []
-    for number, task in enumerate(tasks, start=1):
-        scored.append(_evidence_row(checker, by_id[task.item], task, settings,
-                                    reason=task.item in reasoned))
-        if progress is not None:
-            progress(number, len(tasks))
-    return scored
-
-
 def _grounded_checker(backend: Backend, settings: Settings) -> Checker:
     from conli.pipeline import Checker
 
@@ -239,7 +217,9 @@ def score_documents(
 
     A run stopped at ``deadline`` (checked between documents) so covers every set about
     equally, with both modes on the same documents; the call cache replays what a repeat
-    of the run had done. The first ``reasoning_items`` items of each set get reasoning.
+    of the run had done. Grounded rows carry evidence, scored later by ``lodo_grounded``;
+    the gold and 100% texts of the first ``reasoning_items`` items of each set also get
+    the grounded judge's reasoning (timed; it never changes the score, so the rest skip it).
     """
     checker = _grounded_checker(backend, settings) if "grounded" in modes else None
     per_set = [[(item, [t for t in tasks if t.item == item.id], rank < reasoning_items)
