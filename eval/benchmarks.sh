@@ -95,6 +95,12 @@ python eval/calibration_gain.py --features eval/features/dev.jsonl --only-gains 
 # the judge, round 2 (issue 29): the rubric pilot
 conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 3 --seed 0 \
   --modes rubric --progress --out eval/results/judge-pilot-v2
+# the judge, round 3 (issue 29): n >= 60 in slices, both modes a document at a time; each
+# slice replays the last from the call cache and goes on (moved here from /work/runs/judge-60)
+conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 30 --seed 0 \
+  --modes grounded rubric --budget-minutes 80 --progress --out eval/results/judge-60
+conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \
+  --per-dataset 0 --out eval/results/judge-auroc-grounded-v3
 # prompt injection (issue 32): 22 planted errors carrying injections, each also run without it
 python eval/injection.py --controls --out eval/results/injection
 # the judge cases alone, with the controls' judge scores (recorded since b5d4540)
