@@ -254,6 +254,8 @@ def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_the
     assert docs == [("a", "0"), ("b", "0"), ("a", "1"), ("b", "1"), ("a", "2"), ("b", "2")]
     assert whole.planned == 6 and len(whole.rubric) == len(whole.evidence) == sum(
         len(tasks) for _, tasks in plans)
+    assert whole.detectors[:2] == ["sentence_nli", "entity_nli"]  # the `cot` preset, resolved
+    assert "cot" not in whole.detectors
     assert [s.task for s in whole.rubric if s.dataset == "a"] == plans[0][1]  # no b task mixed in
     reasoned = {(s.dataset, s.task.item) for s in whole.evidence
                 if s.reasoning_status is not None}
@@ -262,6 +264,7 @@ def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_the
     cut = je.score_documents(fake_backend(), plans, settings, ["rubric"], reasoning_items=1,
                              deadline=2.5, clock=lambda: next(ticks))
     assert [(i.dataset, i.id) for i in cut.items] == [("a", "0"), ("b", "0"), ("a", "1")]
+    assert cut.detectors == []  # rubric only: no detector ran
     assert not cut.evidence and {(s.dataset, s.task.item) for s in cut.rubric} == {
         ("a", "0"), ("b", "0"), ("a", "1")}
 

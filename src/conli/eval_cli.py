@@ -392,7 +392,7 @@ def run_judge(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {
         "kind": "judge",
         "provenance": _meta(args, backend, settings, {s.template for s in scored}, paths),
-        "detectors": settings.detectors,
+        "detectors": run.detectors,  # resolved: `auto` named what it became
         "progress": {"documents_done": len(items), "documents_planned": run.planned},
         "items": [item.__dict__ for item in items],
         "residuals": residuals,
@@ -414,7 +414,7 @@ def run_judge(args: argparse.Namespace) -> int:
         scale = replace(scale, training={
             "fitted_on": f"{len(evidence)} texts of {len(items)} documents",
             "datasets": sorted({s.dataset for s in evidence}), "command": _command(),
-            "detectors": settings.detectors, "seed": args.seed,
+            "detectors": run.detectors, "seed": args.seed,
             "leave_one_dataset_out": residuals.get("grounded", {}).get("all")})
         write_atomically(args.write_scale, json.dumps(scale.to_json(), indent=1) + "\n")
     return _finish(out, payload, report.judge_markdown(payload))

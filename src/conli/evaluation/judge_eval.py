@@ -28,6 +28,7 @@ from conli.agents.grounded_judge import Scale, evidence, grounded_judge
 from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
+from conli.detectors import resolve
 from conli.evaluation.loaders import Example
 from conli.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
@@ -206,6 +207,7 @@ class JudgeRun:
     rubric: list[Scored] = field(default_factory=list)
     evidence: list[Scored] = field(default_factory=list)
     planned: int = 0
+    detectors: list[str] = field(default_factory=list)  # what grounded mode ran, resolved
 
 
 def score_documents(
@@ -225,7 +227,8 @@ def score_documents(
     per_set = [[(item, [t for t in tasks if t.item == item.id], rank < reasoning_items)
                 for rank, item in enumerate(items)] for items, tasks in plans]
     order = [doc for turn in zip_longest(*per_set) for doc in turn if doc is not None]
-    run = JudgeRun(planned=len(order))
+    run = JudgeRun(planned=len(order),
+                   detectors=[] if checker is None else resolve(checker.settings))
     for number, (item, tasks, reasoned) in enumerate(order, start=1):
         if deadline is not None and clock() >= deadline:
             break
