@@ -39,3 +39,21 @@ def test_halves_split_each_label_evenly_and_cover_every_row() -> None:
     first, second = gain.halves(rows, seed=0)
     assert sorted(first + second) == list(range(30)) and not set(first) & set(second)
     assert sum(rows[i].label for i in first) == sum(rows[i].label for i in second) == 5
+
+
+def _held(rows: list[ExampleRows], predicted: list[bool]) -> object:
+    from conli.training.train import HeldOut
+
+    return HeldOut("d", len(rows), None, 0.0, None, None, [0.0] * len(rows),
+                   [r.label for r in rows], predicted)
+
+
+def test_the_gain_over_cot_is_zero_for_cots_own_decisions_and_clear_for_a_better_one() -> None:
+    trainer = _load("train_detector")
+    cot = ["hallucinated", "supported"]
+    rows = [ExampleRows("d", f"x{i}", i % 2 == 0, [SentenceRow(0, {}, None, cot[i % 4 // 2])])
+            for i in range(40)]  # cot flags half of each label: BAcc 0.5
+    same = trainer.gain_interval([_held(rows, [r.cot_flagged() for r in rows])], rows)
+    assert same == (0.0, 0.0, 0.0)
+    better = trainer.gain_interval([_held(rows, [r.label for r in rows])], rows)
+    assert better[0] == pytest.approx(0.5) and 0.2 < better[1] <= better[0] <= better[2]

@@ -153,6 +153,7 @@ class HeldOut:
     nli_share: float | None  # share of sentences the hybrid sent to chain of thought
     scores: list[float]
     gold: list[bool]
+    predicted: list[bool]
 
 
 def leave_one_dataset_out(
@@ -191,5 +192,6 @@ def leave_one_dataset_out(
             auroc=roc_auc_score(gold, scores) if len(set(gold)) > 1 else None,
             balanced_accuracy=balanced_accuracy_score(gold, predicted),
             hybrid_balanced_accuracy=hybrid_bacc, nli_share=share, scores=scores, gold=gold,
+            predicted=predicted,
         ))
     return out
