@@ -267,13 +267,32 @@ def test_provenance_names_the_commit_the_run_started_from(tmp_path: Path,
     git("add", "f")
     git("commit", "-qm", "one")
     first = git("rev-parse", "HEAD").strip()
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("conli.evaluation.report.CODE_DIR", tmp_path)
     git_state.cache_clear()
     try:
         git_state()  # the run starts
         git("commit", "-qm", "two", "--allow-empty")  # a commit made while it runs
         meta = provenance(argv=[], backend="b", model="m", settings=Settings(), templates=[])
         assert meta["git_commit"] == first and meta["git_dirty"] is False
+    finally:
+        git_state.cache_clear()
+
+
+def test_provenance_names_the_checkout_conli_runs_from_not_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started in another folder (or another checkout) records conli's own commit."""
+    import subprocess
+
+    from conli.evaluation.report import CODE_DIR, git_state
+
+    here = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CODE_DIR, capture_output=True,
+                          text=True)
+    if here.returncode:
+        pytest.skip("conli is not running from a git checkout")
+    monkeypatch.chdir(tmp_path)  # not a checkout: git asked here would fail
+    git_state.cache_clear()
+    try:
+        assert git_state()[0] == here.stdout.strip()
     finally:
         git_state.cache_clear()
 

@@ -29,12 +29,18 @@ PUBLISHED: dict[str, dict[str, float]] = {
 }
 
 
+# where git is asked which commit runs: conli's own folder, whatever the working directory
+CODE_DIR = Path(__file__).resolve().parent
+
+
 @functools.cache
 def git_state() -> tuple[str | None, bool | None]:
-    """The checkout's commit and whether tracked files differ from it, read once a process.
+    """The commit conli runs from, and whether its tracked files differ, read once a process.
 
-    Read when a run starts, so a result names the code it ran, not a commit made while it
-    ran (evaluations take up to hours).
+    Asked of the package's own folder, not the working directory: a run from another
+    checkout (or with ``PYTHONPATH`` pointing at one) must name the code it ran; None where
+    conli is not in a checkout (an installed wheel). Read when a run starts, so a result
+    names that code, not a commit made while it ran.
     """
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     return _git("rev-parse", "HEAD"), bool(dirty) if dirty is not None else None
@@ -43,7 +49,7 @@ def git_state() -> tuple[str | None, bool | None]:
 def _git(*args: str) -> str | None:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                              check=True)
+                              check=True, cwd=CODE_DIR)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip()
