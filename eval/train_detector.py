@@ -187,10 +187,10 @@ def gain_interval(held: list[HeldOut], rows: list[ExampleRows], draws: int = 200
     rng = np.random.default_rng(SEED)
     sets = []
     for h in held:
-        cot = [r.cot_flagged() for r in rows if r.dataset == h.dataset]
-        gold = np.asarray(h.gold)
-        if len(set(h.gold)) < 2:
+        if len(set(h.gold)) < 2:  # no balanced accuracy, as per_set leaves it out
             continue
+        gold = np.asarray(h.gold)
+        cot = [r.cot_flagged() for r in rows if r.dataset == h.dataset]
         sets.append((gold, np.asarray(h.predicted), np.asarray(cot),
                      [np.flatnonzero(gold == label) for label in (False, True)]))
 

@@ -14,6 +14,7 @@ import pytest
 
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow
+from conli.training.train import HeldOut
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +42,7 @@ def test_halves_split_each_label_evenly_and_cover_every_row() -> None:
     assert sum(rows[i].label for i in first) == sum(rows[i].label for i in second) == 5
 
 
-def _held(rows: list[ExampleRows], predicted: list[bool]) -> object:
-    from conli.training.train import HeldOut
-
+def _held(rows: list[ExampleRows], predicted: list[bool]) -> HeldOut:
     return HeldOut("d", len(rows), None, 0.0, None, None, [0.0] * len(rows),
                    [r.label for r in rows], predicted)
 
