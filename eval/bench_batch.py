@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +43,7 @@ from tests import http_fakes, scripted  # noqa: E402
 from conli import batch, batch_ray, files  # noqa: E402
 from conli.backends import get_backend  # noqa: E402
 from conli.config import Settings  # noqa: E402
+from conli.evaluation.report import git_state  # noqa: E402
 
 SOURCE = (
     "The Riverside library opened in 1962 on the corner of Mill Street. The city council "
@@ -175,12 +175,6 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "load_average_at_start": load}
 
 
-def git(*args: str) -> str:
-    """A git answer about this tree, or '' outside a clone."""
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip()
-
-
 def table(results: list[Result]) -> str:
     """The Markdown table of ``results``."""
     lines = ["| engine | actors | concurrency (per actor) | records | errors | seconds | "
@@ -222,6 +216,7 @@ def main() -> int:
     tried = [int(c) for c in args.concurrency.split(",") if c]
     results: list[Result] = []
     started = datetime.now(UTC)
+    commit, dirty = git_state()  # the code that runs, read before it runs
     try:
         print(f"{args.records} records, rewrite mode, {llm}", flush=True)
         results += [run_local(settings, src, work_dir, c) for c in tried]
@@ -248,7 +243,7 @@ def main() -> int:
 
     report = {
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+        "commit": commit, "dirty": dirty,
         "date": started.isoformat(timespec="seconds"), "machine": machine(),
         "records": args.records, "mode": "rewrite", "llm": "embedded" if embedded else {
             "server": "loopback OpenAI-compatible (tests.http_fakes)", "delay_s": args.delay,

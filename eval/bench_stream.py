@@ -24,7 +24,6 @@ import json
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -35,6 +34,7 @@ from typing import Any
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.evaluation.report import git_state
 from conli.nlp import load_pipeline
 from conli.pipeline import Checker
 from conli.segment import split_response
@@ -133,10 +133,10 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
-    head = git("rev-parse", "--short", "HEAD").strip()
-    return f"uncommitted tree on {head}" if git("status", "--porcelain").strip() else head
+    """The short commit of the conli that ran, said to be uncommitted where it was."""
+    head, dirty = git_state()
+    short = head[:7] if head else "unknown"
+    return f"uncommitted tree on {short}" if dirty else short
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ import argparse
 import json
 import platform
 import re
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.config import Settings
+from conli.evaluation.report import git_state
 from conli.models import CheckResult
 from conli.pipeline import Checker
 
@@ -178,11 +178,7 @@ def table(rows: list[Row], *, heading: str = "") -> str:
 
 def provenance(checker: Checker, command: list[str], cases: Path) -> dict[str, Any]:
     """What the figures came from: command, commit, backend, model, settings, machine."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, check=False).stdout.strip() or None
-    except OSError:
-        commit = None
+    commit, _ = git_state()
     settings = checker.settings
     return {"command": command, "commit": commit, "backend": checker.backend.name,
             "model": checker.backend.model, "date": datetime.now(UTC).isoformat(),
