@@ -162,6 +162,24 @@ def test_targets_and_intervals_over_documents() -> None:
     assert low <= 0.75 <= high
 
 
+def test_the_auroc_has_an_interval_per_set_over_that_sets_documents() -> None:
+    from dataclasses import replace
+
+    scored = []
+    for n, (dataset, gold, wrong) in enumerate([("a", 5, 1), ("a", 4, 2), ("a", 2, 3),
+                                                ("a", 5, 5), ("b", 5, 1), ("b", 4, 1)]):
+        scored += [replace(_scored("gold_full", gold, 0, 5, f"d{n}"), dataset=dataset),
+                   replace(_scored("progression_extrinsic", wrong, 100, None, f"d{n}"),
+                           dataset=dataset)]
+    interval = jf.bootstrap_intervals(scored, seed=0, resamples=300)["rubric"]
+    areas = jf.auroc_by_set(scored)["rubric"]
+    low, high = interval["auroc_a"]
+    assert low <= areas["a"]["auroc"] <= high and low < high  # a mixed set: a real spread
+    assert interval["auroc_b"] == [1.0, 1.0]  # b's documents alone: always ranked right
+    low, high = interval["auroc_all"]
+    assert low <= areas["all"]["auroc"] <= high
+
+
 def test_a_rubric_score_below_5_with_no_error_tied_is_counted() -> None:
     from dataclasses import replace
 

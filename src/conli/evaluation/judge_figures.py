@@ -146,7 +146,7 @@ def _share(flags: Sequence[bool]) -> float | None:
 def bootstrap_intervals(
     scored: Sequence[Scored], seed: int, resamples: int = 2000
 ) -> dict[str, dict[str, list[float] | None]]:
-    """95% percentile intervals, resampling documents: residual, slopes and the shares."""
+    """95% percentile intervals, resampling documents: residual, slopes, shares and AUROC."""
     items = sorted({s.doc for s in scored})
     out: dict[str, dict[str, list[float] | None]] = {}
     for mode in sorted({s.mode for s in scored}):
@@ -157,7 +157,19 @@ def bootstrap_intervals(
                       "all_hallucinated_at_most_2": _target_of("all_hallucinated_at_most_2")}
         out[mode] = {name: _interval(mine, items, statistic, seed, resamples)
                      for name, statistic in statistics.items()}
+        # AUROC per set over that set's documents alone, and over every document
+        for dataset in [*sorted({s.dataset for s in mine}), "all"]:
+            own = [s for s in mine if dataset in ("all", s.dataset)]
+            out[mode][f"auroc_{dataset}"] = _interval(
+                own, sorted({s.doc for s in own}), _auroc_of(dataset), seed, resamples)
     return out
+
+
+def _auroc_of(dataset: str) -> Callable[[Sequence[Scored]], float | None]:
+    def area(rows: Sequence[Scored]) -> float | None:
+        value = next(iter(auroc_by_set(rows).values()), {}).get(dataset, {}).get("auroc")
+        return None if value is None else float(value)
+    return area
 
 
 def _residual_all(rows: Sequence[Scored]) -> float | None:

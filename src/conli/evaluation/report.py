@@ -254,10 +254,13 @@ def judge_markdown(payload: dict[str, Any]) -> str:
         lines += ["", f"| mode | {' | '.join([*sets, 'all'])} |",
                   "|---|" + "---|" * (len(sets) + 1)]
         lines += [f"| {mode} | " + " | ".join(
-            f"{_pct(per_set.get(name, {}).get('auroc'))} ({per_set.get(name, {}).get('n', 0)})"
+            f"{_pct(per_set.get(name, {}).get('auroc'))}"
+            f"{_ci(intervals.get(mode, {}).get(f'auroc_{name}'), percent=True)}"
+            f" ({per_set.get(name, {}).get('n', 0)})"
             for name in [*sets, "all"]) + " |" for mode, per_set in areas.items()]
-        lines += ["", "AUROC (n texts) for \"the text has a wrong sentence\" over the texts "
-                  "above: gold against every text with an error swapped in or added."]
+        lines += ["", "AUROC [95% interval, resampling documents] (n texts) for \"the text "
+                  "has a wrong sentence\" over the texts above: gold against every text with "
+                  "an error swapped in or added."]
     if payload.get("plot"):
         lines += ["", f"![progression]({Path(payload['plot']).name})"]
     return "\n".join([*lines, ""])
