@@ -312,3 +312,9 @@ def test_judge_auroc_from_a_stored_run_names_the_rubric_template_only_when_it_ra
     sampled = json.loads((tmp_path / "a2" / "results.json").read_text())
     assert sampled["provenance"]["templates"] == ["judge_rubric.v2"]
     assert sampled["datasets"]["eval_sample"]["rubric_sample"]["n"] == 2
+    # each sampled example's scores are kept, and the pooled row reads the samples of every set
+    kept = sampled["datasets"]["eval_sample"]["sample"]
+    assert [s["rubric"] is not None for s in kept] == [True, True]
+    assert sampled["pooled"]["rubric_sample"]["n"] == 2
+    assert sampled["pooled"]["grounded_sample"]["n"] == 2
+    assert "rubric_sample" not in alone["pooled"]

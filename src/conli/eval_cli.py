@@ -472,7 +472,9 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
             [r for r in stored if r[1] == name], examples, backend, settings, args.per_dataset,
             _progress(args.progress, f"rubric judge {name}"))
             for name in sorted({r[1] for r in stored})}
-        pooled = judge_eval.judge_auroc(stored, examples, None, settings, 0)
+        pooled = {"grounded_all": judge_eval.auroc_of([(g, s) for _, _, g, s in stored]),
+                  **judge_eval.sample_aurocs([s for found in by_set.values()
+                                              for s in found["sample"]])}
     finally:
         if backend is not None:
             backend.close()

@@ -296,14 +296,13 @@ def judge_auroc(
     stored: Sequence[tuple[str, str, bool, float]], examples: dict[str, Example],
     backend: Backend | None, settings: Settings, per_dataset: int,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Any]:
     """AUROC of 6 - score for "any hallucination" on labelled examples.
 
     Grounded on every stored example, and both modes on the first ``per_dataset`` of each
-    set (the rubric judge needs the model; ``backend`` None skips it).
+    set (the rubric judge needs the model; ``backend`` None skips it). ``sample`` keeps each
+    sampled example's scores, so sets can be pooled and figures re-read.
     """
-    from conli.evaluation.metrics import auroc
-
     taken: dict[str, int] = {}
     sample = []
     for row in stored:
@@ -318,14 +317,25 @@ def judge_auroc(
             rubric.append(result.score)
             if progress is not None:
                 progress(number, len(sample))
+    scores = [{"id": example_id, "gold": gold, "grounded": grounded,
+               "rubric": rubric[i] if rubric else None}
+              for i, (example_id, _, gold, grounded) in enumerate(sample)]
+    return {"grounded_all": auroc_of([(g, s) for _, _, g, s in stored]),
+            **sample_aurocs(scores), "sample": scores}
 
-    def area(rows: Sequence[tuple[bool, float | None]]) -> dict[str, Any]:
-        kept = [(gold, score) for gold, score in rows if score is not None]
-        return {"auroc": auroc([g for g, _ in kept], [6 - s for _, s in kept]), "n": len(kept),
-                "unverified": len(rows) - len(kept)}
 
-    out = {"grounded_all": area([(g, s) for _, _, g, s in stored]),
-           "grounded_sample": area([(g, s) for _, _, g, s in sample])}
-    if rubric:
-        out["rubric_sample"] = area([(row[2], s) for row, s in zip(sample, rubric, strict=True)])
+def sample_aurocs(scores: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Grounded and (where it ran) rubric AUROC over sampled examples' stored scores."""
+    out = {"grounded_sample": auroc_of([(s["gold"], s["grounded"]) for s in scores])}
+    if any(s["rubric"] is not None for s in scores):
+        out["rubric_sample"] = auroc_of([(s["gold"], s["rubric"]) for s in scores])
     return out
+
+
+def auroc_of(rows: Sequence[tuple[bool, float | None]]) -> dict[str, Any]:
+    """AUROC of 6 - score for gold "hallucinated", unverified scores left out and counted."""
+    from conli.evaluation.metrics import auroc
+
+    kept = [(gold, score) for gold, score in rows if score is not None]
+    return {"auroc": auroc([g for g, _ in kept], [6 - s for _, s in kept]), "n": len(kept),
+            "unverified": len(rows) - len(kept)}
