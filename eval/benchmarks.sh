@@ -101,6 +101,13 @@ conli eval judge --dataset conli_summeval --dataset halueval_summarization --lim
   --modes grounded rubric --budget-minutes 80 --progress --out eval/results/judge-60
 conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \
   --per-dataset 0 --out eval/results/judge-auroc-grounded-v3
+# the rubric judge alone on the same 60 documents (about 40 minutes on the AMD EPYC machine)
+conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 30 --seed 0 \
+  --modes rubric --progress --out eval/results/judge-60-rubric
+# both judges' AUROC on labelled examples: grounded from the stored fused verdicts (all 462),
+# the rubric judge on the first 20 of each set (160 calls, about 14 minutes)
+conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \
+  --per-dataset 20 --progress --out eval/results/judge-auroc-v3
 # prompt injection (issue 32): 22 planted errors carrying injections, each also run without it
 python eval/injection.py --controls --out eval/results/injection
 # the judge cases alone, with the controls' judge scores (recorded since b5d4540)
