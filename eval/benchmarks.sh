@@ -87,6 +87,13 @@ python eval/calibration_gain.py --features eval/features/dev.jsonl \
   --out eval/results/calibration-gain
 python eval/calibration_gain.py --features eval/features/dev.jsonl --only-gains \
   --out eval/results/calibration-gain-only-gains
+# evidence focus against cot, paired on the collection's examples (stopped by hand at 226)
+CONLI_NLI_EVIDENCE=focus conli eval detect --dataset aggrefact_cnndm --dataset aggrefact_xsum \
+  --dataset conli_qags_cnndm --dataset conli_qags_xsum --dataset conli_summeval --dataset factcc \
+  --dataset halueval_summarization --limit 100 --seed 0 --detector cot --progress \
+  --budget-minutes 70 --out eval/results/detect-cot-focus-v3
+python eval/paired_gain.py --predictions eval/results/detect-cot-focus-v3/predictions.jsonl \
+  --features eval/features/dev.jsonl --out eval/results/paired-focus-v3
 # cost of fused against cot on the README demo (detection only)
 /usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
   --no-mitigate --no-judge --detector cot > /dev/null

@@ -56,3 +56,24 @@ def test_the_gain_over_cot_is_zero_for_cots_own_decisions_and_clear_for_a_better
     assert same == (0.0, 0.0, 0.0)
     better = trainer.gain_interval([_held(rows, [r.label for r in rows])], rows)
     assert better[0] == pytest.approx(0.5) and 0.2 < better[1] <= better[0] <= better[2]
+
+
+def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
+        tmp_path: Path) -> None:
+    paired = _load("paired_gain")
+    cot = ["hallucinated", "supported"]
+    rows = [ExampleRows("d", f"x{i}", i % 2 == 0, [SentenceRow(0, {}, None, cot[i % 4 // 2])])
+            for i in range(40)]  # cot flags half of each label: BAcc 0.5
+    run = tmp_path / "predictions.jsonl"
+    records = [{"example_id": r.example_id, "predicted": "hallucinated" if r.label else
+                "supported", "error": None} for r in rows[:36]]  # a run that is always right
+    records.append({"example_id": "x36", "predicted": None, "error": "backend failed"})
+    run.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    report = paired.compare(rows, paired.run_flags(run))
+    assert report["n"] == 36  # undecided and errored examples are left out, not counted wrong
+    assert report["run"]["per_set"]["d"] == 1.0 and report["cot"]["d"] == 0.5
+    assert report["run"]["gain_interval"][0] == pytest.approx(0.5)
+    # flagging only where both flag keeps cot's misses and drops its false flags: 0.75
+    assert report["both flag"]["per_set"]["d"] == pytest.approx(0.75)
+    assert report["flips"] == {"hallucinated, now flagged": 9, "faithful, now passed": 9}
+    assert "+50.0" in paired.markdown(report)
