@@ -225,6 +225,16 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     assert main(["eval", "judge", *common, "--budget-minutes", "0", "--no-plot",
                  "--out", str(tmp_path / "j0")]) == 0  # nothing done: said, not hidden
     assert "partial: 0 of 1 documents" in (tmp_path / "j0" / "results.md").read_text()
+    # a re-run of the same set-up takes its scored documents from the journal, not the model
+    journal = (tmp_path / "j" / "scored.jsonl").read_text()
+    assert journal.count("\n") == len(judged["scores"])
+    assert main(["eval", "judge", *common[:-2], "--no-cache", "--no-plot",
+                 "--out", str(tmp_path / "j")]) == 0
+    assert (tmp_path / "j" / "scored.jsonl").read_text() == journal  # nothing scored again
+    again = json.loads((tmp_path / "j" / "results.json").read_text())
+    assert [r["score"] for r in again["scores"]] == [r["score"] for r in judged["scores"]]
+    # another set-up in the same folder is refused rather than mixed in
+    assert main(["eval", "judge", *common, "--seed", "1", "--out", str(tmp_path / "j")]) != 0
     assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
     rewritten = json.loads((tmp_path / "r" / "results.json").read_text())
     assert rewritten["datasets"]["gold"]["zero_flags"]["refined"] == 1.0

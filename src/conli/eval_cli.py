@@ -374,12 +374,28 @@ def run_judge(args: argparse.Namespace) -> int:
         raise ConfigError(f"no gold response has {args.min_sentences} sentences in these sets")
     deadline = None if args.budget_minutes is None else \
         time.monotonic() + 60 * args.budget_minutes
+    out.mkdir(parents=True, exist_ok=True)
+    # the documents an earlier run of this set-up scored: a re-run goes on from them
+    claim_run_folder(out, {
+        "kind": "judge", "modes": sorted(args.modes), "seed": args.seed,
+        "sentences": [args.min_sentences, args.max_sentences],
+        "reasoning_items": args.reasoning_items,
+        "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))})
+    done = read_log(out / "scored.jsonl", judge_eval.Scored.from_json)
     backend = eval_backend(args, settings)
+    log = LogAppender(out / "scored.jsonl")
+
+    def journal(rows: list[judge_eval.Scored]) -> None:
+        for row in rows:
+            log.write(row.to_json())
+
     try:
-        run = judge_eval.score_documents(backend, plans, settings, args.modes,
-                                         args.reasoning_items, deadline=deadline,
-                                         progress=_progress(args.progress, "judge documents"))
+        run = judge_eval.score_documents(
+            backend, plans, settings, args.modes, args.reasoning_items, deadline=deadline,
+            progress=_progress(args.progress, "judge documents"), done=done,
+            on_document=journal)
     finally:
+        log.close()
         backend.close()
     items, rubric, evidence = run.items, run.rubric, run.evidence
     shipped = configured_scale(settings)

@@ -158,6 +158,16 @@ class Scored:
         """The document scored: ids are unique within a set, not across two user files."""
         return self.dataset, self.task.item
 
+    def to_json(self) -> dict[str, Any]:
+        """A record of ``scored.jsonl``, the journal a re-run resumes from."""
+        return {**{k: v for k, v in self.__dict__.items() if k != "task"},
+                "task": dict(self.task.__dict__)}
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Scored:
+        """Read back a ``to_json`` record."""
+        return cls(**{**record, "task": Task(**record["task"])})
+
 
 def score_rubric(
     backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
@@ -214,33 +224,52 @@ def score_documents(
     backend: Backend, plans: Sequence[tuple[list[JudgeItem], list[Task]]], settings: Settings,
     modes: Sequence[str], reasoning_items: int, *, deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None, clock: Callable[[], float] = monotonic,
+    done: Sequence[Scored] = (), on_document: Callable[[list[Scored]], None] | None = None,
 ) -> JudgeRun:
     """Every mode on one document at a time, the sets (``plans``) taken in turn.
 
     A run stopped at ``deadline`` (checked between documents) so covers every set about
-    equally, with both modes on the same documents; the call cache replays what a repeat
-    of the run had done. Grounded rows carry evidence, scored later by ``lodo_grounded``;
-    the gold and 100% texts of the first ``reasoning_items`` items of each set also get
-    the grounded judge's reasoning (timed; it never changes the score, so the rest skip it).
+    equally, with both modes on the same documents. A document with rows in ``done`` (the
+    journal an earlier run of the same set-up left) is taken from it, no call made; each
+    newly scored document's rows go to ``on_document`` (the journal) as it completes.
+    Grounded rows carry evidence, scored later by ``lodo_grounded``; the gold and 100%
+    texts of the first ``reasoning_items`` items of each set also get the grounded judge's
+    reasoning (timed; it never changes the score, so the rest skip it).
     """
     checker = _grounded_checker(backend, settings) if "grounded" in modes else None
+    journal: dict[tuple[str, str], list[Scored]] = {}
+    for row in done:
+        journal.setdefault(row.doc, []).append(row)
     per_set = [[(item, [t for t in tasks if t.item == item.id], rank < reasoning_items)
                 for rank, item in enumerate(items)] for items, tasks in plans]
     order = [doc for turn in zip_longest(*per_set) for doc in turn if doc is not None]
     run = JudgeRun(planned=len(order),
                    detectors=[] if checker is None else resolve(checker.settings))
     for number, (item, tasks, reasoned) in enumerate(order, start=1):
-        if deadline is not None and clock() >= deadline:
-            break
-        if checker is not None:
-            run.evidence += [_evidence_row(checker, item, task, settings, reason=reasoned)
-                             for task in tasks]
-        if "rubric" in modes:
-            run.rubric += score_rubric(backend, [item], tasks, settings)
+        rows = journal.get((item.dataset, item.id))
+        if rows is None:
+            if deadline is not None and clock() >= deadline:
+                break
+            rows = _score_document(backend, checker, item, tasks, settings, modes, reasoned)
+            if on_document is not None:
+                on_document(rows)
+        run.evidence += [r for r in rows if r.mode == "grounded"]
+        run.rubric += [r for r in rows if r.mode == "rubric"]
         run.items.append(item)
         if progress is not None:
             progress(number, len(order))
     return run
+
+
+def _score_document(backend: Backend, checker: Checker | None, item: JudgeItem,
+                    tasks: list[Task], settings: Settings, modes: Sequence[str],
+                    reasoned: bool) -> list[Scored]:
+    """One document's rows: grounded evidence (with ``checker``), then the rubric's scores."""
+    rows = [] if checker is None else [
+        _evidence_row(checker, item, task, settings, reason=reasoned) for task in tasks]
+    if "rubric" in modes:
+        rows += score_rubric(backend, [item], tasks, settings)
+    return rows
 
 
 def fit_scale(rows: Sequence[Scored], version: str = "grounded_scale.v1") -> Scale:
