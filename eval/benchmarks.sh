@@ -103,7 +103,8 @@ python eval/paired_gain.py --predictions eval/results/detect-cot-focus-v3/predic
 conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 3 --seed 0 \
   --modes rubric --progress --out eval/results/judge-pilot-v2
 # the judge, round 3 (issue 29): n >= 60 in slices, both modes a document at a time; each
-# slice replays the last from the call cache and goes on (moved here from /work/runs/judge-60)
+# slice goes on from the folder's journal, scored.jsonl (its first 14 documents seeded from
+# the results.json of the run made before the journal existed)
 conli eval judge --dataset conli_summeval --dataset halueval_summarization --limit 30 --seed 0 \
   --modes grounded rubric --budget-minutes 80 --progress --out eval/results/judge-60
 conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \

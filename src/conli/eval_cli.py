@@ -115,7 +115,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                        "src/conli/signals/grounded_scale.v1.json)")
     judge.add_argument("--budget-minutes", type=float,
                        help="start no new document after this long (the sets taken in turn); "
-                       "re-run to replay it from the call cache and go on")
+                       "re-run to go on from OUT/scored.jsonl")
     judge.add_argument("--no-plot", action="store_true", help="skip the PNG")
     judge.set_defaults(handler=run_judge)
 
