@@ -227,7 +227,8 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     assert "partial: 0 of 1 documents" in (tmp_path / "j0" / "results.md").read_text()
     # a re-run of the same set-up takes its scored documents from the journal, not the model
     journal = (tmp_path / "j" / "scored.jsonl").read_text()
-    assert journal.count("\n") == len(judged["scores"])
+    assert journal.count("\n") == 1  # one record a document: never half a document
+    assert len(json.loads(journal)["rows"]) == len(judged["scores"])
     assert main(["eval", "judge", *common[:-2], "--no-cache", "--no-plot",
                  "--out", str(tmp_path / "j")]) == 0
     assert (tmp_path / "j" / "scored.jsonl").read_text() == journal  # nothing scored again

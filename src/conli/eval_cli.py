@@ -381,13 +381,14 @@ def run_judge(args: argparse.Namespace) -> int:
         "sentences": [args.min_sentences, args.max_sentences],
         "reasoning_items": args.reasoning_items,
         "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))})
-    done = read_log(out / "scored.jsonl", judge_eval.Scored.from_json)
+    # one record a document, so a crash never leaves a document half in the journal
+    done = [row for rows in read_log(out / "scored.jsonl", judge_eval.rows_from_json)
+            for row in rows]
     backend = eval_backend(args, settings)
     log = LogAppender(out / "scored.jsonl")
 
     def journal(rows: list[judge_eval.Scored]) -> None:
-        for row in rows:
-            log.write(row.to_json())
+        log.write({"rows": [row.to_json() for row in rows]})
 
     try:
         run = judge_eval.score_documents(

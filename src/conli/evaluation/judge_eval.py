@@ -169,6 +169,11 @@ class Scored:
         return cls(**{**record, "task": Task(**record["task"])})
 
 
+def rows_from_json(record: dict[str, Any]) -> list[Scored]:
+    """One document's rows from its journal record (``{"rows": [Scored.to_json(), ...]}``)."""
+    return [Scored.from_json(row) for row in record["rows"]]
+
+
 def score_rubric(
     backend: Backend, items: Sequence[JudgeItem], tasks: Sequence[Task], settings: Settings,
     progress: Callable[[int, int], None] | None = None,
