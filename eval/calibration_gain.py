@@ -16,7 +16,6 @@ uncalibrated decision. No model is needed: the features file records what the de
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 
 from conli.calibration import Scored, fit_calibration, predict
 from conli.errors import InputError
-from conli.files import write_atomically
+from conli.evaluation.report import write_results
 from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import FUSED_FEATURES, FUSED_KEEP, FUSED_VERSION, fit, response_score
@@ -149,9 +148,8 @@ def main(argv: list[str] | None = None) -> int:
               "features": str(args.features), "features_commit": meta.get("git_commit"),
               "folds": args.folds, "seed": args.seed, "only_gains": args.only_gains,
               "result": result}
-    write_atomically(args.out / "results.json", json.dumps(record, indent=2) + "\n")
     table = markdown(result)
-    write_atomically(args.out / "results.md", table)
+    write_results(args.out, record, table)
     sys.stdout.write(table)
     return 0
 

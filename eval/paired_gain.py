@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, beside this file
 
-from conli.files import write_atomically
+from conli.evaluation.report import write_results
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import HeldOut
-from train_detector import gain_interval, per_set
+from train_detector import _pct, _signed, gain_interval, per_set
 
 Rule = Callable[[bool, bool], bool]  # (cot flagged, the run flagged) -> flagged
 RULES: dict[str, Rule] = {"run": lambda cot, run: run, "both flag": lambda cot, run: cot and run,
@@ -47,23 +47,21 @@ def run_flags(predictions: Path) -> dict[str, bool]:
 def compare(rows: list[ExampleRows], flags: dict[str, bool]) -> dict[str, Any]:
     """Per set and on the mean: cot, the run and the combinations, with paired intervals."""
     common = [r for r in rows if r.example_id in flags]
+    by_set = {d: [r for r in common if r.dataset == d] for d in sorted({r.dataset for r in common})}
     report: dict[str, Any] = {"n": len(common), "cot": per_set(common, ExampleRows.cot_flagged)}
     for name, rule in RULES.items():
         def decide(r: ExampleRows, rule: Rule = rule) -> bool:
             return rule(r.cot_flagged(), flags[r.example_id])
         held = [HeldOut(d, 0, None, 0.0, None, None, [], [r.label for r in mine],
-                        [decide(r) for r in mine])
-                for d in sorted({r.dataset for r in common})
-                for mine in [[r for r in common if r.dataset == d]]]
+                        [decide(r) for r in mine]) for d, mine in by_set.items()]
         report[name] = {"per_set": per_set(common, decide),
                         "gain_interval": list(gain_interval(held, common))}
     report["flips"] = dict(Counter(
         f"{'hallucinated' if r.label else 'faithful'}, now "
         f"{'flagged' if flags[r.example_id] else 'passed'}"
         for r in common if flags[r.example_id] != r.cot_flagged()))
-    report["sets"] = {d: {"n": sum(r.dataset == d for r in common),
-                          "hallucinated": sum(r.dataset == d and r.label for r in common)}
-                      for d in sorted({r.dataset for r in common})}
+    report["sets"] = {d: {"n": len(mine), "hallucinated": sum(r.label for r in mine)}
+                      for d, mine in by_set.items()}
     return report
 
 
@@ -78,10 +76,9 @@ def markdown(report: dict[str, Any]) -> str:
     rows = {"cot": (report["cot"], None)} | {
         name: (report[name]["per_set"], report[name]["gain_interval"]) for name in RULES}
     for name, (scores, gain) in rows.items():
-        cells = " | ".join(f"{100 * scores[d]:.1f}" if d in scores else "–"
-                           for d in [*sets, "mean"])
+        cells = " | ".join(_pct(scores.get(d)) for d in [*sets, "mean"])
         interval = "" if gain is None else \
-            f"{100 * gain[0]:+.1f} [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]"
+            f"{_signed(gain[0])} [{_signed(gain[1])}, {_signed(gain[2])}]"
         lines.append(f"| {name} | {cells} | {interval} |")
     flips = ", ".join(f"{k}: {v}" for k, v in sorted(report["flips"].items()))
     lines += ["", f"{report['n']} paired examples; decisions that changed: {flips}.", ""]
@@ -101,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {"command": " ".join(["python", "eval/paired_gain.py", *sys.argv[1:]]),
               "predictions": str(args.predictions), "features": str(args.features),
               "features_commit": meta.get("git_commit"), "result": report}
-    write_atomically(args.out / "results.json", json.dumps(record, indent=2) + "\n")
     table = markdown(report)
-    write_atomically(args.out / "results.md", table)
+    write_results(args.out, record, table)
     sys.stdout.write(table)
     return 0
 
