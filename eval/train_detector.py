@@ -29,7 +29,7 @@ from typing import Any
 
 from conli.evaluation.detection import Outcome, run_order, stratified_sample
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
-from conli.evaluation.report import file_digest
+from conli.evaluation.report import file_digest, write_results
 from conli.files import read_log, write_atomically
 from conli.signals.features import FEATURES
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
@@ -107,9 +107,9 @@ def fit_all(args: argparse.Namespace) -> int:
     fused = replace(fused, training=manifest(args, meta, FUSED_FEATURES,
                                              report["fused"]["pooled"]))
     args.out.mkdir(parents=True, exist_ok=True)
-    write_atomically(args.out / "results.json", json.dumps(report, indent=2) + "\n")
-    write_atomically(args.out / "results.md", markdown(report))
-    print(markdown(report))
+    table = markdown(report)
+    write_results(args.out, report, table)
+    print(table)
     if args.write_artifacts:
         for model in (fast, fused):
             write_atomically(args.write_artifacts / f"{model.version}.json",
