@@ -143,6 +143,11 @@ class DetectionSettings(BaseModel):
         "long), or focus = each claim's best-matching source sentences (experimental)")
     nli_focus_sentences: int = Field(
         5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
+    nli_looks: int = Field(
+        1, ge=1, le=9, description="chains of thought per claim: the first as usual, the rest "
+        "sampled; their P(entailment) averaged (experimental, agents/looks.py)")
+    nli_look_temperature: float = Field(
+        0.7, gt=0.0, le=2.0, description="sampling temperature of the looks after the first")
     entailment_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
     )

@@ -173,6 +173,9 @@ class Judgement(BaseModel):
     source_window: int | None = Field(
         None, ge=0, description="which window of a source too long for the context decided it"
     )
+    look_scores: list[float] | None = Field(
+        None, description="several looks (nli_looks > 1): each chain's P(entailment), the "
+        "greedy one first; ``score`` is their mean")
     template: str | None = Field(None, description="prompt template version, if one was used")
     final: bool = Field(
         False, description="decided for good: later detectors leave this sentence alone"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from conli.agents.evidence import group_by_focus
+from conli.agents.looks import combine_looks
 from conli.agents.nli_prompts import Kind, NLIPrompt, batch_size, nli_prompt
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
@@ -244,14 +245,38 @@ class _Call:
     def judge_batch(
         self, source: str, batch: list[Hypothesis]
     ) -> tuple[list[Judgement], list[CallRecord]]:
-        """One call for the batch, plus one follow-up call for hypotheses it skipped."""
+        """The batch's judgements: one look, or ``nli_looks`` combined (``agents.looks``)."""
+        looks = self.settings.nli_looks
+        if looks == 1:
+            return self.look(source, batch)
+        calls: list[CallRecord] = []
+        per_look: list[list[Judgement]] = []
+        for number in range(looks):
+            sampled = number > 0
+            judged, made = self.look(
+                source, batch,
+                temperature=self.settings.nli_look_temperature if sampled else None,
+                seed=number if sampled else None,
+            )
+            per_look.append(judged)
+            calls += made
+        return [combine_looks(list(js)) for js in zip(*per_look, strict=True)], calls
+
+    def look(
+        self, source: str, batch: list[Hypothesis], *, temperature: float | None = None,
+        seed: int | None = None,
+    ) -> tuple[list[Judgement], list[CallRecord]]:
+        """One call for the batch, plus one follow-up call for hypotheses it skipped.
+
+        ``temperature`` defaults to the settings'; ``seed`` is passed on for sampled looks.
+        """
         answered: dict[int, Judgement] = {}
         calls: list[CallRecord] = []
         pending = list(range(len(batch)))
         error = "the model gave no judgement for this hypothesis"
         mentions = SourceMentions(source)
         for _ in range(2 if self.settings.max_reasks else 1):
-            asked = self.ask(source, [batch[i] for i in pending])
+            asked = self.ask(source, [batch[i] for i in pending], temperature, seed)
             calls.extend(asked.calls)
             if asked.value is None:
                 error = asked.error or error
@@ -290,7 +315,8 @@ class _Call:
             )
         return [answered[i] for i in range(len(batch))], calls
 
-    def ask(self, source: str, batch: list[Hypothesis]) -> Asked[BaseModel]:
+    def ask(self, source: str, batch: list[Hypothesis], temperature: float | None = None,
+            seed: int | None = None) -> Asked[BaseModel]:
         cot = self.settings.chain_of_thought
         prompt = render(
             self.template, source=source, hypotheses=[h.text for h in batch], cot=cot,
@@ -320,7 +346,8 @@ class _Call:
             template=self.template,
             max_tokens=64 + TOKENS_PER_HYPOTHESIS[cot] * len(batch),
             max_reasks=self.settings.max_reasks,
-            temperature=self.settings.temperature,
+            temperature=self.settings.temperature if temperature is None else temperature,
+            seed=seed,
             check=ids_in_range,
             schema=schema,
             top_logprobs=TOP_ALTERNATIVES if self.backend.capabilities.logprobs else 0,

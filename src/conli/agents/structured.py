@@ -79,11 +79,13 @@ def ask_structured(
     check: Callable[[T], None] | None = None,
     schema: dict[str, Any] | None = None,
     top_logprobs: int = 0,
+    seed: int | None = None,
 ) -> Asked[T]:
     """Call ``backend`` until its answer validates as ``model`` (and passes ``check``).
 
     ``schema`` may narrow ``model``'s JSON schema for this call (say, exactly N items),
-    which backends with constrained decoding enforce while generating.
+    which backends with constrained decoding enforce while generating. ``seed`` goes to
+    every attempt (sampled calls: distinct seeds are distinct samples, in the cache too).
     """
     schema = schema or model.model_json_schema()
     conversation = list(messages)
@@ -99,6 +101,7 @@ def ask_structured(
             json_schema=schema,
             temperature=temperature,
             top_logprobs=top_logprobs,
+            seed=seed,
         )
         calls.append(record)
         try:

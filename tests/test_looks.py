@@ -1,0 +1,86 @@
+"""Several looks: k chains of thought per claim, the first as usual, the rest sampled."""
+
+from typing import Any
+
+import pytest
+
+from conli.agents.looks import combine_looks
+from conli.agents.nli import Hypothesis
+from conli.backends.base import Completion
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+from conli.models import Judgement, NLILabel, Verdict
+from tests.conftest import nli
+
+SOURCE = "The museum opened in 1931 and has three floors."
+CLAIM = Hypothesis(0, "The museum opened in 1931.")
+
+
+class SeedRecorder(ScriptedBackend):
+    """A scripted backend that also keeps each call's temperature and seed."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        super().__init__(replies)
+        self.sampling: list[tuple[float, int | None]] = []
+
+    def complete(self, messages: Any, **kwargs: Any) -> Completion:
+        self.sampling.append((kwargs.get("temperature", 0.0), kwargs.get("seed")))
+        return super().complete(messages, **kwargs)
+
+
+def answer(label: str) -> str:
+    return f'{{"evidence": "opened in 1931", "reasoning": "because {label}", "label": "{label}"}}'
+
+
+def test_the_first_look_is_greedy_and_the_others_sampled_with_their_own_seeds() -> None:
+    backend = SeedRecorder([answer("entailment"), answer("neutral"), answer("neutral")])
+    settings = Settings(nli_looks=3, nli_look_temperature=0.9)
+    (judged,), calls = nli(backend, SOURCE, [CLAIM], kind="sentence", settings=settings)
+    assert backend.sampling == [(0.0, None), (0.9, 1), (0.9, 2)]
+    assert len(calls) == 3
+    assert judged.verdict == "hallucinated"
+    assert judged.look_scores == [1.0, 0.0, 0.0]
+    assert judged.score == pytest.approx(1 / 3)
+    assert judged.reasoning.startswith("because neutral")  # a look that agrees with the vote
+    assert "1 of 3 looks" in judged.reasoning
+
+
+def test_a_tie_is_not_a_pass_and_a_majority_is() -> None:
+    tie = SeedRecorder([answer("entailment"), answer("contradiction")])
+    (judged,), _ = nli(tie, SOURCE, [CLAIM], kind="sentence", settings=Settings(nli_looks=2))
+    assert (judged.verdict, judged.score) == ("hallucinated", 0.5)
+    majority = SeedRecorder([answer("neutral"), answer("entailment"), answer("entailment")])
+    (judged,), _ = nli(majority, SOURCE, [CLAIM], kind="sentence",
+                       settings=Settings(nli_looks=3))
+    assert judged.verdict == "supported" and judged.label == "entailment"
+    assert judged.reasoning.startswith("because entailment")
+
+
+def test_a_look_that_cannot_complete_leaves_the_claim_unverified() -> None:
+    broken = "not json at all"
+    backend = SeedRecorder([answer("entailment"), broken, broken, answer("entailment")])
+    (judged,), calls = nli(backend, SOURCE, [CLAIM], kind="sentence",
+                           settings=Settings(nli_looks=3))
+    assert judged.verdict == "unverified"
+    assert judged.error is not None and judged.error.startswith("1 of 3 looks could not complete")
+    assert len(calls) == 4  # the failed look was re-asked once; the vote was not taken on two
+
+
+def test_one_look_is_one_call_and_records_no_looks() -> None:
+    backend = SeedRecorder([answer("entailment")])
+    (judged,), calls = nli(backend, SOURCE, [CLAIM], kind="sentence", settings=Settings())
+    assert len(calls) == 1 and judged.verdict == "supported" and judged.look_scores is None
+
+
+def test_a_look_reads_its_label_token_and_an_empty_quote_counts_at_most_half() -> None:
+    def look(verdict: Verdict, score: float | None, label: NLILabel = "entailment"
+             ) -> Judgement:
+        return Judgement(detector="sentence_nli", hypothesis="h", verdict=verdict,
+                         label=label, score=score)
+
+    combined = combine_looks([look("supported", 0.9), look("hallucinated", 0.95),
+                              look("hallucinated", 0.1, "neutral")])
+    assert combined.look_scores == [0.9, 0.5, 0.1]
+    assert combined.verdict == "hallucinated"
+    with pytest.raises(ValueError):
+        combine_looks([])
