@@ -77,11 +77,11 @@ def test_eval_without_the_eval_extra_stops_before_any_model_call(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Its scores come last: without the check, a whole run went by before the traceback."""
-    from conli import eval_cli
+    from conli import eval_args
     from conli.evaluation import metrics
 
     monkeypatch.setattr(metrics, "EVAL_MODULES", ("sklearn", "conli_no_such_module"))
-    monkeypatch.setattr(eval_cli, "get_backend", _no_backend)
+    monkeypatch.setattr(eval_args, "get_backend", _no_backend)
     labelled = tmp_path / "mine.jsonl"
     labelled.write_text('{"source": "It opened in 1962.", "response": "In 1963.", "label": 1}\n')
     code = cli.main(["eval", "detect", "--file", str(labelled), "--llm", "openai:gpt-test",

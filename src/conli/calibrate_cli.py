@@ -60,7 +60,7 @@ def add_calibrate_parser(subparsers: Any) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Check, fit, report, write; refusals come before any model call."""
-    from conli.eval_cli import eval_backend
+    from conli.eval_args import eval_backend
     from conli.evaluation.metrics import require_eval_extra
     from conli.pipeline import Checker
 

@@ -13,41 +13,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
+from conli.eval_args import (
+    Recorded,
+    base_settings,
+    command,
+    datasets,
+    eval_backend,
+    finish,
+    meta,
+    out_dir,
+    progress,
+    recorded_backend,
+)
 from conli.evaluation import (
     coverage_eval,
     detection,
     generate_eval,
     judge_eval,
     judge_figures,
-    metrics,
     report,
     rewrite,
 )
 from conli.evaluation.loaders import (
     DATASETS,
     FORMATS,
-    Example,
-    dataset_path,
-    load_dataset,
-    load_file,
 )
 from conli.evaluation.run_folder import claim_run_folder
 from conli.files import LogAppender, read_log, write_atomically
-from conli.frontdoor import add_session_flags, session_settings
+from conli.frontdoor import add_session_flags
 from conli.generation import METHODS
 from conli.plan import make_plan, options
 
@@ -144,104 +147,6 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-# --- shared plumbing ---------------------------------------------------------------------
-
-
-def _command() -> str:
-    """Return the command as typed, spelled ``conli ...`` for both entry points."""
-    if Path(sys.argv[0]).name in ("conli", "eval_cli.py"):
-        return shlex.join(["conli", *sys.argv[1:]])
-    return shlex.join(sys.argv)
-
-
-def _datasets(
-    args: argparse.Namespace, *, sample: bool = True
-) -> tuple[dict[str, list[Example]], list[Path]]:
-    names = list(DATASETS) if "all" in args.dataset else args.dataset
-    if not names and not args.file:
-        raise ConfigError("give --dataset NAME (or all) or --file PATH")
-    loaded: dict[str, list[Example]] = {}
-    paths = []
-    for name in names:
-        loaded[name] = load_dataset(name, args.data_dir)
-        paths.append(dataset_path(name, args.data_dir))
-    for path in args.file:
-        examples = load_file(path, args.format)
-        loaded[examples[0].dataset if examples else path.stem] = examples
-        paths.append(path)
-    if args.no_question:
-        loaded = {name: [replace(e, question=None) for e in examples]
-                  for name, examples in loaded.items()}
-    if not sample:
-        return loaded, paths
-    sampled = {name: detection.stratified_sample(examples, args.limit, args.seed,
-                                                 stratify=not args.no_stratify)
-               for name, examples in loaded.items()}
-    return sampled, paths
-
-
-def eval_backend(args: argparse.Namespace, settings: Settings) -> Backend:
-    """The backend behind the call cache (``--cache-dir``), or bare with ``--no-cache``.
-
-    Every evaluation (and ``conli calibrate``) builds its backend here.
-    """
-    inner = get_backend(settings.llm, settings)
-    if args.no_cache:
-        return inner
-    return CachedBackend(inner, args.cache_dir or settings.cache_dir / "eval-calls")
-
-
-def _base_settings(args: argparse.Namespace) -> Settings:
-    """Every evaluation starts here: the ``[eval]`` extra is checked, the commit read.
-
-    Both before any folder is written or model loaded (the scores need the extra; the
-    provenance names the commit the run started from).
-    """
-    metrics.require_eval_extra()
-    report.git_state()
-    return session_settings(args)
-
-
-def _out_dir(args: argparse.Namespace, kind: str) -> Path:
-    if args.out:
-        return Path(args.out)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path("eval/results") / f"{kind}-{stamp}"
-
-
-def _meta(args: argparse.Namespace, backend: Backend | _Recorded, settings: Settings,
-          templates: set[str], paths: list[Path]) -> dict[str, Any]:
-    meta = report.provenance(argv=None, backend=backend.name, model=backend.model,
-                             settings=settings, templates=templates, data_files=paths,
-                             seed=args.seed, limit=args.limit)
-    meta["command"] = _command()
-    meta["args"] = {k: (str(v) if isinstance(v, Path) else
-                        [str(x) for x in v] if isinstance(v, list) else v)
-                    for k, v in vars(args).items() if k != "handler"}
-    if isinstance(backend, CachedBackend):
-        meta["cache"] = {"dir": str(backend.cache_dir), "hits": backend.hits,
-                         "misses": backend.misses}
-    return meta
-
-
-def _progress(enabled: bool, label: str) -> Callable[[int, int], None] | None:
-    if not enabled:
-        return None
-
-    def show(done: int, total: int) -> None:
-        print(f"\r{label} {done}/{total}", end="\n" if done == total else "", file=sys.stderr,
-              flush=True)
-
-    return show
-
-
-def _finish(out: Path, payload: dict[str, Any], markdown: str) -> int:
-    json_path, md_path = report.write_results(out, payload, markdown)
-    sys.stdout.write(markdown)
-    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
-    return 0
-
-
 # --- the three evaluations ---------------------------------------------------------------
 
 
@@ -255,12 +160,12 @@ def run_detect(args: argparse.Namespace) -> int:
     from conli.pipeline import Checker
 
     try:
-        settings = detection.ablation_settings(args.ablation, _base_settings(args))
+        settings = detection.ablation_settings(args.ablation, base_settings(args))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     settings = make_plan(settings, options(mitigate=False, judge=bool(args.judge))).settings
-    sets, paths = _datasets(args)
-    out = _out_dir(args, f"detect-{args.ablation}")
+    sets, paths = datasets(args)
+    out = out_dir(args, f"detect-{args.ablation}")
     out.mkdir(parents=True, exist_ok=True)
     done = _resume(out, settings, args)
     planned = detection.run_order(sets.values(), args.seed)
@@ -289,27 +194,15 @@ def run_detect(args: argparse.Namespace) -> int:
         if checker is not None:
             checker.close()
     templates = {t for o in outcomes if o.result for t in o.result.templates}
-    source = backend if backend is not None else _recorded(settings, outcomes)
+    source = backend if backend is not None else recorded_backend(settings, outcomes)
     payload = {"kind": "detect", "ablation": args.ablation,
                "detectors": detection.detectors_that_ran(outcomes),
                "progress": {"done": len(outcomes), "planned": len(planned)},
-               "provenance": _meta(args, source, settings, templates, paths),
+               "provenance": meta(args, source, settings, templates, paths),
                "scores": detection.score_outcomes(outcomes)}
-    return _finish(out, payload, report.detection_markdown(payload))
+    return finish(out, payload, report.detection_markdown(payload))
 
 
-@dataclass(frozen=True)
-class _Recorded:
-    """Stands in for the backend in provenance when scoring needed no model."""
-
-    name: str
-    model: str
-
-
-def _recorded(settings: Settings, outcomes: list[detection.Outcome]) -> _Recorded:
-    """Backend and model as the predictions recorded them, for a run that made no call."""
-    models = sorted({o.result.model for o in outcomes if o.result})
-    return _Recorded(settings.llm, ", ".join(models) or "none: no prediction made")
 
 
 def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[detection.Outcome]:
@@ -325,9 +218,9 @@ def run_rewrite(args: argparse.Namespace) -> int:
     """Run the full pipeline (detect, rewrite, judge), then re-detect each refined text."""
     from conli.pipeline import Checker
 
-    settings = make_plan(_base_settings(args),
+    settings = make_plan(base_settings(args),
                          options(mitigate=True, judge=True, judge_raw=True)).settings
-    sets, paths = _datasets(args)
+    sets, paths = datasets(args)
     backend = eval_backend(args, settings)
     full = Checker(settings, backend)
     again = Checker(make_plan(settings, options(mitigate=False, judge=False)).settings, backend)
@@ -339,14 +232,14 @@ def run_rewrite(args: argparse.Namespace) -> int:
                 examples = [e for e in examples if e.label]
             outcomes = detection.run_detection(full, examples, progress=args.progress)
             redone = rewrite.redetect(again, outcomes, examples,
-                                      _progress(args.progress, f"{name} re-detect"))
+                                      progress(args.progress, f"{name} re-detect"))
             results[name] = rewrite.rewrite_report(outcomes, examples, redone)
             templates |= {t for o in outcomes if o.result for t in o.result.templates}
     finally:
         full.close()
-    payload = {"kind": "rewrite", "provenance": _meta(args, backend, settings, templates, paths),
+    payload = {"kind": "rewrite", "provenance": meta(args, backend, settings, templates, paths),
                "datasets": results}
-    return _finish(_out_dir(args, "rewrite"), payload, report.rewrite_markdown(payload))
+    return finish(out_dir(args, "rewrite"), payload, report.rewrite_markdown(payload))
 
 
 def run_judge(args: argparse.Namespace) -> int:
@@ -361,9 +254,9 @@ def run_judge(args: argparse.Namespace) -> int:
     def entities(text: str) -> list[tuple[str, str]]:
         return [(e.text, e.label_) for e in nlp(text).ents]
 
-    settings = _base_settings(args)
-    sets, paths = _datasets(args, sample=False)  # --limit counts gold items (documents) here
-    out = _out_dir(args, "judge")
+    settings = base_settings(args)
+    sets, paths = datasets(args, sample=False)  # --limit counts gold items (documents) here
+    out = out_dir(args, "judge")
     plans = []
     for examples in sets.values():
         found = judge_eval.build_items(
@@ -393,7 +286,7 @@ def run_judge(args: argparse.Namespace) -> int:
     try:
         run = judge_eval.score_documents(
             backend, plans, settings, args.modes, args.reasoning_items, deadline=deadline,
-            progress=_progress(args.progress, "judge documents"), done=done,
+            progress=progress(args.progress, "judge documents"), done=done,
             on_document=journal)
     finally:
         log.close()
@@ -408,7 +301,7 @@ def run_judge(args: argparse.Namespace) -> int:
     residuals = judge_figures.residual_table(scored)
     payload: dict[str, Any] = {
         "kind": "judge",
-        "provenance": _meta(args, backend, settings, {s.template for s in scored}, paths),
+        "provenance": meta(args, backend, settings, {s.template for s in scored}, paths),
         "detectors": run.detectors,  # resolved: `auto` named what it became
         "progress": {"documents_done": len(items), "documents_planned": run.planned},
         "items": [item.__dict__ for item in items],
@@ -430,11 +323,11 @@ def run_judge(args: argparse.Namespace) -> int:
         scale = judge_eval.fit_scale(evidence)
         scale = replace(scale, training={
             "fitted_on": f"{len(evidence)} texts of {len(items)} documents",
-            "datasets": sorted({s.dataset for s in evidence}), "command": _command(),
+            "datasets": sorted({s.dataset for s in evidence}), "command": command(),
             "detectors": run.detectors, "seed": args.seed,
             "leave_one_dataset_out": residuals.get("grounded", {}).get("all")})
         write_atomically(args.write_scale, json.dumps(scale.to_json(), indent=1) + "\n")
-    return _finish(out, payload, report.judge_markdown(payload))
+    return finish(out, payload, report.judge_markdown(payload))
 
 
 def run_coverage(args: argparse.Namespace) -> int:
@@ -442,8 +335,8 @@ def run_coverage(args: argparse.Namespace) -> int:
     from conli.segment import sentence_splitter
 
     split = sentence_splitter()
-    settings = _base_settings(args)
-    sets, paths = _datasets(args, sample=False)  # --limit counts documents here
+    settings = base_settings(args)
+    sets, paths = datasets(args, sample=False)  # --limit counts documents here
     examples = [e for found in sets.values() for e in found]
     bases = coverage_eval.build_bases(examples, split, limit=args.limit or 40, seed=args.seed)
     if not bases:
@@ -459,15 +352,15 @@ def run_coverage(args: argparse.Namespace) -> int:
         reader = backend.inner if isinstance(backend, CachedBackend) else backend
         payload = coverage_eval.evaluate(backend, bases, split, settings, seed=args.seed,
                                          reader=reader,
-                                         progress=_progress(args.progress, "coverage"))
+                                         progress=progress(args.progress, "coverage"))
     finally:
         if backend is not None:
             backend.close()
     templates = {"paraphrase_point.v1"} if backend is not None else set()
-    recorded: Backend | _Recorded = backend if backend is not None else _Recorded("none", "none")
+    recorded: Backend | Recorded = backend if backend is not None else Recorded("none", "none")
     payload = {"kind": "coverage",
-               "provenance": _meta(args, recorded, settings, templates, paths), **payload}
-    return _finish(_out_dir(args, "coverage"), payload, report.coverage_markdown(payload))
+               "provenance": meta(args, recorded, settings, templates, paths), **payload}
+    return finish(out_dir(args, "coverage"), payload, report.coverage_markdown(payload))
 
 
 def run_judge_auroc(args: argparse.Namespace) -> int:
@@ -475,8 +368,8 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
     from conli.agents import judge as judge_agent
     from conli.agents.grounded_judge import configured_scale
 
-    settings = _base_settings(args)
-    sets, paths = _datasets(args, sample=False)
+    settings = base_settings(args)
+    sets, paths = datasets(args, sample=False)
     examples = {e.id: e for found in sets.values() for e in found}
     scale = configured_scale(settings)
     stored = [row for row in judge_eval.stored_grounded_scores(args.predictions, scale)
@@ -487,7 +380,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
     try:
         by_set = {name: judge_eval.judge_auroc(
             [r for r in stored if r[1] == name], examples, backend, settings, args.per_dataset,
-            _progress(args.progress, f"rubric judge {name}"))
+            progress(args.progress, f"rubric judge {name}"))
             for name in sorted({r[1] for r in stored})}
         pooled = {"grounded_all": judge_eval.auroc_of([(g, s) for _, _, g, s in stored]),
                   **judge_eval.sample_aurocs([s for found in by_set.values()
@@ -495,22 +388,22 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
     finally:
         if backend is not None:
             backend.close()
-    recorded: Backend | _Recorded = backend or _Recorded("none", "none")
+    recorded: Backend | Recorded = backend or Recorded("none", "none")
     rubric_template = set() if backend is None else \
         {str(settings.judge_template or judge_agent.DEFAULT_TEMPLATE)}  # no rubric, no template
     payload = {"kind": "judge-auroc", "predictions": str(args.predictions),
                "scale": scale.version,
-               "provenance": _meta(args, recorded, settings, rubric_template, paths),
+               "provenance": meta(args, recorded, settings, rubric_template, paths),
                "datasets": by_set, "pooled": pooled}
-    return _finish(_out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))
+    return finish(out_dir(args, "judge-auroc"), payload, report.judge_auroc_markdown(payload))
 
 
 def run_generate_eval(args: argparse.Namespace) -> int:
     """Answer ``--limit`` sources a set with each method; check every answer with cot."""
     from conli.segment import sentence_splitter
 
-    settings = _base_settings(args)
-    sets, paths = _datasets(args, sample=False)
+    settings = base_settings(args)
+    sets, paths = datasets(args, sample=False)
     examples = generate_eval.sources(sets, args.limit or 20)
     backend = eval_backend(args, settings)
     try:
@@ -518,11 +411,11 @@ def run_generate_eval(args: argparse.Namespace) -> int:
             time.monotonic() + 60 * args.budget_minutes
         rows = generate_eval.run(backend, examples, args.methods,
                                  sentence_splitter(), settings,
-                                 _progress(args.progress, "generate"), deadline=deadline)
+                                 progress(args.progress, "generate"), deadline=deadline)
     finally:
         backend.close()
     templates = {"generate_answer.v1"}
-    payload = {"kind": "generate", "provenance": _meta(args, backend, settings, templates, paths),
+    payload = {"kind": "generate", "provenance": meta(args, backend, settings, templates, paths),
                "sources": len({r["id"] for r in rows}),
                "fod": {"S": settings.fod_samples, "K": settings.fod_beams,
                        "tau1": settings.fod_backtrack, "tau2": settings.fod_prune},
@@ -530,4 +423,4 @@ def run_generate_eval(args: argparse.Namespace) -> int:
                "datasets": {name: generate_eval.table([r for r in rows if r["dataset"] == name])
                             for name in dict.fromkeys(r["dataset"] for r in rows)},
                "rows": rows}
-    return _finish(_out_dir(args, "generate"), payload, report.generate_markdown(payload))
+    return finish(out_dir(args, "generate"), payload, report.generate_markdown(payload))
