@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, besi
 from conli.evaluation.report import write_results
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import HeldOut
-from train_detector import _pct, _signed, gain_interval, per_set
+from train_detector import gain_interval, pct, per_set, signed
 
 Rule = Callable[[bool, bool], bool]  # (cot flagged, the run flagged) -> flagged
 RULES: dict[str, Rule] = {"run": lambda cot, run: run, "both flag": lambda cot, run: cot and run,
@@ -76,9 +76,9 @@ def markdown(report: dict[str, Any]) -> str:
     rows = {"cot": (report["cot"], None)} | {
         name: (report[name]["per_set"], report[name]["gain_interval"]) for name in RULES}
     for name, (scores, gain) in rows.items():
-        cells = " | ".join(_pct(scores.get(d)) for d in [*sets, "mean"])
+        cells = " | ".join(pct(scores.get(d)) for d in [*sets, "mean"])
         interval = "" if gain is None else \
-            f"{_signed(gain[0])} [{_signed(gain[1])}, {_signed(gain[2])}]"
+            f"{signed(gain[0])} [{signed(gain[1])}, {signed(gain[2])}]"
         lines.append(f"| {name} | {cells} | {interval} |")
     flips = ", ".join(f"{k}: {v}" for k, v in sorted(report["flips"].items()))
     lines += ["", f"{report['n']} paired examples; decisions that changed: {flips}.", ""]

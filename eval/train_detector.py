@@ -267,15 +267,15 @@ def markdown(report: dict[str, Any]) -> str:
     for row in report["held_out"]:
         other = fused.get(row["dataset"], {})
         lines.append(
-            f"| {row['dataset']} | {row['n']} | {_pct(row['auroc'])} | "
-            f"{_pct(row['balanced_accuracy'])} | {_pct(row['hybrid_balanced_accuracy'])} | "
-            f"{_pct(report['cot'].get(row['dataset']))} | {_pct(other.get('auroc'))} | "
-            f"{_pct(other.get('balanced_accuracy'))} |")
+            f"| {row['dataset']} | {row['n']} | {pct(row['auroc'])} | "
+            f"{pct(row['balanced_accuracy'])} | {pct(row['hybrid_balanced_accuracy'])} | "
+            f"{pct(report['cot'].get(row['dataset']))} | {pct(other.get('auroc'))} | "
+            f"{pct(other.get('balanced_accuracy'))} |")
     pooled, joint = report["pooled"], report["fused"]["pooled"]
-    lines.append(f"| **mean of sets** | {pooled['n']} | {_pct(pooled['auroc'])} | "
-                 f"{_pct(pooled['balanced_accuracy'])} | {_pct(pooled['hybrid'])} | "
-                 f"{_pct(report['cot'].get('mean'))} | {_pct(joint['auroc'])} | "
-                 f"{_pct(joint['balanced_accuracy'])} |")
+    lines.append(f"| **mean of sets** | {pooled['n']} | {pct(pooled['auroc'])} | "
+                 f"{pct(pooled['balanced_accuracy'])} | {pct(pooled['hybrid'])} | "
+                 f"{pct(report['cot'].get('mean'))} | {pct(joint['auroc'])} | "
+                 f"{pct(joint['balanced_accuracy'])} |")
     lines += ["", "Fused feature sets (mean of sets, leave-one-dataset-out):", "",
               "| features | AUROC | BAcc | gain over cot [95% interval] | worst set against cot |",
               "|---|---|---|---|---|"]
@@ -283,13 +283,13 @@ def markdown(report: dict[str, Any]) -> str:
         worst = min(c["per_set"], key=lambda d: c["per_set"][d] - report["cot"][d])
         kept = f"; keeps {', '.join(c['keep'])}" if c["keep"] != list(FUSED_KEEP) else ""
         gain, low, high = c["gain_over_cot"]
-        lines.append(f"| {name} ({', '.join(c['features'])}{kept}) | {_pct(c['auroc'])} | "
-                     f"{_pct(c['balanced_accuracy'])} | {_signed(gain)} "
-                     f"[{_signed(low)}, {_signed(high)}] | {worst} "
-                     f"{_pct(c['per_set'][worst] - report['cot'][worst])} |")
+        lines.append(f"| {name} ({', '.join(c['features'])}{kept}) | {pct(c['auroc'])} | "
+                     f"{pct(c['balanced_accuracy'])} | {signed(gain)} "
+                     f"[{signed(low)}, {signed(high)}] | {worst} "
+                     f"{pct(c['per_set'][worst] - report['cot'][worst])} |")
     lines += shipped_lines(report["shipped"])
     lines += ["", "Per signal (AUROC of the response's worst sentence; pooled):", ""]
-    lines += [f"- {name}: {_pct(v)}" for name, v in report["signal_auroc"].items()]
+    lines += [f"- {name}: {pct(v)}" for name, v in report["signal_auroc"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -301,20 +301,22 @@ def shipped_lines(shipped: dict[str, Any]) -> list[str]:
         return [*head, "none: every row here is in their training set"]
     lines = [*head, "| dataset | n | cot BAcc | shipped fused BAcc |", "|---|---|---|---|"]
     for dataset, n in shipped["counts"].items():
-        lines.append(f"| {dataset} | {n} | {_pct(shipped['cot'].get(dataset))} | "
-                     f"{_pct(shipped['fused'].get(dataset))} |")
-    lines.append(f"| **mean of sets** | {shipped['n']} | {_pct(shipped['cot']['mean'])} | "
-                 f"{_pct(shipped['fused']['mean'])} |")
+        lines.append(f"| {dataset} | {n} | {pct(shipped['cot'].get(dataset))} | "
+                     f"{pct(shipped['fused'].get(dataset))} |")
+    lines.append(f"| **mean of sets** | {shipped['n']} | {pct(shipped['cot']['mean'])} | "
+                 f"{pct(shipped['fused']['mean'])} |")
     auroc = shipped["pooled_auroc"]
-    return [*lines, "", f"Pooled AUROC: cot (1 - NLI support) {_pct(auroc['cot'])}, "
-            f"shipped fused {_pct(auroc['fused'])}."]
+    return [*lines, "", f"Pooled AUROC: cot (1 - NLI support) {pct(auroc['cot'])}, "
+            f"shipped fused {pct(auroc['fused'])}."]
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
+    """A 0-1 figure as a percentage with one decimal; a dash for none."""
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
+    """A 0-1 difference as signed percentage points."""
     return f"{100 * value:+.1f}"
 
 
