@@ -24,6 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, beside this file
 
+from sklearn.metrics import roc_auc_score
+
 from conli.evaluation.report import write_results
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import HeldOut
@@ -44,8 +46,23 @@ def run_flags(predictions: Path) -> dict[str, bool]:
     return out
 
 
-def compare(rows: list[ExampleRows], flags: dict[str, bool]) -> dict[str, Any]:
-    """Per set and on the mean: cot, the run and the combinations, with paired intervals."""
+def run_scores(predictions: Path) -> dict[str, float]:
+    """Each decided example's response score (its most doubtful sentence's support)."""
+    out = {}
+    for line in predictions.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("error") is None and record.get("support_score") is not None:
+            out[record["example_id"]] = record["support_score"]
+    return out
+
+
+def compare(rows: list[ExampleRows], flags: dict[str, bool],
+            scores: dict[str, float] | None = None) -> dict[str, Any]:
+    """Per set and on the mean: cot, the run and the combinations, with paired intervals.
+
+    With ``scores``, also how well each ranks the paired examples (pooled AUROC of
+    1 - support), for changes that move the score more than the decision.
+    """
     common = [r for r in rows if r.example_id in flags]
     by_set = {d: [r for r in common if r.dataset == d] for d in sorted({r.dataset for r in common})}
     report: dict[str, Any] = {"n": len(common), "cot": per_set(common, ExampleRows.cot_flagged)}
@@ -62,6 +79,11 @@ def compare(rows: list[ExampleRows], flags: dict[str, bool]) -> dict[str, Any]:
         for r in common if flags[r.example_id] != r.cot_flagged()))
     report["sets"] = {d: {"n": len(mine), "hallucinated": sum(r.label for r in mine)}
                       for d, mine in by_set.items()}
+    if scores and all(r.example_id in scores for r in common):
+        labels = [r.label for r in common]
+        report["auroc"] = {
+            "cot": roc_auc_score(labels, [1 - r.cot_support() for r in common]),
+            "run": roc_auc_score(labels, [1 - scores[r.example_id] for r in common])}
     return report
 
 
@@ -81,7 +103,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"{signed(gain[0])} [{signed(gain[1])}, {signed(gain[2])}]"
         lines.append(f"| {name} | {cells} | {interval} |")
     flips = ", ".join(f"{k}: {v}" for k, v in sorted(report["flips"].items()))
-    lines += ["", f"{report['n']} paired examples; decisions that changed: {flips}.", ""]
+    lines += ["", f"{report['n']} paired examples; decisions that changed: {flips}."]
+    if "auroc" in report:
+        lines.append(f"Pooled AUROC (1 - support): cot {pct(report['auroc']['cot'])}, "
+                     f"the run {pct(report['auroc']['run'])}.")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -93,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     meta, rows = read_rows(args.features)
-    report = compare(rows, run_flags(args.predictions))
+    report = compare(rows, run_flags(args.predictions), run_scores(args.predictions))
     args.out.mkdir(parents=True, exist_ok=True)
     record = {"command": " ".join(["python", "eval/paired_gain.py", *sys.argv[1:]]),
               "predictions": str(args.predictions), "features": str(args.features),

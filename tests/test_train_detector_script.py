@@ -76,4 +76,14 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
     # flagging only where both flag keeps cot's misses and drops its false flags: 0.75
     assert report["both flag"]["per_set"]["d"] == pytest.approx(0.75)
     assert report["flips"] == {"hallucinated, now flagged": 9, "faithful, now passed": 9}
-    assert "+50.0" in paired.markdown(report)
+    assert "+50.0" in paired.markdown(report) and "auroc" not in report
+    # with scores: the run ranks perfectly, cot's one support value ranks at chance
+    cot_rows = [ExampleRows(r.dataset, r.example_id, r.label,
+                            [SentenceRow(0, {"nli_support": 0.5}, None, r.sentences[0].cot)])
+                for r in rows]
+    scores = {r.example_id: 0.1 if r.label else 0.9 for r in rows[:36]}
+    run.write_text("\n".join(json.dumps({**r, "support_score": scores.get(r["example_id"])})
+                             for r in records) + "\n")
+    scored = paired.compare(cot_rows, paired.run_flags(run), paired.run_scores(run))
+    assert scored["auroc"] == {"cot": 0.5, "run": 1.0}
+    assert "the run 100.0" in paired.markdown(scored)
