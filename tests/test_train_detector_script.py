@@ -87,3 +87,23 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
     scored = paired.compare(cot_rows, paired.run_flags(run), paired.run_scores(run))
     assert scored["auroc"] == {"cot": 0.5, "run": 1.0}
     assert "the run 100.0" in paired.markdown(scored)
+
+
+def test_cot_errors_counts_misses_and_false_alarms_with_their_lengths(tmp_path: Path) -> None:
+    errors = _load("cot_errors")
+
+    def record(gold: bool, flags: list[bool], words: int) -> dict[str, object]:
+        sentences = [{"checked": True, "text": " ".join(["w"] * words),
+                      "judgements": [{"features": {"nli_flagged": float(f)}}]} for f in flags]
+        return {"dataset": "d", "gold": gold, "error": None, "result": {"sentences": sentences}}
+
+    records = [record(True, [False, False], 30), record(True, [False, True], 10),
+               record(False, [True], 12), record(False, [False], 8),
+               {"dataset": "d", "gold": True, "error": "backend failed", "result": None}]
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    rows = errors.outcomes(path)
+    assert len(rows) == 4  # the failed example is not an outcome of cot's
+    text = errors.table(rows)
+    assert "| d | 2 | 1 | 2 | 1 |" in text
+    assert "| missed | 1 | 30 | 1 |" in text and "| false alarm | 1 | 12 | 0 |" in text
