@@ -107,3 +107,35 @@ def test_cot_errors_counts_misses_and_false_alarms_with_their_lengths(tmp_path: 
     text = errors.table(rows)
     assert "| d | 2 | 1 | 2 | 1 |" in text
     assert "| missed | 1 | 30 | 1 |" in text and "| false alarm | 1 | 12 | 0 |" in text
+
+
+def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> None:
+    looks = _load("looks_gain")
+
+    def judged(detector: str, scores: list[float]) -> dict[str, object]:
+        verdict = "supported" if sum(scores) / len(scores) > 0.5 else "hallucinated"
+        return {"detector": detector, "verdict": verdict, "look_scores": scores}
+
+    def record(name: str, *sentences: list[dict[str, object]]) -> dict[str, object]:
+        return {"example_id": name, "error": None, "result": {
+            "sentences": [{"judgements": list(j)} for j in sentences]}}
+
+    records = [
+        record("flag-then-pass", [judged("sentence_nli", [0.0, 1.0, 1.0])]),
+        record("pass-then-flag", [judged("sentence_nli", [1.0, 0.0, 0.0])]),
+        record("entity", [judged("sentence_nli", [1.0, 1.0, 0.0]),
+                          judged("entity_nli", [0.0, 0.0, 1.0])]),
+        record("unverified", [{"detector": "sentence_nli", "verdict": "unverified"}]),
+    ]
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    expect = {  # rule -> flags of the four examples, and how many it reads unsure
+        "greedy look alone": ([True, False, True, True], 1),
+        "vote (what runs)": ([False, True, True, True], 0),
+        "look again where the first flags": ([False, False, True, True], 1),
+        "look again where the first passes": ([True, True, True, True], 0),
+    }
+    for name, (flags, unsure) in expect.items():
+        found, uncertain = looks.read_flags(path, looks.READS[name])
+        assert list(found.values()) == flags, name
+        assert uncertain == unsure, name

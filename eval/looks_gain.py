@@ -1,0 +1,121 @@
+"""A several-looks run (``CONLI_NLI_LOOKS=k``) against cot, under each way to read its looks.
+
+    CONLI_NLI_LOOKS=3 conli eval detect --dataset all --limit 100 --seed 0 --detector cot \\
+        --budget-minutes 100 --out eval/results/detect-cot-looks3-v3
+    python eval/looks_gain.py --predictions eval/results/detect-cot-looks3-v3/predictions.jsonl \\
+        --features eval/features/dev.jsonl --out eval/results/paired-looks3-v3
+
+Every NLI judgement of such a run keeps each look's P(entailment) (``look_scores``, the
+greedy look first), so one run answers several questions without another model call:
+the greedy look alone (which should be cot again), the vote that runs (mean above one
+half), and two cheaper rules that look again only where the first look flagged, or only
+where it passed. Each is paired with cot's recorded verdicts as ``paired_gain`` does. The
+two cheaper rules are read off the same looks: where the vote failed a sentence that the
+rule would pass, its entity-level checks never ran, so those rules are approximations
+(the count is reported). Choosing among rules after reading them is a choice on these
+examples; only the vote is what ``nli_looks`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings: paired_gain, train_detector
+
+from conli.evaluation.report import write_results
+from conli.training.data import read_rows
+from paired_gain import compare, run_flags, run_scores
+from train_detector import pct, signed
+
+NLI = ("sentence_nli", "entity_nli")
+Read = Callable[[list[float]], bool]  # a judgement's look scores -> it passes
+READS: dict[str, Read] = {
+    "greedy look alone": lambda s: s[0] > 0.5,
+    "vote (what runs)": lambda s: sum(s) / len(s) > 0.5,
+    "look again where the first flags": lambda s: s[0] > 0.5 or sum(s) / len(s) > 0.5,
+    "look again where the first passes": lambda s: s[0] > 0.5 and sum(s) / len(s) > 0.5,
+}
+
+
+def read_flags(predictions: Path, read: Read) -> tuple[dict[str, bool], int]:
+    """Each decided example's flag under ``read``; and how many examples it reads unsure.
+
+    A judgement without looks (unverified, or decided another way) keeps its verdict. An
+    example is unsure where ``read`` passes a sentence whose entity checks never ran
+    because the vote failed it.
+    """
+    flags, unsure = {}, 0
+    for line in predictions.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("error") is not None or not record.get("result"):
+            continue
+        flagged = missing = False
+        for sentence in record["result"]["sentences"]:
+            judged = [j for j in sentence.get("judgements", []) if j["detector"] in NLI]
+            passes = [read(j["look_scores"]) if j.get("look_scores") else
+                      j["verdict"] == "supported" for j in judged]
+            flagged |= not all(passes)
+            voted_out = any(j["detector"] == "sentence_nli" and j["verdict"] != "supported"
+                            for j in judged)
+            missing |= voted_out and all(passes)
+        flags[record["example_id"]] = flagged
+        unsure += missing
+    return flags, unsure
+
+
+def markdown(reports: dict[str, dict[str, Any]]) -> str:
+    """One row per reading of the looks, cot first, with the gain over cot."""
+    first = next(iter(reports.values()))
+    sets = list(first["sets"])
+    lines = [f"| decision | {' | '.join(sets)} | mean | gain over cot [95%] | unsure |",
+             "|---|" + "---|" * (len(sets) + 3),
+             "| n (hallucinated) | " + " | ".join(
+                 f"{first['sets'][d]['n']} ({first['sets'][d]['hallucinated']})"
+                 for d in sets) + " | | | |",
+             f"| cot | {' | '.join(pct(first['cot'].get(d)) for d in [*sets, 'mean'])} | | |"]
+    for name, report in reports.items():
+        run = report["run"]
+        gain = run["gain_interval"]
+        cells = " | ".join(pct(run["per_set"].get(d)) for d in [*sets, "mean"])
+        lines.append(f"| {name} | {cells} | {signed(gain[0])} [{signed(gain[1])}, "
+                     f"{signed(gain[2])}] | {report['unsure']} |")
+    auroc = first.get("auroc")
+    if auroc:
+        lines += ["", f"Pooled AUROC (1 - support; the run's support is its looks' mean): "
+                      f"cot {pct(auroc['cot'])}, the run {pct(auroc['run'])}."]
+    return "\n".join([*lines, f"{first['n']} paired examples.", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read a looks run and the features file; write results.json and results.md."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--predictions", type=Path, required=True)
+    parser.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    meta, rows = read_rows(args.features)
+    scores = run_scores(args.predictions)
+    reports = {}
+    for name, read in READS.items():
+        flags, unsure = read_flags(args.predictions, read)
+        reports[name] = {**compare(rows, flags, scores), "unsure": unsure}
+    voted = run_flags(args.predictions)
+    mismatched = sum(voted[k] != v for k, v in read_flags(args.predictions,
+                                                          READS["vote (what runs)"])[0].items())
+    record = {"command": " ".join(["python", "eval/looks_gain.py", *sys.argv[1:]]),
+              "predictions": str(args.predictions), "features": str(args.features),
+              "features_commit": meta.get("git_commit"),
+              "vote_differs_from_the_runs_verdict": mismatched, "result": reports}
+    table = markdown(reports)
+    write_results(args.out, record, table)
+    sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
