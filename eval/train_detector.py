@@ -174,13 +174,14 @@ def candidate(held: list[HeldOut], features: tuple[str, ...], keep: tuple[str, .
             "gain_over_cot": gain_interval(held, rows)}
 
 
-def gain_interval(held: list[HeldOut], rows: list[ExampleRows], draws: int = 2000
+def gain_interval(held: list[HeldOut], rows: list[ExampleRows], draws: int = 2000,
+                  baseline: Callable[[ExampleRows], bool] = ExampleRows.cot_flagged,
                   ) -> tuple[float, float, float]:
-    """Mean-of-sets BAcc minus cot's, with a paired bootstrap 95% interval.
+    """Mean-of-sets BAcc minus the baseline's (cot's), with a paired bootstrap 95% interval.
 
     Each draw resamples every set's examples, hallucinated and faithful apart (so both
-    labels stay), and scores the held-out decisions and cot's on the same draw: with
-    about 50 examples a set, whether a gain is more than noise.
+    labels stay), and scores the held-out decisions and the baseline's on the same draw:
+    with about 50 examples a set, whether a gain is more than noise.
     """
     import numpy as np
 
@@ -190,7 +191,7 @@ def gain_interval(held: list[HeldOut], rows: list[ExampleRows], draws: int = 200
         if len(set(h.gold)) < 2:  # no balanced accuracy, as per_set leaves it out
             continue
         gold = np.asarray(h.gold)
-        cot = [r.cot_flagged() for r in rows if r.dataset == h.dataset]
+        cot = [baseline(r) for r in rows if r.dataset == h.dataset]
         sets.append((gold, np.asarray(h.predicted), np.asarray(cot),
                      [np.flatnonzero(gold == label) for label in (False, True)]))
 

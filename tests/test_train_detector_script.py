@@ -139,3 +139,19 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
         found, uncertain = looks.read_flags(path, looks.READS[name])
         assert list(found.values()) == flags, name
         assert uncertain == unsure, name
+
+
+def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_collection(
+) -> None:
+    prompt = _load("training_prompt")
+    from conli.training.data import read_rows
+
+    _, rows = read_rows(ROOT / "eval" / "features" / "dev.jsonl")
+    rows = rows[:60]
+    v1_rows, unmatched = prompt.with_v1_nli(rows, ROOT / "eval" / "results" / "detect-default")
+    assert unmatched == 0 and [r.example_id for r in v1_rows] == [r.example_id for r in rows]
+    pairs = [(a, b) for r, v in zip(rows, v1_rows, strict=True)
+             for a, b in zip(r.sentences, v.sentences, strict=True)]
+    assert all(a.values["pmi_low"] == b.values["pmi_low"] and a.label == b.label
+               for a, b in pairs)  # the reading and the labels are the collection's
+    assert any(a.values["nli_support"] != b.values["nli_support"] for a, b in pairs)
