@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from conli.detectors.fused import nli_features
 from conli.evaluation.detection import Outcome, run_order, stratified_sample
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
 from conli.evaluation.report import file_digest, write_results
@@ -50,6 +51,8 @@ from conli.training.train import (
 )
 
 SIGNALS = [name for name, _ in FEATURES]
+NLI_KEYS = ("nli_support", "nli_flagged", "nli_contradiction")  # what a v1 run replaces
+FUSED_TRAINING_ROWS = 291  # fused.v1's training examples, the first of the v1 run's order
 
 
 def export(args: argparse.Namespace) -> int:
@@ -115,6 +118,66 @@ def fit_all(args: argparse.Namespace) -> int:
             write_atomically(args.write_artifacts / f"{model.version}.json",
                              json.dumps(model.to_json(), indent=1) + "\n")
     return 0
+
+
+def rebuild_fused(args: argparse.Namespace) -> int:
+    """Write the shipped fused artifact from the repository alone, byte for byte.
+
+    The recipe of ``fused.v1``, whose own readings are gone: its 291 training examples (the
+    first of the v1 run's order), the v1 prompt's NLI outputs on them (that run's stored
+    judgements) and the reading from the collection's features (the model's own numbers,
+    which no prompt changes). Training on the v3 prompt's outputs instead loses 4.3 BAcc
+    leave-one-dataset-out (``eval/training_prompt.py``), so the recipe keeps v1's.
+    """
+    meta, rows = read_rows(args.features)
+    order = [o.example_id for o in read_log(args.v1_predictions / "predictions.jsonl",
+                                            Outcome.from_json)]
+    chosen = set(order[:FUSED_TRAINING_ROWS])
+    v1_rows, _ = with_v1_nli([r for r in rows if r.example_id in chosen], args.v1_predictions)
+    if len(v1_rows) != FUSED_TRAINING_ROWS:
+        raise SystemExit(f"{len(v1_rows)} of the {FUSED_TRAINING_ROWS} training examples have "
+                         f"features in {args.features} and a v1 judgement; all are needed")
+    held = summary(leave_one_dataset_out(v1_rows, features=FUSED_FEATURES,
+                                         version=FUSED_VERSION, keep=FUSED_KEEP))
+    model = fit(v1_rows, FUSED_FEATURES, FUSED_VERSION, FUSED_KEEP)
+    digest = hashlib.sha256("\n".join(json.dumps(r.example_id) + json.dumps(
+        [s.vector(FUSED_FEATURES) for s in r.sentences]) for r in v1_rows).encode()).hexdigest()
+    model = replace(model, training={
+        "features": list(FUSED_FEATURES), "seed": SEED, "limit_per_set": 100,
+        "recipe": "the first 291 examples of the v1 run's order; NLI features from the v1 "
+                  "run (v1_predictions), the reading from features_file",
+        "v1_predictions": str(args.v1_predictions),
+        "v1_predictions_sha256": _sha256(args.v1_predictions / "predictions.jsonl"),
+        "features_file": str(args.features), "training_rows_sha256": digest,
+        "reading_recorded_by": {k: meta.get(k) for k in ("git_commit", "detectors")},
+        "data_files": meta.get("data_files", {}),
+        "leave_one_dataset_out": {**held, "hybrid": None}})
+    write_atomically(args.out, json.dumps(model.to_json(), indent=1) + "\n")
+    print(f"wrote {args.out} from {len(v1_rows)} examples", file=sys.stderr)
+    return 0
+
+
+def with_v1_nli(rows: list[ExampleRows], predictions: Path) -> tuple[list[ExampleRows], int]:
+    """``rows`` with their NLI features from a v1 run; and how many could not be matched.
+
+    The reading's features and the labels stay the rows' own; a row whose v1 run split the
+    response into other sentences is left out and counted.
+    """
+    v1 = {o.example_id: o.result for o in read_log(predictions / "predictions.jsonl",
+                                                  Outcome.from_json) if o.result}
+    out, unmatched = [], 0
+    for row in rows:
+        result = v1.get(row.example_id)
+        checked = [s for s in result.sentences if s.checked] if result else []
+        if len(checked) != len(row.sentences) or any(
+                s.index != r.index for s, r in zip(checked, row.sentences, strict=True)):
+            unmatched += 1
+            continue
+        sentences = [replace(r, values={**r.values, **{k: v for k, v in nli_features(
+            s.judgements).items() if k in NLI_KEYS}})
+            for s, r in zip(checked, row.sentences, strict=True)]
+        out.append(replace(row, sentences=sentences))
+    return out, unmatched
 
 
 def trained_on(model: SignalModel, data_dir: Path) -> set[str]:
@@ -345,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--write-artifacts", type=Path, metavar="DIR",
                        help="write the signals and fused artifacts here (src/conli/signals)")
     train.set_defaults(handler=fit_all)
+    fused = steps.add_parser("rebuild-fused", help="the shipped fused artifact, from the repo")
+    fused.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
+    fused.add_argument("--v1-predictions", type=Path,
+                       default=Path("eval/results/detect-default"))
+    fused.add_argument("--out", type=Path, required=True)
+    fused.set_defaults(handler=rebuild_fused)
     args = parser.parse_args(argv)
     return int(args.handler(args))
 

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, beside this file
 
-from conli.detectors.fused import nli_features
-from conli.evaluation.detection import Outcome
 from conli.evaluation.report import write_results
-from conli.files import read_log
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import (
@@ -37,28 +33,7 @@ from conli.training.train import (
     fit,
     response_score,
 )
-from train_detector import gain_interval, pct, per_set, signed, trained_on
-
-NLI_KEYS = ("nli_support", "nli_flagged", "nli_contradiction")
-
-
-def with_v1_nli(rows: list[ExampleRows], predictions: Path) -> tuple[list[ExampleRows], int]:
-    """``rows`` with their NLI features from a v1 run; and how many could not be matched."""
-    v1 = {o.example_id: o.result for o in read_log(predictions / "predictions.jsonl",
-                                                  Outcome.from_json) if o.result}
-    out, unmatched = [], 0
-    for row in rows:
-        result = v1.get(row.example_id)
-        checked = [s for s in result.sentences if s.checked] if result else []
-        if len(checked) != len(row.sentences) or any(
-                s.index != r.index for s, r in zip(checked, row.sentences, strict=True)):
-            unmatched += 1
-            continue
-        sentences = [replace(r, values={**r.values, **{k: v for k, v in nli_features(
-            s.judgements).items() if k in NLI_KEYS}})
-            for s, r in zip(checked, row.sentences, strict=True)]
-        out.append(replace(row, sentences=sentences))
-    return out, unmatched
+from train_detector import gain_interval, pct, per_set, signed, trained_on, with_v1_nli
 
 
 def lodo_decisions(train_rows: list[ExampleRows], test_rows: list[ExampleRows]

@@ -34,6 +34,16 @@ def test_the_shipped_weights_training_rows_are_the_run_they_read() -> None:
     assert len(seen) == 291 and seen == set(order[:291])
 
 
+def test_one_command_rebuilds_the_shipped_fused_artifact_byte_for_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the repository alone: the collection's features and the v1 run's judgements."""
+    trainer = _load("train_detector")
+    monkeypatch.chdir(ROOT)  # the command as documented, from the checkout
+    out = tmp_path / "fused.json"
+    assert trainer.main(["rebuild-fused", "--out", str(out)]) == 0
+    assert out.read_bytes() == FUSED_ARTIFACT.read_bytes()
+
+
 def test_halves_split_each_label_evenly_and_cover_every_row() -> None:
     gain = _load("calibration_gain")
     rows = [ExampleRows("d", f"x{i}", i % 3 == 0, [SentenceRow(0, {}, None)]) for i in range(30)]
