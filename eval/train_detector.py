@@ -6,13 +6,17 @@
     # 2. keep features and labels in the repository (no texts)
     python eval/train_detector.py export --predictions eval/results/detect-fused-dev \\
         --out eval/features/dev.jsonl
-    # 3. rebuild the shipped artifacts from the repository alone (byte for byte)
+    # 3. every detector leave-one-dataset-out, from the repository alone
     python eval/train_detector.py fit --features eval/features/dev.jsonl \\
-        --out eval/results/detectors-lodo --write-artifacts src/conli/signals
+        --out eval/results/detectors-lodo
+    # 4. the shipped fused artifact, from the repository alone (byte for byte)
+    python eval/train_detector.py rebuild-fused --out src/conli/signals/fused.v2.json
 
 Given the same features file, ``fit`` is deterministic. Its report holds every dev set
 scored by models that never saw it, chain of thought's own verdicts on the same examples,
-and each signal's AUROC alone.
+and each signal's AUROC alone. It writes no artifact: a refit is not what ships unless it
+wins by the project's rule. ``signals.v1`` (``fast``) was trained with synthetic examples
+whose readings are not in the repository, so it has no rebuild step.
 """
 
 from __future__ import annotations
@@ -36,15 +40,12 @@ from conli.signals.features import FEATURES
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows, rows_of, write_rows
 from conli.training.train import (
-    FAST_FEATURES,
     FUSED_CANDIDATES,
     FUSED_FEATURES,
     FUSED_KEEP,
     FUSED_VERSION,
-    MODEL_VERSION,
     SEED,
     HeldOut,
-    choose_band,
     fit,
     leave_one_dataset_out,
     response_score,
@@ -83,7 +84,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def fit_all(args: argparse.Namespace) -> int:
-    """Fit, report leave-one-dataset-out, and (optionally) write the shipped artifacts."""
+    """Fit every detector leave-one-dataset-out and report it (no artifact is written)."""
     meta, rows = read_rows(args.features)
     progress = lambda d: print(f"holding out {d}", file=sys.stderr)  # noqa: E731
     held = leave_one_dataset_out(rows, hybrid=True, progress=progress)
@@ -103,20 +104,10 @@ def fit_all(args: argparse.Namespace) -> int:
         "signal_auroc": signal_aurocs(rows),
         "counts": {d: sum(1 for r in rows if r.dataset == d) for d in sorted(DATASETS)},
     }
-    fast = fit(rows, FAST_FEATURES, MODEL_VERSION)
-    fast = replace(fast, band=choose_band(fast, rows),
-                   training=manifest(args, meta, FAST_FEATURES, report["pooled"]))
-    fused = fit(rows, FUSED_FEATURES, FUSED_VERSION, FUSED_KEEP)
-    fused = replace(fused, training=manifest(args, meta, FUSED_FEATURES,
-                                             report["fused"]["pooled"]))
     args.out.mkdir(parents=True, exist_ok=True)
     table = markdown(report)
     write_results(args.out, report, table)
     print(table)
-    if args.write_artifacts:
-        for model in (fast, fused):
-            write_atomically(args.write_artifacts / f"{model.version}.json",
-                             json.dumps(model.to_json(), indent=1) + "\n")
     return 0
 
 
@@ -311,16 +302,6 @@ _FALLS_WITH_ERROR = {"lp_mean", "lp_min", "pmi_mean", "pmi_min", "rouge_p", "bes
                      "align_min", "align_mean"}
 
 
-def manifest(args: argparse.Namespace, meta: dict[str, Any], features: tuple[str, ...],
-             held: dict[str, Any]) -> dict[str, Any]:
-    """How an artifact was made: the features file and its origin, seed, honest scores."""
-    return {"features": list(features), "seed": SEED,
-            "features_file": str(args.features), "features_sha256": _sha256(args.features),
-            "recorded_by": {k: meta.get(k) for k in ("command", "git_commit", "templates",
-                                                     "detectors")},
-            "data_files": meta.get("data_files", {}), "leave_one_dataset_out": held}
-
-
 def markdown(report: dict[str, Any]) -> str:
     """The leave-one-dataset-out table, then each signal's AUROC."""
     fused = {row["dataset"]: row for row in report["fused"]["held_out"]}
@@ -400,13 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     out.add_argument("--out", type=Path, required=True)
     out.set_defaults(handler=export)
-    train = steps.add_parser("fit", help="fit, report leave-one-dataset-out, write artifacts")
+    train = steps.add_parser("fit", help="fit and report leave-one-dataset-out")
     train.add_argument("--features", type=Path, required=True)
     train.add_argument("--out", type=Path, required=True)
     train.add_argument("--data-dir", type=Path, default=Path("../shared/data"),
                        help="the dev sets, to know which rows the shipped weights saw")
-    train.add_argument("--write-artifacts", type=Path, metavar="DIR",
-                       help="write the signals and fused artifacts here (src/conli/signals)")
     train.set_defaults(handler=fit_all)
     fused = steps.add_parser("rebuild-fused", help="the shipped fused artifact, from the repo")
     fused.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
