@@ -82,6 +82,13 @@ python eval/train_detector.py export --predictions eval/results/detect-fused-v3 
   --out eval/features/dev.jsonl
 python eval/train_detector.py fit --features eval/features/dev.jsonl \
   --out eval/results/detectors-lodo-v3
+# which prompt's NLI outputs to train fused on (v1, as fused.v1 did, or the shipped v3)
+python eval/training_prompt.py --features eval/features/dev.jsonl \
+  --v1-predictions eval/results/detect-default --out eval/results/training-prompt
+# the shipped fused artifact, rebuilt from the repository (tests check it byte for byte)
+python eval/train_detector.py rebuild-fused --out src/conli/signals/fused.v2.json
+# where cot goes wrong: misses or false alarms, short or long sentences (no model call)
+python eval/cot_errors.py --predictions eval/results/detect-fused-v3/predictions.jsonl
 # conli calibrate's gain on each dev set: calibrated on one half, scored on the other
 python eval/calibration_gain.py --features eval/features/dev.jsonl \
   --out eval/results/calibration-gain
