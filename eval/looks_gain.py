@@ -5,11 +5,10 @@
     python eval/looks_gain.py --predictions eval/results/detect-cot-looks3-v3/predictions.jsonl \\
         --features eval/features/dev.jsonl --out eval/results/paired-looks3-v3
 
-Every NLI judgement of such a run keeps each look's P(entailment) (``look_scores``, the
-greedy look first), so one run answers several questions without another model call:
-the greedy look alone (which should be cot again), the vote that runs (mean above one
-half), and two cheaper rules that look again only where the first look flagged, or only
-where it passed. Each is paired with cot's recorded verdicts as ``paired_gain`` does. The
+Every NLI judgement of such a run keeps each look's verdict (``looks``, the greedy look
+first), so one run answers several questions without another model call: the greedy look
+alone (which should be cot again), the vote that runs (most looks pass), and two cheaper
+rules that look again only where the first look flagged, or only where it passed. Each is paired with cot's recorded verdicts as ``paired_gain`` does. The
 two cheaper rules are read off the same looks: where the vote failed a sentence that the
 rule would pass, its entity-level checks never ran, so those rules are approximations
 (the count is reported). Choosing among rules after reading them is a choice on these
@@ -33,12 +32,12 @@ from paired_gain import compare, run_flags, run_scores
 from train_detector import pct, signed
 
 NLI = ("sentence_nli", "entity_nli")
-Read = Callable[[list[float]], bool]  # a judgement's look scores -> it passes
+Read = Callable[[list[bool]], bool]  # whether each look passed -> the judgement passes
 READS: dict[str, Read] = {
-    "greedy look alone": lambda s: s[0] > 0.5,
-    "vote (what runs)": lambda s: sum(s) / len(s) > 0.5,
-    "look again where the first flags": lambda s: s[0] > 0.5 or sum(s) / len(s) > 0.5,
-    "look again where the first passes": lambda s: s[0] > 0.5 and sum(s) / len(s) > 0.5,
+    "greedy look alone": lambda p: p[0],
+    "vote (what runs)": lambda p: 2 * sum(p) > len(p),
+    "look again where the first flags": lambda p: p[0] or 2 * sum(p) > len(p),
+    "look again where the first passes": lambda p: p[0] and 2 * sum(p) > len(p),
 }
 
 
@@ -46,8 +45,9 @@ def read_flags(predictions: Path, read: Read) -> tuple[dict[str, bool], int]:
     """Each decided example's flag under ``read``; and how many examples it reads unsure.
 
     A judgement without looks (unverified, or decided another way) keeps its verdict. An
-    example is unsure where ``read`` passes a sentence whose entity checks never ran
-    because the vote failed it.
+    example is unsure where ``read`` passes it while a sentence of it had its entity checks
+    skipped because the vote failed that sentence. On a long source each claim keeps the
+    window the vote chose, so the other reads see only that window.
     """
     flags, unsure = {}, 0
     for line in predictions.read_text(encoding="utf-8").splitlines():
@@ -57,14 +57,14 @@ def read_flags(predictions: Path, read: Read) -> tuple[dict[str, bool], int]:
         flagged = missing = False
         for sentence in record["result"]["sentences"]:
             judged = [j for j in sentence.get("judgements", []) if j["detector"] in NLI]
-            passes = [read(j["look_scores"]) if j.get("look_scores") else
-                      j["verdict"] == "supported" for j in judged]
+            passes = [read([look["verdict"] == "supported" for look in j["looks"]])
+                      if j.get("looks") else j["verdict"] == "supported" for j in judged]
             flagged |= not all(passes)
             voted_out = any(j["detector"] == "sentence_nli" and j["verdict"] != "supported"
                             for j in judged)
             missing |= voted_out and all(passes)
         flags[record["example_id"]] = flagged
-        unsure += missing
+        unsure += missing and not flagged  # a flag elsewhere settles the example anyway
     return flags, unsure
 
 

@@ -107,6 +107,8 @@ def markdown(report: dict[str, Any]) -> str:
     if "auroc" in report:
         lines.append(f"Pooled AUROC (1 - support): cot {pct(report['auroc']['cot'])}, "
                      f"the run {pct(report['auroc']['run'])}.")
+    else:
+        lines.append("No pooled AUROC: some paired example has no support score in the run.")
     lines.append("")
     return "\n".join(lines)
 

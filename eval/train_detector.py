@@ -142,7 +142,7 @@ def rebuild_fused(args: argparse.Namespace) -> int:
         "features_file": str(args.features), "training_rows_sha256": digest,
         "reading_recorded_by": {k: meta.get(k) for k in ("git_commit", "detectors")},
         "data_files": meta.get("data_files", {}),
-        "leave_one_dataset_out": {**held, "hybrid": None}})
+        "leave_one_dataset_out": held})
     write_atomically(args.out, json.dumps(model.to_json(), indent=1) + "\n")
     print(f"wrote {args.out} from {len(v1_rows)} examples", file=sys.stderr)
     return 0
@@ -151,8 +151,9 @@ def rebuild_fused(args: argparse.Namespace) -> int:
 def with_v1_nli(rows: list[ExampleRows], predictions: Path) -> tuple[list[ExampleRows], int]:
     """``rows`` with their NLI features from a v1 run; and how many could not be matched.
 
-    The reading's features and the labels stay the rows' own; a row whose v1 run split the
-    response into other sentences is left out and counted.
+    The reading's features and the labels stay the rows' own. Sentences are matched by
+    their count and indices (the rows hold no text); a row whose v1 run checked other
+    sentences is left out and counted.
     """
     v1 = {o.example_id: o.result for o in read_log(predictions / "predictions.jsonl",
                                                   Outcome.from_json) if o.result}
@@ -174,7 +175,7 @@ def with_v1_nli(rows: list[ExampleRows], predictions: Path) -> tuple[list[Exampl
 def trained_on(model: SignalModel, data_dir: Path) -> set[str]:
     """Ids of the dev examples an artifact was trained on, from its training manifest.
 
-    ``fused.v1`` records the run it read: the first ``n`` examples of the seeded,
+    The fused artifacts record the run they read: the first ``n`` examples of the seeded,
     set-interleaved order of a ``limit_per_set`` sample (``conli eval detect``'s order).
     """
     training = model.training

@@ -39,8 +39,9 @@ def test_the_first_look_is_greedy_and_the_others_sampled_with_their_own_seeds() 
     assert backend.sampling == [(0.0, None), (0.9, 1), (0.9, 2)]
     assert len(calls) == 3
     assert judged.verdict == "hallucinated"
-    assert judged.look_scores == [1.0, 0.0, 0.0]
-    assert judged.score == pytest.approx(1 / 3)
+    assert [look.verdict for look in judged.looks or []] == [
+        "supported", "hallucinated", "hallucinated"]
+    assert judged.score == pytest.approx(1 / 3)  # no label token read: verdicts as 0 or 1
     assert judged.reasoning.startswith("because neutral")  # a look that agrees with the vote
     assert "1 of 3 looks" in judged.reasoning
 
@@ -69,10 +70,10 @@ def test_a_look_that_cannot_complete_leaves_the_claim_unverified() -> None:
 def test_one_look_is_one_call_and_records_no_looks() -> None:
     backend = SeedRecorder([answer("entailment")])
     (judged,), calls = nli(backend, SOURCE, [CLAIM], kind="sentence", settings=Settings())
-    assert len(calls) == 1 and judged.verdict == "supported" and judged.look_scores is None
+    assert len(calls) == 1 and judged.verdict == "supported" and judged.looks is None
 
 
-def test_a_look_reads_its_label_token_and_an_empty_quote_counts_at_most_half() -> None:
+def test_most_looks_decide_and_the_score_is_their_mean_label_probability() -> None:
     def look(verdict: Verdict, score: float | None, label: NLILabel = "entailment"
              ) -> Judgement:
         return Judgement(detector="sentence_nli", hypothesis="h", verdict=verdict,
@@ -80,7 +81,10 @@ def test_a_look_reads_its_label_token_and_an_empty_quote_counts_at_most_half() -
 
     combined = combine_looks([look("supported", 0.9), look("hallucinated", 0.95),
                               look("hallucinated", 0.1, "neutral")])
-    assert combined.look_scores == [0.9, 0.5, 0.1]
-    assert combined.verdict == "hallucinated"
+    assert combined.verdict == "hallucinated" and combined.score == pytest.approx(0.65)
+    assert [x.score for x in combined.looks or []] == [0.9, 0.95, 0.1]
+    # every look passes with a low label token: a pass, never a flag argued as support
+    unsure = combine_looks([look("supported", 0.4)] * 3)
+    assert unsure.verdict == "supported" and unsure.score == pytest.approx(0.4)
     with pytest.raises(ValueError):
         combine_looks([])

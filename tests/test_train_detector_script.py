@@ -123,8 +123,9 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
     looks = _load("looks_gain")
 
     def judged(detector: str, scores: list[float]) -> dict[str, object]:
-        verdict = "supported" if sum(scores) / len(scores) > 0.5 else "hallucinated"
-        return {"detector": detector, "verdict": verdict, "look_scores": scores}
+        verdict = "supported" if 2 * sum(scores) > len(scores) else "hallucinated"
+        return {"detector": detector, "verdict": verdict, "looks": [
+            {"verdict": "supported" if x else "hallucinated", "score": x} for x in scores]}
 
     def record(name: str, *sentences: list[dict[str, object]]) -> dict[str, object]:
         return {"example_id": name, "error": None, "result": {

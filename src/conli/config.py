@@ -145,7 +145,7 @@ class DetectionSettings(BaseModel):
         5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
     nli_looks: int = Field(
         1, ge=1, le=9, description="chains of thought per claim: the first as usual, the rest "
-        "sampled; their P(entailment) averaged (experimental, agents/looks.py)")
+        "sampled; a claim passes when most do (experimental, agents/looks.py)")
     nli_look_temperature: float = Field(
         0.7, gt=0.0, le=2.0, description="sampling temperature of the looks after the first")
     entailment_threshold: float = Field(

@@ -151,6 +151,13 @@ def _from_schema_1(data: Any) -> Any:
     return {**rest, "detector": _LEVEL_DETECTORS.get(level, level)}
 
 
+class Look(BaseModel):
+    """One chain of thought's answer when a claim is judged several times."""
+
+    verdict: Verdict
+    score: float | None = Field(None, ge=0.0, le=1.0, description="its P(entailment), if read")
+
+
 class Judgement(BaseModel):
     """One detector's decision on one sentence (or a sentence with a tagged entity)."""
 
@@ -173,9 +180,10 @@ class Judgement(BaseModel):
     source_window: int | None = Field(
         None, ge=0, description="which window of a source too long for the context decided it"
     )
-    look_scores: list[float] | None = Field(
-        None, description="several looks (nli_looks > 1): each chain's P(entailment), the "
-        "greedy one first; ``score`` is their mean")
+    looks: list[Look] | None = Field(
+        None, description="several looks (nli_looks > 1): each chain's verdict and "
+        "P(entailment), the greedy one first; most looks passing decides, ``score`` is the "
+        "mean P(entailment)")
     template: str | None = Field(None, description="prompt template version, if one was used")
     final: bool = Field(
         False, description="decided for good: later detectors leave this sentence alone"
