@@ -8,11 +8,12 @@
 Every NLI judgement of such a run keeps each look's verdict (``looks``, the greedy look
 first), so one run answers several questions without another model call: the greedy look
 alone (which should be cot again), the vote that runs (most looks pass), and two cheaper
-rules that look again only where the first look flagged, or only where it passed. Each is paired with cot's recorded verdicts as ``paired_gain`` does. The
-two cheaper rules are read off the same looks: where the vote failed a sentence that the
-rule would pass, its entity-level checks never ran, so those rules are approximations
-(the count is reported). Choosing among rules after reading them is a choice on these
-examples; only the vote is what ``nli_looks`` runs.
+rules that look again only where the first look flagged, or only where it passed. Each
+is paired with cot's recorded verdicts as ``paired_gain`` does. The two cheaper rules are
+read off the same looks: where the vote failed a sentence that the rule would pass, its
+entity-level checks never ran, so those rules are approximations (the count is
+reported). Choosing among rules after reading them is a choice on these examples; only
+the vote is what ``nli_looks`` runs.
 """
 
 from __future__ import annotations
