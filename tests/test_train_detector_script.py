@@ -7,6 +7,7 @@ trained on; the list is rebuilt from their manifest and must match the run they 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -166,3 +167,16 @@ def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_coll
     assert all(a.values["pmi_low"] == b.values["pmi_low"] and a.label == b.label
                for a, b in pairs)  # the reading and the labels are the collection's
     assert any(a.values["nli_support"] != b.values["nli_support"] for a, b in pairs)
+
+
+def test_compare_artifacts_lists_the_decisions_that_differ() -> None:
+    compare = _load("compare_artifacts")
+    model = load_model(FUSED_ARTIFACT)
+    stricter = replace(model, version="stricter", threshold=0.0)  # flags every response
+    rows = [ExampleRows("d", f"x{i}", i % 2 == 0,
+                        [SentenceRow(0, {"pmi_low": 0.0, "nli_support": 1.0,
+                                         "nli_flagged": 0.0, "novel_numbers": 0.0}, None)])
+            for i in range(4)]  # all pass under the shipped weights
+    text = compare.table(model, stricter, rows)
+    assert "4 of 4 decisions differ" in text and "| d | 50.0 | 50.0 |" in text
+    assert "x1 (faithful): passed by fused.v2, flagged by stricter" in text
