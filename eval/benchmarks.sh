@@ -85,8 +85,11 @@ python eval/train_detector.py fit --features eval/features/dev.jsonl \
 # which prompt's NLI outputs to train fused on (v1, as fused.v1 did, or the shipped v3)
 python eval/training_prompt.py --features eval/features/dev.jsonl \
   --v1-predictions eval/results/detect-default --out eval/results/training-prompt
-# the shipped fused artifact, rebuilt from the repository (tests check it byte for byte)
-python eval/train_detector.py rebuild-fused --out src/conli/signals/fused.v2.json
+# fused.v1's recipe rebuilt from the repository as fused.v2 (a test checks it byte for byte)
+python eval/train_detector.py rebuild-fused --out eval/results/fused-rebuild/fused.v2.json
+git show 59643cd:src/conli/signals/fused.v1.json > /tmp/fused.v1.json
+python eval/compare_artifacts.py --old /tmp/fused.v1.json \
+  --new eval/results/fused-rebuild/fused.v2.json --features eval/features/dev.jsonl
 # where cot goes wrong: misses or false alarms, short or long sentences (no model call)
 python eval/cot_errors.py --predictions eval/results/detect-fused-v3/predictions.jsonl
 # conli calibrate's gain on each dev set: calibrated on one half, scored on the other

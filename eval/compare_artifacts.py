@@ -2,7 +2,7 @@
 
     git show 59643cd:src/conli/signals/fused.v1.json > /tmp/fused.v1.json
     python eval/compare_artifacts.py --old /tmp/fused.v1.json \\
-        --new src/conli/signals/fused.v2.json --features eval/features/dev.jsonl
+        --new eval/results/fused-rebuild/fused.v2.json --features eval/features/dev.jsonl
 
 For a rebuilt artifact: how far its decisions are from the one it replaces, on every dev
 example (both are scored on rows most of which one of them was trained on, so this says

@@ -9,8 +9,8 @@
     # 3. every detector leave-one-dataset-out, from the repository alone
     python eval/train_detector.py fit --features eval/features/dev.jsonl \\
         --out eval/results/detectors-lodo
-    # 4. the shipped fused artifact, from the repository alone (byte for byte)
-    python eval/train_detector.py rebuild-fused --out src/conli/signals/fused.v2.json
+    # 4. fused.v1's recipe rebuilt from the repository alone (byte for byte): fused.v2
+    python eval/train_detector.py rebuild-fused --out eval/results/fused-rebuild/fused.v2.json
 
 Given the same features file, ``fit`` is deterministic. Its report holds every dev set
 scored by models that never saw it, chain of thought's own verdicts on the same examples,
@@ -54,6 +54,7 @@ from conli.training.train import (
 SIGNALS = [name for name, _ in FEATURES]
 NLI_KEYS = ("nli_support", "nli_flagged", "nli_contradiction")  # what a v1 run replaces
 FUSED_TRAINING_ROWS = 291  # fused.v1's training examples, the first of the v1 run's order
+REBUILT_VERSION = "fused.v2"  # fused.v1's recipe, rebuilt from the repository
 
 
 def export(args: argparse.Namespace) -> int:
@@ -112,13 +113,13 @@ def fit_all(args: argparse.Namespace) -> int:
 
 
 def rebuild_fused(args: argparse.Namespace) -> int:
-    """Write the shipped fused artifact from the repository alone, byte for byte.
+    """Write ``fused.v2``, the shipped ``fused.v1``'s recipe, from the repository alone.
 
-    The recipe of ``fused.v1``, whose own readings are gone: its 291 training examples (the
-    first of the v1 run's order), the v1 prompt's NLI outputs on them (that run's stored
-    judgements) and the reading from the collection's features (the model's own numbers,
-    which no prompt changes). Training on the v3 prompt's outputs instead loses 4.3 BAcc
-    leave-one-dataset-out (``eval/training_prompt.py``), so the recipe keeps v1's.
+    ``fused.v1``'s own readings (from the fp16 output head) are gone, so it cannot be rebuilt.
+    v2 takes its 291 training examples (the first of the v1 run's order), the v1 prompt's
+    NLI outputs on them (that run's stored judgements) and the reading from the
+    collection's features (the model's own numbers, which no prompt changes). Whether v2
+    ships is decided by the project's rule, as any change of the default is.
     """
     meta, rows = read_rows(args.features)
     order = [o.example_id for o in read_log(args.v1_predictions / "predictions.jsonl",
@@ -130,7 +131,7 @@ def rebuild_fused(args: argparse.Namespace) -> int:
                          f"features in {args.features} and a v1 judgement; all are needed")
     held = summary(leave_one_dataset_out(v1_rows, features=FUSED_FEATURES,
                                          version=FUSED_VERSION, keep=FUSED_KEEP))
-    model = fit(v1_rows, FUSED_FEATURES, FUSED_VERSION, FUSED_KEEP)
+    model = fit(v1_rows, FUSED_FEATURES, REBUILT_VERSION, FUSED_KEEP)
     digest = hashlib.sha256("\n".join(json.dumps(r.example_id) + json.dumps(
         [s.vector(FUSED_FEATURES) for s in r.sentences]) for r in v1_rows).encode()).hexdigest()
     model = replace(model, training={
@@ -140,7 +141,6 @@ def rebuild_fused(args: argparse.Namespace) -> int:
         "v1_predictions": str(args.v1_predictions),
         "v1_predictions_sha256": _sha256(args.v1_predictions / "predictions.jsonl"),
         "features_file": str(args.features), "training_rows_sha256": digest,
-        "reading_recorded_by": {k: meta.get(k) for k in ("git_commit", "detectors")},
         "data_files": meta.get("data_files", {}),
         "leave_one_dataset_out": held})
     write_atomically(args.out, json.dumps(model.to_json(), indent=1) + "\n")
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--data-dir", type=Path, default=Path("../shared/data"),
                        help="the dev sets, to know which rows the shipped weights saw")
     train.set_defaults(handler=fit_all)
-    fused = steps.add_parser("rebuild-fused", help="the shipped fused artifact, from the repo")
+    fused = steps.add_parser("rebuild-fused", help="fused.v1's recipe rebuilt from the repo")
     fused.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
     fused.add_argument("--v1-predictions", type=Path,
                        default=Path("eval/results/detect-default"))

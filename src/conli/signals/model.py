@@ -20,7 +20,7 @@ from typing import Any
 from conli.errors import ConfigError
 
 ARTIFACT = Path(__file__).parent / "signals.v1.json"  # --detector fast and hybrid
-FUSED_ARTIFACT = Path(__file__).parent / "fused.v2.json"  # --detector fused
+FUSED_ARTIFACT = Path(__file__).parent / "fused.v1.json"  # --detector fused
 
 
 @dataclass(frozen=True)

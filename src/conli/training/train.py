@@ -21,7 +21,7 @@ from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows
 
 MODEL_VERSION = "signals.v1"
-FUSED_VERSION = "fused.v2"
+FUSED_VERSION = "fused.v1"
 # the fast classifier's features: pmi_low alone held up best leave-one-dataset-out (61.8
 # BAcc against 57.8 for all fifteen: more features raise AUROC but not a threshold that
 # transfers between sets)
