@@ -18,8 +18,6 @@ the vote is what ``nli_looks`` runs.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings: paired_gain, train_detector
 
-from conli.evaluation.report import write_results
 from conli.training.data import read_rows
-from paired_gain import compare, run_flags, run_scores
+from paired_gain import compare, finish, parse_args, read_records, run_flags, run_scores, table_head
 from train_detector import pct, signed
 
 NLI = ("sentence_nli", "entity_nli")
@@ -42,7 +39,7 @@ READS: dict[str, Read] = {
 }
 
 
-def read_flags(predictions: Path, read: Read) -> tuple[dict[str, bool], int]:
+def read_flags(records: list[dict[str, Any]], read: Read) -> tuple[dict[str, bool], int]:
     """Each decided example's flag under ``read``; and how many examples it reads unsure.
 
     A judgement without looks (unverified, or decided another way) keeps its verdict. An
@@ -51,9 +48,8 @@ def read_flags(predictions: Path, read: Read) -> tuple[dict[str, bool], int]:
     window the vote chose, so the other reads see only that window.
     """
     flags, unsure = {}, 0
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("error") is not None or not record.get("result"):
+    for record in records:  # paired_gain.read_records: the completed examples
+        if not record.get("result"):
             continue
         flagged = missing = False
         for sentence in record["result"]["sentences"]:
@@ -73,11 +69,7 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
     """One row per reading of the looks, cot first, with the gain over cot."""
     first = next(iter(reports.values()))
     sets = list(first["sets"])
-    lines = [f"| decision | {' | '.join(sets)} | mean | gain over cot [95%] | unsure |",
-             "|---|" + "---|" * (len(sets) + 3),
-             "| n (hallucinated) | " + " | ".join(
-                 f"{first['sets'][d]['n']} ({first['sets'][d]['hallucinated']})"
-                 for d in sets) + " | | | |",
+    lines = [*table_head(first, ["mean", "gain over cot [95%]", "unsure"]),
              f"| cot | {' | '.join(pct(first['cot'].get(d)) for d in [*sets, 'mean'])} | | |"]
     for name, report in reports.items():
         run = report["run"]
@@ -94,28 +86,18 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Read a looks run and the features file; write results.json and results.md."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--predictions", type=Path, required=True)
-    parser.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__, argv)
     meta, rows = read_rows(args.features)
-    scores = run_scores(args.predictions)
-    reports = {}
+    records = read_records(args.predictions)
+    scores = run_scores(records)
+    reports, flags_by = {}, {}
     for name, read in READS.items():
-        flags, unsure = read_flags(args.predictions, read)
-        reports[name] = {**compare(rows, flags, scores), "unsure": unsure}
-    voted = run_flags(args.predictions)
-    mismatched = sum(voted[k] != v for k, v in read_flags(args.predictions,
-                                                          READS["vote (what runs)"])[0].items())
-    record = {"command": " ".join(["python", "eval/looks_gain.py", *sys.argv[1:]]),
-              "predictions": str(args.predictions), "features": str(args.features),
-              "features_commit": meta.get("git_commit"),
-              "vote_differs_from_the_runs_verdict": mismatched, "result": reports}
-    table = markdown(reports)
-    write_results(args.out, record, table)
-    sys.stdout.write(table)
-    return 0
+        flags_by[name], unsure = read_flags(records, read)
+        reports[name] = {**compare(rows, flags_by[name], scores), "unsure": unsure}
+    voted = run_flags(records)
+    mismatched = sum(voted[k] != v for k, v in flags_by["vote (what runs)"].items())
+    return finish(args, meta, "eval/looks_gain.py", reports, markdown(reports),
+                  vote_differs_from_the_runs_verdict=mismatched)
 
 
 if __name__ == "__main__":

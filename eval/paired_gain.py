@@ -36,24 +36,22 @@ RULES: dict[str, Rule] = {"run": lambda cot, run: run, "both flag": lambda cot, 
                           "either flags": lambda cot, run: cot or run}
 
 
-def run_flags(predictions: Path) -> dict[str, bool]:
+def read_records(predictions: Path) -> list[dict[str, Any]]:
+    """A run's ``predictions.jsonl``, every example that completed (read once per report)."""
+    records = [json.loads(line)
+               for line in predictions.read_text(encoding="utf-8").splitlines()]
+    return [r for r in records if r.get("error") is None]
+
+
+def run_flags(records: list[dict[str, Any]]) -> dict[str, bool]:
     """Each decided example's flag: anything but ``supported`` (unverified counts as a flag)."""
-    out = {}
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("error") is None and record.get("predicted"):
-            out[record["example_id"]] = record["predicted"] != "supported"
-    return out
+    return {r["example_id"]: r["predicted"] != "supported" for r in records if r.get("predicted")}
 
 
-def run_scores(predictions: Path) -> dict[str, float]:
+def run_scores(records: list[dict[str, Any]]) -> dict[str, float]:
     """Each decided example's response score (its most doubtful sentence's support)."""
-    out = {}
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("error") is None and record.get("support_score") is not None:
-            out[record["example_id"]] = record["support_score"]
-    return out
+    return {r["example_id"]: r["support_score"] for r in records
+            if r.get("support_score") is not None}
 
 
 def compare(rows: list[ExampleRows], flags: dict[str, bool],
@@ -90,11 +88,7 @@ def compare(rows: list[ExampleRows], flags: dict[str, bool],
 def markdown(report: dict[str, Any]) -> str:
     """The per-set table and the gains."""
     sets = list(report["sets"])
-    lines = [f"| decision | {' | '.join(sets)} | mean | gain over cot [95%] |",
-             "|---|" + "---|" * (len(sets) + 2),
-             "| n (hallucinated) | " + " | ".join(
-                 f"{report['sets'][d]['n']} ({report['sets'][d]['hallucinated']})"
-                 for d in sets) + " | | |"]
+    lines = table_head(report, ["mean", "gain over cot [95%]"])
     rows = {"cot": (report["cot"], None)} | {
         name: (report[name]["per_set"], report[name]["gain_interval"]) for name in RULES}
     for name, (scores, gain) in rows.items():
@@ -113,23 +107,44 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read a run's predictions and the features file; write results.json and results.md."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def table_head(report: dict[str, Any], columns: list[str]) -> list[str]:
+    """A paired table's heading, rule and example counts: the sets, then ``columns``."""
+    sets = list(report["sets"])
+    return [f"| decision | {' | '.join(sets)} | {' | '.join(columns)} |",
+            "|---|" + "---|" * (len(sets) + len(columns)),
+            "| n (hallucinated) | " + " | ".join(
+                f"{report['sets'][d]['n']} ({report['sets'][d]['hallucinated']})"
+                for d in sets) + " |" * (len(columns) + 1)]
+
+
+def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options of a paired script: its run's predictions, the features file, --out."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--predictions", type=Path, required=True)
     parser.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    meta, rows = read_rows(args.features)
-    report = compare(rows, run_flags(args.predictions), run_scores(args.predictions))
+    return parser.parse_args(argv)
+
+
+def finish(args: argparse.Namespace, meta: dict[str, Any], script: str,
+           result: dict[str, Any], table: str, **extra: Any) -> int:
+    """Write results.json (with what was read and how) and results.md; print the table."""
     args.out.mkdir(parents=True, exist_ok=True)
-    record = {"command": " ".join(["python", "eval/paired_gain.py", *sys.argv[1:]]),
+    record = {"command": " ".join(["python", script, *sys.argv[1:]]),
               "predictions": str(args.predictions), "features": str(args.features),
-              "features_commit": meta.get("git_commit"), "result": report}
-    table = markdown(report)
+              "features_commit": meta.get("git_commit"), **extra, "result": result}
     write_results(args.out, record, table)
     sys.stdout.write(table)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read a run's predictions and the features file; write results.json and results.md."""
+    args = parse_args(__doc__, argv)
+    meta, rows = read_rows(args.features)
+    records = read_records(args.predictions)
+    report = compare(rows, run_flags(records), run_scores(records))
+    return finish(args, meta, "eval/paired_gain.py", report, markdown(report))
 
 
 if __name__ == "__main__":

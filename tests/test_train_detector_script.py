@@ -87,7 +87,7 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
                 "supported", "error": None} for r in rows[:36]]  # a run that is always right
     records.append({"example_id": "x36", "predicted": None, "error": "backend failed"})
     run.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    report = paired.compare(rows, paired.run_flags(run))
+    report = paired.compare(rows, paired.run_flags(paired.read_records(run)))
     assert report["n"] == 36  # undecided and errored examples are left out, not counted wrong
     assert report["run"]["per_set"]["d"] == 1.0 and report["cot"]["d"] == 0.5
     assert report["run"]["gain_interval"][0] == pytest.approx(0.5)
@@ -102,7 +102,8 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
     scores = {r.example_id: 0.1 if r.label else 0.9 for r in rows[:36]}
     run.write_text("\n".join(json.dumps({**r, "support_score": scores.get(r["example_id"])})
                              for r in records) + "\n")
-    scored = paired.compare(cot_rows, paired.run_flags(run), paired.run_scores(run))
+    scored = paired.compare(cot_rows, paired.run_flags(paired.read_records(run)),
+                            paired.run_scores(paired.read_records(run)))
     assert scored["auroc"] == {"cot": 0.5, "run": 1.0}
     assert "the run 100.0" in paired.markdown(scored)
 
@@ -155,7 +156,7 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
         "look again where the first passes": ([True, True, True, True], 0),
     }
     for name, (flags, unsure) in expect.items():
-        found, uncertain = looks.read_flags(path, looks.READS[name])
+        found, uncertain = looks.read_flags(looks.read_records(path), looks.READS[name])
         assert list(found.values()) == flags, name
         assert uncertain == unsure, name
 
