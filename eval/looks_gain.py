@@ -65,7 +65,31 @@ def read_flags(records: list[dict[str, Any]], read: Read) -> tuple[dict[str, boo
     return flags, unsure
 
 
-def markdown(reports: dict[str, dict[str, Any]]) -> str:
+def cost(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Model time per example of the run, and what a fresh run would cost with k looks or one.
+
+    The greedy look replays from the call cache (no model time), so the run's prefill is the
+    source's (paid once, then cached) and its decode is that of the k - 1 sampled looks.
+    A fresh run decodes k chains after the same prefill; cot alone decodes one.
+    """
+    looks = max((len(j["looks"]) for r in records if r.get("result")
+                 for s in r["result"]["sentences"] for j in s.get("judgements", [])
+                 if j.get("looks")), default=1)
+    usage = [r["result"]["usage"] for r in records if r.get("result")]
+    if not usage or looks < 2:
+        return {}
+    prefill = sum(u["prefill_seconds"] for u in usage) / len(usage)
+    decode = sum(u["decode_seconds"] for u in usage) / len(usage)
+    tokens = sum(u["completion_tokens"] for u in usage) / len(usage)
+    one = prefill + decode / (looks - 1)
+    return {"looks": looks, "examples": len(usage), "prefill_seconds": prefill,
+            "sampled_decode_seconds": decode, "generated_tokens_all_looks": tokens,
+            "fresh_seconds_k_looks": prefill + decode * looks / (looks - 1),
+            "fresh_seconds_one_look": one,
+            "ratio": (prefill + decode * looks / (looks - 1)) / one}
+
+
+def markdown(reports: dict[str, dict[str, Any]], spent: dict[str, float]) -> str:
     """One row per reading of the looks, cot first, with the gain over cot."""
     first = next(iter(reports.values()))
     sets = list(first["sets"])
@@ -81,6 +105,13 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
     if auroc:
         lines += ["", f"Pooled AUROC (1 - support; the run's support is its looks' mean): "
                       f"cot {pct(auroc['cot'])}, the run {pct(auroc['run'])}."]
+    if spent:
+        lines += ["", f"Cost per example (mean of {spent['examples']}): prefill "
+                      f"{spent['prefill_seconds']:.1f} s, decode of the {spent['looks'] - 1} "
+                      f"sampled looks {spent['sampled_decode_seconds']:.1f} s; a fresh run "
+                      f"with {spent['looks']} looks about {spent['fresh_seconds_k_looks']:.1f} s "
+                      f"against cot's {spent['fresh_seconds_one_look']:.1f} s "
+                      f"({spent['ratio']:.2f}x)."]
     return "\n".join([*lines, f"{first['n']} paired examples.", ""])
 
 
@@ -96,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         reports[name] = {**compare(rows, flags_by[name], scores), "unsure": unsure}
     voted = run_flags(records)
     mismatched = sum(voted[k] != v for k, v in flags_by["vote (what runs)"].items())
-    return finish(args, meta, "eval/looks_gain.py", reports, markdown(reports),
-                  vote_differs_from_the_runs_verdict=mismatched)
+    spent = cost(records)
+    return finish(args, meta, "eval/looks_gain.py", reports, markdown(reports, spent),
+                  vote_differs_from_the_runs_verdict=mismatched, cost=spent)
 
 
 if __name__ == "__main__":
