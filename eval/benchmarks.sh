@@ -104,6 +104,11 @@ CONLI_NLI_EVIDENCE=focus conli eval detect --dataset aggrefact_cnndm --dataset a
   --budget-minutes 70 --out eval/results/detect-cot-focus-v3
 python eval/paired_gain.py --predictions eval/results/detect-cot-focus-v3/predictions.jsonl \
   --features eval/features/dev.jsonl --out eval/results/paired-focus-v3
+# several looks against cot, paired the same way (stopped by hand at 136)
+CONLI_NLI_LOOKS=3 conli eval detect --dataset all --limit 100 --seed 0 --detector cot \
+  --progress --budget-minutes 95 --out eval/results/detect-cot-looks3-v3
+python eval/looks_gain.py --predictions eval/results/detect-cot-looks3-v3/predictions.jsonl \
+  --features eval/features/dev.jsonl --out eval/results/paired-looks3-v3
 # cost of fused against cot on the README demo (detection only)
 /usr/bin/time -v conli check --source examples/source.txt --response examples/response.txt \
   --no-mitigate --no-judge --detector cot > /dev/null
