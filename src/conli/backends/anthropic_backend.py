@@ -13,15 +13,14 @@ import time
 from typing import Any
 
 from conli.backends.base import CallUsage, Capabilities, Completion, Message
-from conli.backends.http_errors import error_for_status
-from conli.backends.http_limits import capped_http_client, reply_cap_error
+from conli.backends.http_errors import error_for_status, transport_error
+from conli.backends.http_limits import capped_http_client
 from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
     BackendError,
     BackendUnavailableError,
     ConfigError,
-    ReplyTooLargeError,
     TransientBackendError,
     install_hint,
 )
@@ -199,21 +198,11 @@ def _to_completion(reply: Any, seconds: float, json_schema: dict[str, Any] | Non
 
 
 def _map_error(exc: Exception, timeout: float) -> BackendError:
-    """Translate an ``anthropic`` exception into conli's error tree (the one place).
-
-    The SDK wraps any failure of its HTTP client in ``APIConnectionError``, including the
-    ``ReplyTooLargeError`` of an over-cap reply: that is unwrapped, not called "transient".
-    """
+    """Translate an ``anthropic`` exception into conli's error tree (the one place)."""
     anthropic = _import_anthropic()
-    too_large = reply_cap_error(exc)
-    if too_large is not None:
-        return ReplyTooLargeError(str(too_large))
-    if isinstance(exc, anthropic.APITimeoutError):
-        return TransientBackendError(f"anthropic did not answer within {timeout:g}s")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return TransientBackendError(f"could not reach anthropic: {exc}")
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return TransientBackendError(f"anthropic sent a malformed reply: {exc}")
+    unanswered = transport_error(anthropic, "anthropic", exc, timeout)
+    if unanswered is not None:
+        return unanswered
     if isinstance(exc, anthropic.APIStatusError):
         message = getattr(exc, "api_message", None) or exc.message
         return error_for_status(

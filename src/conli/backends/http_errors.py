@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
+from typing import Any
 
+from conli.backends.http_limits import reply_cap_error
 from conli.errors import (
     AuthenticationError,
     BackendError,
     BadRequestError,
     RateLimitError,
+    ReplyTooLargeError,
     TransientBackendError,
 )
 
@@ -70,3 +73,23 @@ def error_for_status(
     if status == 404:
         return BadRequestError(f"{detail}. Check the model or deployment name and the endpoint.")
     return BadRequestError(detail)
+
+
+def transport_error(sdk: Any, provider: str, exc: Exception, timeout: float) -> BackendError | None:
+    """The error for a call that got no HTTP status, or None: the caller maps the rest.
+
+    ``sdk`` is the provider's SDK module; openai and anthropic share these exception
+    classes (timeouts are connection errors, so they are tested first). An over-cap reply
+    raises ``ReplyTooLargeError`` in the HTTP client, and SDKs that wrap every transport
+    failure in ``APIConnectionError`` would hide it: it is unwrapped, not called transient.
+    """
+    too_large = reply_cap_error(exc)
+    if too_large is not None:
+        return ReplyTooLargeError(str(too_large))
+    if isinstance(exc, sdk.APITimeoutError):
+        return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
+    if isinstance(exc, sdk.APIConnectionError):
+        return TransientBackendError(f"could not reach {provider}: {exc}")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
+    return None

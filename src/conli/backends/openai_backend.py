@@ -20,15 +20,14 @@ from conli.backends.base import (
     TokenLogprob,
     llama_cpp_split,
 )
-from conli.backends.http_errors import error_for_status
-from conli.backends.http_limits import capped_http_client, reply_cap_error
+from conli.backends.http_errors import error_for_status, transport_error
+from conli.backends.http_limits import capped_http_client
 from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
     BackendError,
     BackendUnavailableError,
     ConfigError,
-    ReplyTooLargeError,
     TransientBackendError,
     install_hint,
 )
@@ -184,22 +183,11 @@ def _logprobs(logprobs: Any) -> tuple[TokenLogprob, ...]:
 
 
 def map_openai_error(exc: Exception, provider: str, timeout: float) -> BackendError:
-    """Translate an ``openai`` exception into conli's error tree (the one place).
-
-    An over-cap reply raises ``ReplyTooLargeError`` in the HTTP client. Current SDK releases
-    let it pass as is; older ones wrap every transport failure in ``APIConnectionError``, so
-    it is unwrapped here rather than called "transient".
-    """
+    """Translate an ``openai`` exception into conli's error tree (the one place)."""
     openai = import_openai()
-    too_large = reply_cap_error(exc)
-    if too_large is not None:
-        return ReplyTooLargeError(str(too_large))
-    if isinstance(exc, openai.APITimeoutError):
-        return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
-    if isinstance(exc, openai.APIConnectionError):
-        return TransientBackendError(f"could not reach {provider}: {exc}")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
+    unanswered = transport_error(openai, provider, exc, timeout)
+    if unanswered is not None:
+        return unanswered
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error", body)
