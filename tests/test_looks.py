@@ -88,3 +88,25 @@ def test_most_looks_decide_and_the_score_is_their_mean_label_probability() -> No
     assert unsure.verdict == "supported" and unsure.score == pytest.approx(0.4)
     with pytest.raises(ValueError):
         combine_looks([])
+
+
+def test_looks_on_flagged_look_again_only_at_what_the_first_look_does_not_pass() -> None:
+    claims = [CLAIM, Hypothesis(1, "The museum has three floors.")]
+    # first look: one call per claim (one hypothesis a call); claim 0 passes, claim 1 does not
+    backend = SeedRecorder([answer("entailment"), answer("neutral"),
+                            answer("entailment"), answer("entailment")])
+    settings = Settings(nli_looks=3, nli_looks_on="flagged", hypotheses_per_call=1)
+    (kept, revised), calls = nli(backend, SOURCE, claims, kind="sentence", settings=settings)
+    assert backend.sampling == [(0.0, None), (0.0, None), (0.7, 1), (0.7, 2)]
+    assert len(calls) == 4
+    assert kept.verdict == "supported" and kept.looks is None  # one look, as without looks
+    assert revised.verdict == "supported"  # two sampled looks outvote the first
+    assert [look.verdict for look in revised.looks or []] == [
+        "hallucinated", "supported", "supported"]
+
+
+def test_looks_on_flagged_with_every_claim_passed_makes_no_more_calls() -> None:
+    backend = SeedRecorder([answer("entailment")])
+    settings = Settings(nli_looks=3, nli_looks_on="flagged")
+    (judged,), calls = nli(backend, SOURCE, [CLAIM], kind="sentence", settings=settings)
+    assert len(calls) == 1 and judged.verdict == "supported" and judged.looks is None

@@ -146,6 +146,9 @@ class DetectionSettings(BaseModel):
     nli_looks: int = Field(
         1, ge=1, le=9, description="chains of thought per claim: the first as usual, the rest "
         "sampled; a claim passes when most do (experimental, agents/looks.py)")
+    nli_looks_on: Literal["every", "flagged"] = Field(
+        "every", description="which claims get the looks after the first: every claim, or "
+        "only those the first look does not pass (fewer calls; experimental)")
     nli_look_temperature: float = Field(
         0.7, gt=0.0, le=2.0, description="sampling temperature of the looks after the first")
     entailment_threshold: float = Field(

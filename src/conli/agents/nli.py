@@ -245,22 +245,27 @@ class _Call:
     def judge_batch(
         self, source: str, batch: list[Hypothesis]
     ) -> tuple[list[Judgement], list[CallRecord]]:
-        """The batch's judgements: one look, or ``nli_looks`` combined (``agents.looks``)."""
+        """The batch's judgements: one look, or ``nli_looks`` combined (``agents.looks``).
+
+        With ``nli_looks_on = "flagged"`` only the claims the first look does not pass are
+        looked at again; the others keep their one look.
+        """
+        first, calls = self.look(source, batch)
         looks = self.settings.nli_looks
-        if looks == 1:
-            return self.look(source, batch)
-        calls: list[CallRecord] = []
-        per_look: list[list[Judgement]] = []
-        for number in range(looks):
-            sampled = number > 0
-            judged, made = self.look(
-                source, batch,
-                temperature=self.settings.nli_look_temperature if sampled else None,
-                seed=number if sampled else None,
-            )
-            per_look.append(judged)
+        again = [i for i, j in enumerate(first)
+                 if self.settings.nli_looks_on == "every" or j.verdict != "supported"]
+        if looks == 1 or not again:
+            return first, calls
+        per_claim = {i: [first[i]] for i in again}
+        for number in range(1, looks):  # sampled looks, each with its own seed
+            judged, made = self.look(source, [batch[i] for i in again],
+                                     temperature=self.settings.nli_look_temperature,
+                                     seed=number)
+            for i, judgement in zip(again, judged, strict=True):
+                per_claim[i].append(judgement)
             calls += made
-        return [combine_looks(list(js)) for js in zip(*per_look, strict=True)], calls
+        return [combine_looks(per_claim[i]) if i in per_claim else j
+                for i, j in enumerate(first)], calls
 
     def look(
         self, source: str, batch: list[Hypothesis], *, temperature: float | None = None,
