@@ -13,7 +13,8 @@ is paired with cot's recorded verdicts as ``paired_gain`` does. The two cheaper 
 read off the same looks: where the vote failed a sentence that the rule would pass, its
 entity-level checks never ran, so those rules are approximations (the count is
 reported). Choosing among rules after reading them is a choice on these examples; only
-the vote is what ``nli_looks`` runs.
+the vote is what ``nli_looks`` runs. A rule chosen here is scored on other examples by a
+run of that rule alone, read with ``--exclude`` set to this run's predictions.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     """Read a looks run and the features file; write results.json and results.md."""
     args = parse_args(__doc__, argv)
     meta, rows = read_rows(args.features)
-    records = read_records(args.predictions)
+    records = read_records(args.predictions, args.exclude)
     scores = run_scores(records)
     reports, flags_by = {}, {}
     for name, read in READS.items():

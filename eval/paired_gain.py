@@ -36,11 +36,18 @@ RULES: dict[str, Rule] = {"run": lambda cot, run: run, "both flag": lambda cot, 
                           "either flags": lambda cot, run: cot or run}
 
 
-def read_records(predictions: Path) -> list[dict[str, Any]]:
-    """A run's ``predictions.jsonl``, every example that completed (read once per report)."""
-    records = [json.loads(line)
-               for line in predictions.read_text(encoding="utf-8").splitlines()]
-    return [r for r in records if r.get("error") is None]
+def read_records(predictions: Path, exclude: Path | None = None) -> list[dict[str, Any]]:
+    """A run's ``predictions.jsonl``, every example that completed (read once per report).
+
+    ``exclude``: another run's predictions, whose examples are left out (those a rule
+    was chosen on, so that the rule is scored on the others).
+    """
+    def lines(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    chosen_on = {r["example_id"] for r in lines(exclude)} if exclude else set()
+    return [r for r in lines(predictions)
+            if r.get("error") is None and r["example_id"] not in chosen_on]
 
 
 def run_flags(records: list[dict[str, Any]]) -> dict[str, bool]:
@@ -123,6 +130,8 @@ def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--predictions", type=Path, required=True)
     parser.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--exclude", type=Path, default=None,
+                        help="another run's predictions.jsonl: leave its examples out")
     return parser.parse_args(argv)
 
 
@@ -132,6 +141,7 @@ def finish(args: argparse.Namespace, meta: dict[str, Any], script: str,
     args.out.mkdir(parents=True, exist_ok=True)
     record = {"command": " ".join(["python", script, *sys.argv[1:]]),
               "predictions": str(args.predictions), "features": str(args.features),
+              "excluded": str(args.exclude) if args.exclude else None,
               "features_commit": meta.get("git_commit"), **extra, "result": result}
     write_results(args.out, record, table)
     sys.stdout.write(table)
@@ -142,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     """Read a run's predictions and the features file; write results.json and results.md."""
     args = parse_args(__doc__, argv)
     meta, rows = read_rows(args.features)
-    records = read_records(args.predictions)
+    records = read_records(args.predictions, args.exclude)
     report = compare(rows, run_flags(records), run_scores(records))
     return finish(args, meta, "eval/paired_gain.py", report, markdown(report))
 

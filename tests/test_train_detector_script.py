@@ -89,6 +89,10 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
     run.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     report = paired.compare(rows, paired.run_flags(paired.read_records(run)))
     assert report["n"] == 36  # undecided and errored examples are left out, not counted wrong
+    chosen_on = tmp_path / "chosen.jsonl"  # examples a rule was chosen on are left out
+    chosen_on.write_text("\n".join(json.dumps(r) for r in records[:10]) + "\n")
+    assert [r["example_id"] for r in paired.read_records(run, chosen_on)] == [
+        f"x{i}" for i in range(10, 36)]
     assert report["run"]["per_set"]["d"] == 1.0 and report["cot"]["d"] == 0.5
     assert report["run"]["gain_interval"][0] == pytest.approx(0.5)
     # flagging only where both flag keeps cot's misses and drops its false flags: 0.75
@@ -159,6 +163,13 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
         found, uncertain = looks.read_flags(looks.read_records(path), looks.READS[name])
         assert list(found.values()) == flags, name
         assert uncertain == unsure, name
+    # cost: the greedy look replayed, so decode is the two sampled looks' (4 s + 8 s)
+    for r, decode in zip(records, [4.0, 8.0, 0.0, 0.0], strict=True):
+        r["result"]["usage"] = {"prefill_seconds": 10.0, "decode_seconds": decode,  # type: ignore[index]
+                                "completion_tokens": 100}
+    spent = looks.cost(records)
+    assert spent["sampled_decode_seconds"] == 3.0 and spent["fresh_seconds_one_look"] == 11.5
+    assert spent["fresh_seconds_k_looks"] == 14.5 and spent["looks"] == 3
 
 
 def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_collection(
