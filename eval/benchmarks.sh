@@ -87,8 +87,7 @@ python eval/training_prompt.py --features eval/features/dev.jsonl \
   --v1-predictions eval/results/detect-default --out eval/results/training-prompt
 # fused.v1's recipe rebuilt from the repository as fused.v2 (a test checks it byte for byte)
 python eval/train_detector.py rebuild-fused --out eval/results/fused-rebuild/fused.v2.json
-git show 59643cd:src/conli/signals/fused.v1.json > /tmp/fused.v1.json
-python eval/compare_artifacts.py --old /tmp/fused.v1.json \
+python eval/compare_artifacts.py --old src/conli/signals/fused.v1.json \
   --new eval/results/fused-rebuild/fused.v2.json --features eval/features/dev.jsonl
 # where cot goes wrong: misses or false alarms, short or long sentences (no model call)
 python eval/cot_errors.py --predictions eval/results/detect-fused-v3/predictions.jsonl

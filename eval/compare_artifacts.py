@@ -1,7 +1,6 @@
 """Two fused artifacts on the same stored features: per-set BAcc and the decisions that differ.
 
-    git show 59643cd:src/conli/signals/fused.v1.json > /tmp/fused.v1.json
-    python eval/compare_artifacts.py --old /tmp/fused.v1.json \\
+    python eval/compare_artifacts.py --old src/conli/signals/fused.v1.json \\
         --new eval/results/fused-rebuild/fused.v2.json --features eval/features/dev.jsonl
 
 For a rebuilt artifact: how far its decisions are from the one it replaces, on every dev
