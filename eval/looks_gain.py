@@ -71,23 +71,29 @@ def cost(records: list[dict[str, Any]]) -> dict[str, float]:
 
     The greedy look replays from the call cache (no model time), so the run's prefill is the
     source's (paid once, then cached) and its decode is that of the k - 1 sampled looks.
-    A fresh run decodes k chains after the same prefill; cot alone decodes one.
+    A fresh run decodes k chains after the same prefill; cot alone decodes one. That holds
+    only when every decided claim got k looks: under ``nli_looks_on = "flagged"`` the
+    sampled decode covers the flagged claims alone, so only the measured times are given.
     """
-    looks = max((len(j["looks"]) for r in records if r.get("result")
-                 for s in r["result"]["sentences"] for j in s.get("judgements", [])
-                 if j.get("looks")), default=1)
+    judged = [j for r in records if r.get("result") for s in r["result"]["sentences"]
+              for j in s.get("judgements", [])
+              if j["detector"] in NLI and j["verdict"] != "unverified"]
+    counts = {len(j.get("looks") or []) for j in judged}
+    looks = max(counts, default=0)
     usage = [r["result"]["usage"] for r in records if r.get("result")]
     if not usage or looks < 2:
         return {}
     prefill = sum(u["prefill_seconds"] for u in usage) / len(usage)
     decode = sum(u["decode_seconds"] for u in usage) / len(usage)
-    tokens = sum(u["completion_tokens"] for u in usage) / len(usage)
+    spent = {"looks": looks, "examples": len(usage), "prefill_seconds": prefill,
+             "sampled_decode_seconds": decode,
+             "generated_tokens_all_looks": sum(u["completion_tokens"] for u in usage) / len(usage)}
+    if counts != {looks}:  # some claims had one look: no per-look decode to extrapolate from
+        return spent
     one = prefill + decode / (looks - 1)
-    return {"looks": looks, "examples": len(usage), "prefill_seconds": prefill,
-            "sampled_decode_seconds": decode, "generated_tokens_all_looks": tokens,
-            "fresh_seconds_k_looks": prefill + decode * looks / (looks - 1),
-            "fresh_seconds_one_look": one,
-            "ratio": (prefill + decode * looks / (looks - 1)) / one}
+    fresh = prefill + decode * looks / (looks - 1)
+    return {**spent, "fresh_seconds_k_looks": fresh, "fresh_seconds_one_look": one,
+            "ratio": fresh / one}
 
 
 def markdown(reports: dict[str, dict[str, Any]], spent: dict[str, float]) -> str:
@@ -108,11 +114,12 @@ def markdown(reports: dict[str, dict[str, Any]], spent: dict[str, float]) -> str
                       f"cot {pct(auroc['cot'])}, the run {pct(auroc['run'])}."]
     if spent:
         lines += ["", f"Cost per example (mean of {spent['examples']}): prefill "
-                      f"{spent['prefill_seconds']:.1f} s, decode of the {spent['looks'] - 1} "
-                      f"sampled looks {spent['sampled_decode_seconds']:.1f} s; a fresh run "
-                      f"with {spent['looks']} looks about {spent['fresh_seconds_k_looks']:.1f} s "
-                      f"against cot's {spent['fresh_seconds_one_look']:.1f} s "
-                      f"({spent['ratio']:.2f}x)."]
+                      f"{spent['prefill_seconds']:.1f} s, decode of the sampled looks "
+                      f"{spent['sampled_decode_seconds']:.1f} s."]
+    if "ratio" in spent:
+        lines[-1] += (f" A fresh run with {spent['looks']} looks: about "
+                      f"{spent['fresh_seconds_k_looks']:.1f} s against cot's "
+                      f"{spent['fresh_seconds_one_look']:.1f} s ({spent['ratio']:.2f}x).")
     return "\n".join([*lines, f"{first['n']} paired examples.", ""])
 
 

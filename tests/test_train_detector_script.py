@@ -170,6 +170,12 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
     spent = looks.cost(records)
     assert spent["sampled_decode_seconds"] == 3.0 and spent["fresh_seconds_one_look"] == 11.5
     assert spent["fresh_seconds_k_looks"] == 14.5 and spent["looks"] == 3
+    # looks only where the first flagged: a claim with one look, so no fresh-run estimate
+    records.append(record("passed once", [{"detector": "sentence_nli", "verdict": "supported"}]))
+    records[-1]["result"]["usage"] = {"prefill_seconds": 10.0, "decode_seconds": 0.0,  # type: ignore[index]
+                                      "completion_tokens": 50}
+    partial = looks.cost(records)
+    assert partial["sampled_decode_seconds"] == 2.4 and "ratio" not in partial
 
 
 def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_collection(
