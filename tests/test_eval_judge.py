@@ -294,3 +294,37 @@ def test_the_auroc_per_set_ranks_gold_against_wrong_texts_and_counts_unverified(
     area = jf.auroc_by_set(rows)["rubric"]["all"]
     # wrong texts 4 and 1 against gold 5 and 3: three of four pairs ranked right
     assert area == {"auroc": 0.75, "n": 4, "unverified": 1}
+
+
+def test_grounded_is_scored_as_shipped_beside_the_fit_that_would_replace_it() -> None:
+    rows = [_evidence("a", "a0", "gold_full", 0, 0.0, 5),
+            _evidence("a", "a0", "progression_intrinsic", 100, 1.0),
+            _evidence("b", "b0", "gold_full", 0, 0.2, 5),
+            _evidence("b", "b0", "progression_intrinsic", 100, 0.9)]
+    shipped = Scale("grounded_scale.v0", (0.0, 1.0), (5.0, 1.0))
+    scored = je.grounded_rows(rows, shipped)
+    as_shipped = [(s.dataset, s.score) for s in scored if s.mode == "grounded"]
+    assert as_shipped == [("a", 5.0), ("a", 1.0), ("b", 4.2), ("b", pytest.approx(1.4))]
+    assert all(s.template.endswith("+grounded_scale.v0") for s in scored if s.mode == "grounded")
+    fitted = [s for s in scored if s.mode == je.FITTED_MODE]
+    assert len(fitted) == 4 and not any(s.template.endswith("+grounded_scale.v0")
+                                        for s in fitted)
+    # a scale fitted on judge documents would score its own training rows: the fit stands in
+    own = Scale("grounded_scale.v1", (0.0, 1.0), (5.0, 1.0), {"fitted_on": "4 texts"})
+    assert [s.score for s in je.grounded_rows(rows, own)] == \
+        [s.score for s in je.lodo_grounded(rows, own)]
+    assert {s.mode for s in je.grounded_rows(rows, own)} == {"grounded"}
+
+
+def test_the_paired_difference_ranks_both_modes_on_the_same_examples() -> None:
+    # grounded ranks every hallucinated example below every faithful one; rubric backwards
+    scores = [{"gold": g, "grounded": 1.0 if g else 5.0, "rubric": 5.0 if g else 1.0}
+              for g in (True, False) * 6]
+    scores.append({"gold": True, "grounded": 5.0, "rubric": None})  # left out of both
+    gap = je.paired_difference(scores, resamples=200)
+    assert gap["n"] == 12 and gap["difference"] == pytest.approx(1.0)
+    assert gap["interval"] == pytest.approx([1.0, 1.0])
+    level = je.paired_difference([{**s, "rubric": s["grounded"]} for s in scores[:12]],
+                                 resamples=200)
+    assert level["difference"] == 0 and level["interval"] == pytest.approx([0.0, 0.0])
+    assert je.sample_aurocs(scores)["grounded_minus_rubric"]["n"] == 12

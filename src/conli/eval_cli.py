@@ -293,7 +293,7 @@ def run_judge(args: argparse.Namespace) -> int:
         backend.close()
     items, rubric, evidence = run.items, run.rubric, run.evidence
     shipped = configured_scale(settings)
-    scored = rubric + judge_eval.lodo_grounded(evidence, shipped)
+    scored = [*rubric, *judge_eval.grounded_rows(evidence, shipped)]
     progression = judge_figures.progression(scored)
     plot = None
     if not args.no_plot:

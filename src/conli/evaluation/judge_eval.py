@@ -10,9 +10,10 @@ or by negating an auxiliary; an *extrinsic* variant appends a clause the source 
 Modes: ``rubric`` asks the rubric judge (its score a distribution's mean where the backend
 gives log-probabilities); ``grounded`` checks each text with the configured detectors (the
 product's default unless ``--detector``; the verdicts of one item's sentences are shared
-through the call cache), and its score comes from a monotone scale fitted on the *other*
-datasets' items (``lodo_grounded``): every figure is leave-one-dataset-out, as detection's
-are. The scale fitted on every item is what ``--write-scale`` ships.
+through the call cache), and its score comes from the shipped scale (``grounded_rows``).
+Beside it, a monotone scale fitted on the *other* datasets' items (``lodo_grounded``) shows
+what a fitted scale would do, leave-one-dataset-out as detection's figures are; the scale
+fitted on every item is what ``--write-scale`` writes.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ def score_documents(
     equally, with both modes on the same documents. A document with rows in ``done`` (the
     journal an earlier run of the same set-up left) is taken from it, no call made; each
     newly scored document's rows go to ``on_document`` (the journal) as it completes.
-    Grounded rows carry evidence, scored later by ``lodo_grounded``; the gold and 100%
+    Grounded rows carry evidence, scored later by ``grounded_rows``; the gold and 100%
     texts of the first ``reasoning_items`` items of each set also get the grounded judge's
     reasoning (timed; it never changes the score, so the rest skip it).
     """
@@ -303,6 +304,28 @@ def lodo_grounded(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
     return out
 
 
+
+FITTED_MODE = "grounded, scale fitted leave-one-dataset-out"
+
+
+def grounded_rows(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
+    """The grounded rows as users get them, and the fitted scale that would replace it.
+
+    ``grounded`` is what ships: the shipped scale, when it was set by hand or fitted
+    elsewhere. When it was fitted on judge documents (its training says so) it would score
+    its own training rows, so ``grounded`` is then the leave-one-dataset-out fit, the
+    honest figure for the recipe that made it. Otherwise the fit is a mode of its own: the
+    candidate it would take to replace what ships.
+    """
+    fitted = lodo_grounded(rows, shipped)
+    if "fitted_on" in shipped.training:
+        return fitted
+    as_shipped = [replace(r, score=shipped(r.evidence),
+                          template=f"{r.template}+{shipped.version}")
+                  for r in rows if r.evidence is not None]
+    return [*as_shipped, *(replace(r, mode=FITTED_MODE) for r in fitted)]
+
+
 # --- the judge's AUROC on labelled data ---------------------------------------------------
 
 
@@ -363,7 +386,39 @@ def sample_aurocs(scores: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
     out = {"grounded_sample": auroc_of([(s["gold"], s["grounded"]) for s in scores])}
     if any(s["rubric"] is not None for s in scores):
         out["rubric_sample"] = auroc_of([(s["gold"], s["rubric"]) for s in scores])
+        out["grounded_minus_rubric"] = paired_difference(scores)
     return out
+
+
+def paired_difference(scores: Sequence[dict[str, Any]], seed: int = 0,
+                      resamples: int = 2000) -> dict[str, Any]:
+    """Grounded AUROC minus rubric AUROC on the same examples, with a 95% interval.
+
+    Examples are resampled (both modes' scores together; percentile interval, draws of one
+    class skipped); one the rubric left unverified is left out of both, so the two AUROCs
+    always rank the same texts.
+    """
+    import numpy as np
+
+    from conli.evaluation.metrics import auroc
+
+    both = [s for s in scores if s["rubric"] is not None and s["grounded"] is not None]
+
+    def gap(rows: Sequence[dict[str, Any]]) -> float | None:
+        gold = [r["gold"] for r in rows]
+        grounded = auroc(gold, [6 - r["grounded"] for r in rows])
+        rubric = auroc(gold, [6 - r["rubric"] for r in rows])
+        return None if grounded is None or rubric is None else grounded - rubric
+
+    point = gap(both)
+    if point is None or len(both) < 2:
+        return {"difference": point, "interval": None, "n": len(both)}
+
+    draws = np.random.default_rng(seed).integers(0, len(both), (resamples, len(both)))
+    gaps = [gap([both[i] for i in draw]) for draw in draws]
+    kept = [g for g in gaps if g is not None]  # a draw of one class has no AUROC
+    low, high = np.percentile(kept, [2.5, 97.5])
+    return {"difference": point, "interval": [float(low), float(high)], "n": len(both)}
 
 
 def auroc_of(rows: Sequence[tuple[bool, float | None]]) -> dict[str, Any]:

@@ -107,6 +107,10 @@ def _pct(value: Any) -> str:
     return "–" if value is None else f"{100 * float(value):.1f}"
 
 
+def _signed_pct(value: Any) -> str:
+    return "–" if value is None else f"{100 * float(value):+.1f}"
+
+
 def _num(value: Any, digits: int = 2) -> str:
     return "–" if value is None else f"{float(value):.{digits}f}"
 
@@ -246,8 +250,10 @@ def judge_markdown(payload: dict[str, Any]) -> str:
                 f"{_pct(row['reasoning_checked'])} of {row['reasoning_n']} | "
                 f"{row.get('dropped_errors', 0)} | {_pct(row.get('below_5_untied'))} |")
         lines += ["", "Scores are rounded to the rubric's integers for the shares (>= 3.5 "
-                  "counts as 4, <= 2.5 as 2). Grounded scores come from a scale fitted on the "
-                  "other datasets' items (leave-one-dataset-out)."]
+                  "counts as 4, <= 2.5 as 2). `grounded` scores through the scale that ships "
+                  "(named in the templates); where that scale was fitted on judge documents, "
+                  "through one fitted on the other datasets' items instead, which is also the "
+                  "`fitted leave-one-dataset-out` row."]
     areas = payload.get("auroc", {})
     sets = sorted({name for per_set in areas.values() for name in per_set} - {"all"})
     if areas:
@@ -312,16 +318,22 @@ def judge_auroc_markdown(payload: dict[str, Any]) -> str:
     """The judge's AUROC for any hallucination, per set: grounded (all, sample), rubric."""
     lines = ["# Judge AUROC on labelled sets", "", *_header(payload["provenance"]),
              f"Grounded scores from `{payload['predictions']}`.", "",
-             "| set | grounded, all (n) | grounded, sample (n) | rubric, sample (n, unverified) |",
-             "|---|---|---|---|"]
+             "| set | grounded, all (n) | grounded, sample (n) | rubric, sample (n, unverified) "
+             "| grounded - rubric, sample |",
+             "|---|---|---|---|---|"]
     rows = {**payload["datasets"], "pooled": payload["pooled"]}
     for name, row in rows.items():
         rubric = row.get("rubric_sample")
+        gap = row.get("grounded_minus_rubric") or {}
         lines.append(
             f"| {name} | {_pct(row['grounded_all']['auroc'])} ({row['grounded_all']['n']}) | "
             f"{_pct(row['grounded_sample']['auroc'])} ({row['grounded_sample']['n']}) | "
-            + (f"{_pct(rubric['auroc'])} ({rubric['n']}, {rubric['unverified']}) |"
-               if rubric else "– |"))
+            + (f"{_pct(rubric['auroc'])} ({rubric['n']}, {rubric['unverified']}) | "
+               if rubric else "– | ")
+            + (f"{_signed_pct(gap['difference'])}{_ci(gap.get('interval'), percent=True)} |"
+               if gap.get("difference") is not None else "– |"))
+    lines += ["", "AUROC of 6 - score for \"the response has a hallucination\"; the difference "
+              "is on the same sampled examples, [95% interval] resampling them."]
     return "\n".join([*lines, ""])
 
 
