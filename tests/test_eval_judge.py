@@ -314,6 +314,8 @@ def test_grounded_is_scored_as_shipped_beside_the_fit_that_would_replace_it() ->
     assert [s.score for s in je.grounded_rows(rows, own)] == \
         [s.score for s in je.lodo_grounded(rows, own)]
     assert {s.mode for s in je.grounded_rows(rows, own)} == {"grounded"}
+    # one dataset: nothing held out to fit on, so no candidate beside what ships
+    assert {s.mode for s in je.grounded_rows(rows[:2], shipped)} == {"grounded"}
 
 
 def test_the_paired_difference_ranks_both_modes_on_the_same_examples() -> None:

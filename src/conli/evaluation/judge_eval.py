@@ -315,15 +315,17 @@ def grounded_rows(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
     elsewhere. When it was fitted on judge documents (its training says so) it would score
     its own training rows, so ``grounded`` is then the leave-one-dataset-out fit, the
     honest figure for the recipe that made it. Otherwise the fit is a mode of its own: the
-    candidate it would take to replace what ships.
+    candidate it would take to replace what ships. With one dataset nothing is held out to
+    fit on, and there is no candidate.
     """
-    fitted = lodo_grounded(rows, shipped)
     if "fitted_on" in shipped.training:
-        return fitted
+        return lodo_grounded(rows, shipped)
     as_shipped = [replace(r, score=shipped(r.evidence),
                           template=f"{r.template}+{shipped.version}")
                   for r in rows if r.evidence is not None]
-    return [*as_shipped, *(replace(r, mode=FITTED_MODE) for r in fitted)]
+    if len({r.dataset for r in as_shipped}) < 2:
+        return as_shipped
+    return [*as_shipped, *(replace(r, mode=FITTED_MODE) for r in lodo_grounded(rows, shipped))]
 
 
 # --- the judge's AUROC on labelled data ---------------------------------------------------
