@@ -329,3 +329,8 @@ def test_judge_auroc_from_a_stored_run_names_the_rubric_template_only_when_it_ra
     assert sampled["pooled"]["rubric_sample"]["n"] == 2
     assert sampled["pooled"]["grounded_sample"]["n"] == 2
     assert "rubric_sample" not in alone["pooled"]
+    # --skip passes over the first examples of a set (a trained detector's), then samples
+    assert main(["eval", "judge-auroc", *common, *stored, "--per-dataset", "1", "--skip", "1",
+                 "--out", str(tmp_path / "s")]) == 0
+    skipped = json.loads((tmp_path / "s" / "results.json").read_text())
+    assert [s["id"] for s in skipped["datasets"]["eval_sample"]["sample"]] == [kept[1]["id"]]

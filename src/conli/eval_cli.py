@@ -128,6 +128,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="predictions.jsonl of a `conli eval detect` run (cot verdicts)")
     areas.add_argument("--per-dataset", type=int, default=10,
                        help="examples a set the rubric judge scores (default 10)")
+    areas.add_argument("--skip", type=int, default=0, metavar="N",
+                       help="pass over the first N of each set before sampling (the "
+                       "examples a shipped classifier was trained on)")
     areas.set_defaults(handler=run_judge_auroc)
 
     gen = kinds.add_parser("generate", parents=[common],
@@ -380,7 +383,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
     try:
         by_set = {name: judge_eval.judge_auroc(
             [r for r in stored if r[1] == name], examples, backend, settings, args.per_dataset,
-            progress(args.progress, f"rubric judge {name}"))
+            progress(args.progress, f"rubric judge {name}"), skip=args.skip)
             for name in sorted({r[1] for r in stored})}
         pooled = {"grounded_all": judge_eval.auroc_of([(g, s) for _, _, g, s in stored]),
                   **judge_eval.sample_aurocs([s for found in by_set.values()

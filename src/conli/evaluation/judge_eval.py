@@ -354,19 +354,23 @@ def stored_grounded_scores(predictions: Any, scale: Scale) -> list[tuple[str, st
 def judge_auroc(
     stored: Sequence[tuple[str, str, bool, float]], examples: dict[str, Example],
     backend: Backend | None, settings: Settings, per_dataset: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, skip: int = 0,
 ) -> dict[str, Any]:
     """AUROC of 6 - score for "any hallucination" on labelled examples.
 
-    Grounded on every stored example, and both modes on the first ``per_dataset`` of each
-    set (the rubric judge needs the model; ``backend`` None skips it). ``sample`` keeps each
-    sampled example's scores, so sets can be pooled and figures re-read.
+    Grounded on every stored example, and both modes on ``per_dataset`` of each set after
+    its first ``skip`` (those a trained detector saw: the stored run's order is the order
+    the shipped classifier was trained in), the rubric judge needing the model (``backend``
+    None skips it). ``sample`` keeps each sampled example's scores, so sets can be pooled
+    and figures re-read.
     """
-    taken: dict[str, int] = {}
+    seen: dict[str, int] = {}
     sample = []
     for row in stored:
-        if row[0] in examples and taken.get(row[1], 0) < per_dataset:
-            taken[row[1]] = taken.get(row[1], 0) + 1
+        if row[0] not in examples:
+            continue
+        seen[row[1]] = seen.get(row[1], 0) + 1
+        if skip < seen[row[1]] <= skip + per_dataset:
             sample.append(row)
     rubric: list[float | None] = []
     if backend is not None:
