@@ -4,10 +4,11 @@ Seed 003's rubric, applied to what detection found instead of asked of a model i
 Each checked sentence weighs what is wrong with it: a flagged sentence its severity
 (``SEVERITY``: a contradiction 1.0, an unsupported addition 0.75, a minor detail 0.4),
 a passed one its remaining doubt (1 - its support score). The text's evidence is the mean
-over its checked sentences, and a monotone scale (isotonic regression, fitted on seed
-003's synthetic progressions leave-one-dataset-out by ``conli eval judge``, shipped as
-``signals/grounded_scale.v1.json``) turns it into a 1-5 score, so the score tracks how much
-of the text is wrong rather than a hand-set rule.
+over its checked sentences, and a monotone scale (``signals/grounded_scale.v1.json``)
+turns it into a 1-5 score, so the score tracks how much of the text is wrong. The shipped
+scale is hand-set: an isotonic scale fitted on seed 003's synthetic progressions
+(``conli eval judge --write-scale``) lost to it leave-one-dataset-out, because the sets'
+detection false-alarm rates differ too much for one set's fit to carry to another.
 
 A contradiction is a sentence chain of thought labels ``contradiction``; a minor detail is
 one that only the entity level flagged; anything else flagged, or a sentence that could not
