@@ -130,6 +130,17 @@ conli eval judge --dataset conli_summeval --dataset halueval_summarization --lim
 # the rubric judge on the first 20 of each set (160 calls, about 14 minutes)
 conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \
   --per-dataset 20 --progress --out eval/results/judge-auroc-v3
+# the judge, round 4 (issue 29): both modes on examples the shipped fused classifier never
+# saw (it was trained on the first 37 of each set in this order); 426 rubric calls, 6-13 s each
+conli eval judge-auroc --dataset conli_summeval --dataset aggrefact_cnndm \
+  --predictions eval/results/detect-fused-v3/predictions.jsonl --per-dataset 63 --skip 37 \
+  --out eval/results/judge-auroc-unseen-63-close
+conli eval judge-auroc --dataset aggrefact_xsum --dataset conli_qags_cnndm \
+  --dataset conli_qags_xsum --dataset factcc \
+  --predictions eval/results/detect-fused-v3/predictions.jsonl --per-dataset 63 --skip 37 \
+  --progress --out eval/results/judge-auroc-unseen-63
+conli eval judge-auroc --dataset all --predictions eval/results/detect-fused-v3/predictions.jsonl \
+  --per-dataset 20 --skip 37 --progress --out eval/results/judge-auroc-unseen
 # prompt injection (issue 32): 22 planted errors carrying injections, each also run without it
 python eval/injection.py --controls --out eval/results/injection
 # the judge cases alone, with the controls' judge scores (recorded since b5d4540)

@@ -304,7 +304,6 @@ def lodo_grounded(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
     return out
 
 
-
 FITTED_MODE = "grounded, scale fitted leave-one-dataset-out"
 
 
