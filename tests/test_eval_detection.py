@@ -13,6 +13,7 @@ from conli.cli import main
 from conli.config import Settings
 from conli.errors import EmptyInputError
 from conli.evaluation import detection
+from conli.evaluation import judge_eval as je
 from conli.evaluation.loaders import Example, load_jsonl
 from conli.evaluation.rewrite import redetect, rewrite_report
 from conli.models import CheckResult, SentenceResult
@@ -239,6 +240,28 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
     rewritten = json.loads((tmp_path / "r" / "results.json").read_text())
     assert rewritten["datasets"]["gold"]["zero_flags"]["refined"] == 1.0
+
+
+def test_a_written_scale_records_the_fits_own_held_out_residual(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = ("The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. "
+              "The cafe is open in May. Tickets cost 5 euros.")
+    files = []
+    for name in ("north", "south"):  # two sets: each scored by a scale fitted on the other
+        files += ["--file", str(tmp_path / f"{name}.jsonl")]
+        (tmp_path / f"{name}.jsonl").write_text(
+            json.dumps({"source": source, "response": source, "label": 0}) + "\n")
+    flat = tmp_path / "flat.json"  # a hand-set scale that scores everything 1: easy to tell
+    flat.write_text(json.dumps({"version": "flat", "x": [0.0, 1.0], "y": [1.0, 1.0]}))
+    monkeypatch.setenv("CONLI_JUDGE_SCALE", str(flat))
+    scale = tmp_path / "scale.json"
+    assert main(["eval", "judge", *files, "--llm", "evalfake", "--cache-dir",
+                 str(tmp_path / "c"), "--no-plot", "--write-scale", str(scale),
+                 "--out", str(tmp_path / "j")]) == 0
+    residuals = json.loads((tmp_path / "j" / "results.json").read_text())["residuals"]
+    recorded = json.loads(scale.read_text())["training"]["leave_one_dataset_out"]
+    assert recorded == residuals[je.FITTED_MODE]["all"]  # not the shipped scale's row
+    assert recorded["residual"] < residuals["grounded"]["all"]["residual"]
 
 
 def test_conli_eval_reports_a_bad_file_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]

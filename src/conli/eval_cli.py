@@ -328,7 +328,9 @@ def run_judge(args: argparse.Namespace) -> int:
             "fitted_on": f"{len(evidence)} texts of {len(items)} documents",
             "datasets": sorted({s.dataset for s in evidence}), "command": command(),
             "detectors": run.detectors, "seed": args.seed,
-            "leave_one_dataset_out": residuals.get("grounded", {}).get("all")})
+            # the fit's own held-out figure: its row, or `grounded` where that is the fit
+            "leave_one_dataset_out": (residuals.get(judge_eval.FITTED_MODE)
+                                      or residuals.get("grounded", {})).get("all")})
         write_atomically(args.write_scale, json.dumps(scale.to_json(), indent=1) + "\n")
     return finish(out, payload, report.judge_markdown(payload))
 
