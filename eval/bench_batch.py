@@ -40,8 +40,11 @@ sys.path.insert(0, str(ROOT))  # tests.scripted / tests.http_fakes: the scripted
 
 from tests import http_fakes, scripted  # noqa: E402
 
-from conli import batch, batch_ray, files  # noqa: E402
+from conli import files  # noqa: E402
 from conli.backends import get_backend  # noqa: E402
+from conli.batch import local as batch  # noqa: E402
+from conli.batch import ray_engine as batch_ray  # noqa: E402
+from conli.batch.work import make_worker  # noqa: E402
 from conli.config import Settings  # noqa: E402
 from conli.evaluation.report import git_state  # noqa: E402
 
@@ -147,7 +150,7 @@ def run_local(settings: Settings, src: Path, work_dir: Path, concurrency: int) -
     out.unlink(missing_ok=True)
     backend = get_backend(settings.llm, settings)
     try:
-        work = batch.make_worker(settings, "rewrite", backend)
+        work = make_worker(settings, "rewrite", backend)
         return timed("local", None, concurrency, lambda: batch.run(
             src, out, work, concurrency=concurrency, progress=False))
     finally:

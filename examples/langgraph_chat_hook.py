@@ -26,10 +26,9 @@ from typing import Any
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 
-from conli import Checker, Settings, acheck
+from conli import Checker, Settings, acheck, check_node
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
-from conli.graph import check_node
 from conli.graph.state import CheckOutput
 from conli.hook import astream_check
 

@@ -29,11 +29,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from conli import Checker
+from conli import Checker, check_node
 from conli.backends.base import Backend, Message
 from conli.errors import ConliError, boundary
 from conli.frontdoor import add_session_flags, session_settings
-from conli.graph import check_node
 from conli.inputs import read_input
 from conli.models import Mitigation, SentenceResult, Verdict
 

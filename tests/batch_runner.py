@@ -13,7 +13,7 @@ import tests.scripted  # noqa: F401 - registers the fake backend
 from conli.backends import register_backend
 from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
-from conli.cli import main
+from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import TransientBackendError
 

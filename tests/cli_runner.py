@@ -9,7 +9,7 @@ import sys
 os.environ.setdefault("CONLI_TEST_FAKE", "1")
 import tests.score_detector  # registers the scored detector
 import tests.scripted  # noqa: F401 - registers the fake backend
-from conli.cli import main
+from conli.cli.app import main
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from conli import retry, run_context
+from conli import run_context
+from conli.backends import retry
 
 
 class FakeClock:

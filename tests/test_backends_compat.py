@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from conli import cli
 from conli.backends import get_backend
 from conli.backends.base import Message
+from conli.cli import app as cli
 from conli.config import Settings
 from tests.conftest import rule_responder
 from tests.fake_clock import FakeClock, install

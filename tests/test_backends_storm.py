@@ -13,6 +13,7 @@ import pytest
 from conli.agents.nli import Hypothesis
 from conli.backends import get_backend
 from conli.backends.http_errors import error_for_status, retry_after_seconds
+from conli.backends.limits import CallLimiter
 from conli.backends.openai_compat import parse_compat_spec
 from conli.config import Settings
 from conli.errors import (
@@ -22,7 +23,6 @@ from conli.errors import (
     RateLimitError,
     TransientBackendError,
 )
-from conli.limits import CallLimiter
 from tests.conftest import nli
 from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from conli.batch import READ_AHEAD, make_worker, run
-from conli.batch_records import OutLog, record_key
+from conli.batch.local import READ_AHEAD, run
+from conli.batch.records import OutLog, record_key
+from conli.batch.work import make_worker
 from conli.config import Settings
 from tests import scripted
 

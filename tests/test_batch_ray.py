@@ -24,9 +24,10 @@ pytest.importorskip("ray.data")
 from conli.backends import register_backend  # noqa: E402
 from conli.backends.base import Backend, Message  # noqa: E402
 from conli.backends.fake import ScriptedBackend  # noqa: E402
-from conli.batch import exit_code, make_worker, run  # noqa: E402
-from conli.batch_ray import make_plan, run_ray  # noqa: E402
-from conli.batch_records import Summary, record_key  # noqa: E402
+from conli.batch.local import run  # noqa: E402
+from conli.batch.ray_engine import make_plan, run_ray  # noqa: E402
+from conli.batch.records import Summary, record_key  # noqa: E402
+from conli.batch.work import make_worker  # noqa: E402
 from conli.config import BackendSettings, Settings  # noqa: E402
 from conli.errors import (  # noqa: E402
     AuthenticationError,
@@ -176,7 +177,7 @@ def test_ray_writes_what_local_batch_writes_record_for_record(
     assert len(want) == 16 and sum(not r["ok"] for r in want.values()) == 6
     assert (distributed.processed, distributed.errors, distributed.outcomes) == (
         local.processed, local.errors, local.outcomes)
-    assert exit_code(distributed) == exit_code(local) == 1
+    assert distributed.exit_code == local.exit_code == 1
 
 
 def test_an_actor_killed_mid_block_loses_and_duplicates_nothing(
@@ -193,7 +194,7 @@ def test_an_actor_killed_mid_block_loses_and_duplicates_nothing(
     rows = _out(out)
     assert Counter(r["id"] for r in rows) == Counter(r["id"] for r in records)
     assert all(r["ok"] and r["result"]["verdict"] == "hallucinated" for r in rows)
-    assert summary.processed == 16 and summary.errors == 0 and exit_code(summary) == 0
+    assert summary.processed == 16 and summary.errors == 0 and summary.exit_code == 0
 
 
 def test_a_rerun_resumes_and_runs_nothing_twice(cluster: str, tmp_path: Path) -> None:
@@ -232,7 +233,7 @@ def test_a_dead_backend_stops_the_run_and_an_unbuildable_one_is_raised(
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, _records(6))
     summary = _ray(src, out, "ray-dead", "check", actors=1, concurrency=1)
-    assert summary.stopped and "bad key" in summary.stopped and exit_code(summary) == 3
+    assert summary.stopped and "bad key" in summary.stopped and summary.exit_code == 3
     rows = _out(out)
     assert rows and all(r["ok"] is False and r["retryable"] for r in rows)
     assert summary.processed < 6  # stopped early, as local batch stops
@@ -249,7 +250,7 @@ def test_a_backend_failing_every_call_stops_the_run_as_locally(
     _write_jsonl(src, records)
     summary = _ray(src, out, "ray-failing", "check", actors=1, concurrency=1,
                    batch_stop_after_failures=3)
-    assert exit_code(summary) == 3 and summary.stopped
+    assert summary.exit_code == 3 and summary.stopped
     assert "3 records in a row failed on the backend" in summary.stopped
     rows = _out(out)
     assert [r["id"] for r in rows] == ["r0", "r1", "r2"]  # the rest are left for a re-run
@@ -257,7 +258,7 @@ def test_a_backend_failing_every_call_stops_the_run_as_locally(
     assert summary.failed_calls == 12 and summary.calls == 0
 
     again = _ray(src, out, "ray-scripted", "check")
-    assert (again.processed, again.errors, exit_code(again)) == (12, 0, 0)
+    assert (again.processed, again.errors, again.exit_code) == (12, 0, 0)
     assert [r["id"] for r in _out(out)] == [r["id"] for r in records]
 
 
@@ -293,7 +294,7 @@ def test_cli_engine_ray_end_to_end_with_exit_codes(cluster: str, tmp_path: Path)
 def test_local_batch_never_imports_ray(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, _records(1))
-    code = ("import sys, tests.scripted; from conli.cli import main; "
+    code = ("import sys, tests.scripted; from conli.cli.app import main; "
             f"code = main(['batch', {str(src)!r}, {str(out)!r}, '--llm', 'fake', "
             "'--no-progress']); print(code, 'ray' in sys.modules)")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

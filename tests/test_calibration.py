@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from conli import cli
 from conli.backends import register_backend
 from conli.calibration import (
     MIN_EXAMPLES,
@@ -17,6 +16,7 @@ from conli.calibration import (
     fit_calibration,
     refuse_unusable,
 )
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.models import CheckResult

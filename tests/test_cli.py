@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from conli import cli
 from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."

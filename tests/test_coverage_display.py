@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from conli import cli
 from conli.backends import register_backend
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.models import (
     CheckResult,
@@ -27,7 +27,7 @@ from conli.models import (
     WordScore,
 )
 from conli.pipeline import Checker
-from conli.report import write_report
+from conli.report.html import write_report
 from tests.conftest import rule_responder
 from tests.eval_fakes import respond
 from tests.test_report import ROOT, _chromium, _run_chromium

@@ -18,11 +18,13 @@ import httpx
 import pytest
 
 import conli
-from conli import batch, pipeline
+from conli import pipeline
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
-from conli.batch import make_worker, run
-from conli.cli import main
+from conli.batch import local as batch
+from conli.batch.local import run
+from conli.batch.work import make_worker
+from conli.cli.app import main
 from conli.config import Settings
 from conli.pipeline import Checker
 from tests import eval_fakes

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conli import cli
 from conli.backends import register_backend
 from conli.backends.cache import CachedBackend
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.pipeline import Checker
 from tests.readers import ReadingBackend

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import tests.word_detector  # registers the "word" detector
-from conli import cli, detectors
+from conli import detectors
 from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker

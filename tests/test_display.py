@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conli.display import printable
+from conli.cli.display import printable
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def test_the_forced_json_opening_is_prefilled_not_generated(checker):
 
 
 def test_real_backend_counts_tokens_to_size_source_windows(checker):
-    from conli.windows import windows_for
+    from conli.agents.windows import windows_for
 
     short, long = checker.backend.count_tokens("Hello"), checker.backend.count_tokens(SOURCE)
     assert 1 <= short < long < len(SOURCE) / 2

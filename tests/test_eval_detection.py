@@ -9,7 +9,7 @@ import pytest
 
 from conli.backends import register_backend
 from conli.backends.base import Backend
-from conli.cli import main
+from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import EmptyInputError
 from conli.evaluation import detection

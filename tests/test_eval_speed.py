@@ -11,7 +11,7 @@ import pytest
 from conli.backends import register_backend
 from conli.backends.base import Backend, CallUsage, Completion, Message
 from conli.backends.fake import ScriptedBackend
-from conli.cli import main
+from conli.cli.app import main
 from conli.config import Settings
 from tests.eval_fakes import respond
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from conli import cli
 from conli.backends.base import CallUsage, Completion, Message
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError, DeadlineExceededError, TransientBackendError
 from conli.generation import ABSTAINED, generate, until_repeat

@@ -166,7 +166,7 @@ def test_errors_the_rubric_judge_invents_are_dropped_and_counted() -> None:
 
 
 def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
-    from conli.batch import make_worker
+    from conli.batch.work import make_worker
     from conli.frontdoor import judge_only
     from conli.inputs import check_input
 

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conli import cli
 from conli.agents.structured import ECHO_CHARS, ask_structured
 from conli.backends import get_backend
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import (
     AuthenticationError,
@@ -47,7 +47,7 @@ RESPONSE = "The library opened in 1962. The council runs it."
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conli.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "conli.cli.app", *args], cwd=ROOT,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -137,7 +137,7 @@ def test_the_error_table_maps_each_failure_once() -> None:
 @pytest.mark.parametrize("keys", [[""], ["  "], ["good", ""]])
 def test_an_empty_configured_key_is_refused_at_start_up(keys: list[str]) -> None:
     from conli.errors import ConfigError
-    from conli.service import create_app
+    from conli.service.app import create_app
 
     with pytest.raises(ConfigError, match="empty key"):
         create_app(Settings(service_api_keys=keys), backend=scripted.backend())
@@ -214,7 +214,7 @@ def test_text_output_escapes_control_characters_from_model_reasons() -> None:
 def test_ctrl_c_during_check_exits_130_promptly_with_one_line(files: list[str]) -> None:
     with serve(lambda r: Reply(200, openai_chat("{}"), delay=30)) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "conli.cli", "check", *files, "--llm",
+            [sys.executable, "-m", "conli.cli.app", "check", *files, "--llm",
              f"vllm:{server.url}/v1#m"], cwd=ROOT, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from conli import cli
 from conli.backends import local, model_store
+from conli.cli import app as cli
 from tests.conftest import rule_responder
 from tests.http_fakes import Reply, Request, openai_chat, serve
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conli import cli
+from conli.cli import app as cli
 from conli.errors import install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def test_the_makefile_builds_a_wheel() -> None:
 def test_serve_without_the_service_extra_is_one_line_and_exit_2() -> None:
     """The service module names its types when the extra is missing (was a NameError)."""
     code = ("import sys; sys.modules['fastapi'] = None\n"
-            "from conli.cli import main; raise SystemExit(main(['serve']))")
+            "from conli.cli.app import main; raise SystemExit(main(['serve']))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     assert run.returncode == 2, run.stderr
@@ -64,7 +64,7 @@ def test_serve_without_the_service_extra_is_one_line_and_exit_2() -> None:
 def test_batch_on_ray_without_the_ray_extra_is_one_line_and_exit_2(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "conli.batch_ray", None)  # as if Ray were missing
+    monkeypatch.setitem(sys.modules, "conli.batch.ray_engine", None)  # as if Ray were missing
     records = tmp_path / "in.jsonl"
     records.write_text('{"id": 1, "source": "A.", "response": "A."}\n')
     code = cli.main(["batch", str(records), str(tmp_path / "out.jsonl"), "--engine", "ray",
@@ -77,7 +77,7 @@ def test_eval_without_the_eval_extra_stops_before_any_model_call(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Its scores come last: without the check, a whole run went by before the traceback."""
-    from conli import eval_args
+    from conli.cli import eval_args
     from conli.evaluation import metrics
 
     monkeypatch.setattr(metrics, "EVAL_MODULES", ("sklearn", "conli_no_such_module"))

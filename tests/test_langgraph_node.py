@@ -17,11 +17,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from conli import Checker, Settings
+from conli import Checker, Settings, check_node
 from conli.backends.base import Message
 from conli.backends.fake import Reply, ScriptedBackend
 from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, InputError
-from conli.graph import check_node
 from conli.models import Mitigation, SentenceResult, Verdict
 from tests import scripted
 from tests.scripts import load_script

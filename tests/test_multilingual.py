@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conli.agents.windows import source_windows
 from conli.config import Settings
 from conli.coverage import words
-from conli.nlp import load_pipeline
 from conli.pipeline import Checker
 from conli.segment import select_claims, sentence_spans, split_response, utf16_offset
 from conli.signals.lexical import SourceWords, content_words, overlap
-from conli.windows import source_windows
+from conli.text.nlp import load_pipeline
 from tests.test_signals import Reader, model_json
 
 DE_SOURCE = ("Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet. Es hat drei Etagen und "
@@ -145,7 +145,7 @@ def test_ascii_text_tokenises_as_the_english_only_patterns_did() -> None:
     """The tokenizer replaced ASCII-only patterns; on ASCII text it must match them exactly."""
     import re
 
-    from conli.words import terms, word_count, written_words
+    from conli.text.words import terms, word_count, written_words
 
     old_term = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
     old_written = re.compile(r"[A-Za-z0-9]+(?:[.,'’][A-Za-z0-9]+)*")

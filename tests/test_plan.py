@@ -6,7 +6,6 @@ import pytest
 
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.frontdoor import mode_settings
 from conli.plan import RunOptions, make_plan, options, plan_for
 
 
@@ -24,7 +23,7 @@ def test_a_mode_chooses_the_steps(mode: str, mitigate: bool, judge: bool,
     settings = Settings(fix_coverage=True)
     chosen = plan_for(settings, mode).settings  # type: ignore[arg-type]
     assert (chosen.mitigate, chosen.judge, chosen.fix_coverage) == (mitigate, judge, fix_coverage)
-    assert mode_settings(settings, mode) == chosen  # type: ignore[arg-type]
+    assert plan_for(settings, mode).settings == chosen  # type: ignore[arg-type]
     assert settings.mitigate and settings.judge  # the deployment's settings are not changed
 
 

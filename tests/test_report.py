@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from conli.backends import register_backend
-from conli.batch import make_worker, run
-from conli.cli import main
+from conli.batch.local import run
+from conli.batch.work import make_worker
+from conli.cli.app import main
 from conli.config import Settings
-from conli.report import write_report
+from conli.report.html import write_report
 from tests import scripted
 
 ROOT = Path(__file__).resolve().parent.parent

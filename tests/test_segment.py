@@ -1,5 +1,5 @@
-from conli.nlp import load_pipeline
 from conli.segment import is_claim, select_claims, split_response
+from conli.text.nlp import load_pipeline
 
 
 def segments(text: str):

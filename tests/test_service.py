@@ -21,10 +21,10 @@ pytest.importorskip("fastapi")
 import uvicorn
 
 from conli.backends.base import Backend
-from conli.cli import main
+from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.service import create_app
+from conli.service.app import create_app
 from conli.signals.lexical import content_words
 from tests import scripted
 

@@ -14,11 +14,11 @@ from conli.backends.base import Capabilities, Completion, Message
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation.loaders import Example
-from conli.nlp import load_pipeline
 from conli.pipeline import Checker
 from conli.signals.features import FEATURE_NAMES
 from conli.signals.lexical import SourceWords, content_words, overlap
 from conli.signals.model import SignalModel
+from conli.text.nlp import load_pipeline
 from conli.training.data import ExampleRows, SentenceRow
 from conli.training.synthetic import synthetic_examples
 from conli.training.train import fit, leave_one_dataset_out

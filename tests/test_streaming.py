@@ -25,7 +25,7 @@ from conli.errors import (
     InputTooLargeError,
 )
 from conli.pipeline import Checker
-from conli.stream_http import StreamLine
+from conli.service.stream import StreamLine
 from conli.streaming import DoneEvent, SentenceEvent
 from tests import scripted
 from tests.conftest import claims_of, kind_of, rule_responder

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,15 +19,13 @@ from conli.agents.structured import usage_of
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError
+from conli.graph.runner import CheckRunner
 from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
 from conli.plan import MODES, Mode, Plan, make_plan, options, plan_for
 from conli.run_context import scope
 
-if TYPE_CHECKING:
-    from conli.pipeline import Checker
-
-__all__ = ["MODES", "JudgeOnlyResult", "Mode", "judge_only", "mode_settings", "plan_for"]
+__all__ = ["MODES", "JudgeOnlyResult", "Mode", "judge_only", "plan_for"]
 
 
 class JudgeOnlyResult(BaseModel):
@@ -38,18 +35,13 @@ class JudgeOnlyResult(BaseModel):
     usage: UsageTotals
 
 
-def mode_settings(base: Settings, mode: Mode, *, with_judge: bool = False) -> Settings:
-    """The settings of one mode's plan (``plan.RunOptions.for_mode``): its steps applied."""
-    return plan_for(base, mode, with_judge=with_judge).settings
-
-
 # what the grounded judge runs: detection, no rewrite, and the judge on the response alone
 _GROUNDED: dict[str, object] = {"mitigate": False, "fix_coverage": False, "judge": True,
                                  "judge_raw": False}
 
 
 def judge_only(backend: Backend, checked: CheckInput, plan: Plan | Settings,
-               checker: Checker | None = None) -> JudgeOnlyResult:
+               checker: CheckRunner | None = None) -> JudgeOnlyResult:
     """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
 
     Grounded runs detection (no rewrite) and scores from its verdicts, so it needs

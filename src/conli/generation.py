@@ -37,10 +37,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.nli import Hypothesis, run_nli
+from conli.backends import get_backend
 from conli.backends.base import Backend, Completion, Message
 from conli.backends.calls import CallRecord, call_model, usage_by_step, usage_of
 from conli.config import Settings
 from conli.errors import BackendError, ConfigError, InputError
+from conli.inputs import validate_text
 from conli.models import UsageTotals
 from conli.plan import resolve
 from conli.prompts import render
@@ -305,3 +307,22 @@ def _finish(result: Generation) -> Generation:
     if not result.sentences:
         return result.model_copy(update={"abstained": True, "message": ABSTAINED, "text": ""})
     return result.model_copy(update={"text": " ".join(s.text for s in result.sentences)})
+
+
+def generate_answer(source: str, *, question: str | None = None, method: Method = "fod",
+                    settings: Settings | None = None,
+                    on_sentence: OnSentence | None = None) -> Generation:
+    """Answer from ``source`` (and ``question``) with ``method``; see ``conli.generation``."""
+    from conli.segment import sentence_splitter
+
+    settings = settings or Settings()
+    text = validate_text(source, name="source", max_chars=settings.max_source_chars)
+    asked = None if question is None else validate_text(
+        question, name="question", max_chars=settings.max_source_chars)
+    split = sentence_splitter()
+    backend = get_backend(settings.llm, settings)
+    try:
+        return generate(backend, text, split, settings, question=asked, method=method,
+                        on_sentence=on_sentence)
+    finally:
+        backend.close()

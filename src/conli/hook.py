@@ -16,8 +16,10 @@ import contextvars
 import functools
 from collections.abc import AsyncGenerator, AsyncIterable
 from contextlib import aclosing
+from typing import Protocol
 
 from conli.config import Settings
+from conli.graph.state import CheckInput, NodeOutput
 from conli.models import CheckResult
 from conli.pipeline import Checker, check
 from conli.streaming import DoneEvent, SentenceEvent
@@ -75,3 +77,52 @@ async def astream_check(
     async with aclosing(stream) as events:  # closing this hook closes the stream at once
         async for event in events:
             yield event
+
+
+# --- conli as one node of a host LangGraph app ------------------------------------------
+
+
+class CheckNode(Protocol):
+    """A LangGraph node: reads the host's state, returns the keys conli writes."""
+
+    def __call__(self, state: CheckInput) -> NodeOutput:
+        """Check ``state``'s response against its source."""
+        ...
+
+
+def check_node(checker: Checker, *, settings: Settings | None = None) -> CheckNode:
+    """A node that checks the state's ``response`` against its ``source``.
+
+    It reads ``source``, ``response`` and, if present, ``question`` and ``points``; bad
+    input raises ``InputError`` before any model call, a backend that cannot be used
+    raises ``BackendError``, and a check past its deadline raises ``DeadlineExceededError``.
+    ``settings`` overrides the checker's for this node (e.g. detect only), as in ``check``.
+    """
+
+    def conli(state: CheckInput) -> NodeOutput:
+        result = checker.check(
+            state.get("source"),  # type: ignore[arg-type]  # validated in check
+            state.get("response"),  # type: ignore[arg-type]
+            question=state.get("question"),
+            points=state.get("points"),
+            settings=settings,
+        )
+        return node_output(result)
+
+    return conli
+
+
+def node_output(result: CheckResult) -> NodeOutput:
+    """The state keys the node writes, from the front doors' result."""
+    return NodeOutput(
+        verdict=result.verdict,
+        support_score=result.support_score,
+        sentences=result.sentences,
+        refined_text=result.refined_text,
+        mitigation=result.mitigation,
+        judge_raw=result.judge_raw,
+        judge_refined=result.judge_refined,
+        coverage=result.coverage,
+        word_scores=result.word_scores,
+        check_result=result,
+    )

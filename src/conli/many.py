@@ -17,20 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from conli.config import Settings
 from conli.errors import ConfigError, InputError, boundary
+from conli.graph.runner import CheckRunner
 from conli.models import PairError, PairResult
 from conli.plan import make_plan, options
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from conli.pipeline import Checker
-
 Pair = tuple[str, str] | Mapping[str, Any]
 _KEYS = frozenset({"source", "response", "question", "points"})
 
 
 def check_many(
-    checker: Checker,
+    checker: CheckRunner,
     pairs: Iterable[Pair],
     *,
     settings: Settings | None = None,
@@ -45,11 +44,11 @@ def check_many(
     stderr is a terminal. Settings that cannot be used raise ``ConfigError`` before any check.
     """
     given = list(pairs)
-    plan = make_plan(settings or checker.settings, options(threshold=threshold)) \
-        if threshold is not None else make_plan(settings) if settings is not None else None
+    base = settings or checker.plan.settings
+    plan = make_plan(base, options(threshold=threshold)) if threshold is not None \
+        else make_plan(settings) if settings is not None else None
     ready = checker.prepare(plan)  # the detectors, built once for every pair
-    limit = (settings or checker.settings).max_concurrency if max_concurrency is None \
-        else max_concurrency
+    limit = base.max_concurrency if max_concurrency is None else max_concurrency
     if limit < 1:
         raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
     results: list[PairResult | None] = [None] * len(given)

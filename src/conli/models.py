@@ -340,6 +340,9 @@ class UsageTotals(BaseModel):
     )
 
 
+WORD_FLAG = 0.5  # a word scoring at least this is shown as unsupported (or, in a point, missing)
+
+
 class WordScore(BaseModel):
     """A content word and how unsupported (response) or uncovered (point) it is, 0-1."""
 

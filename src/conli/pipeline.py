@@ -6,12 +6,13 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from conli import detectors
 from conli.agents.nli import warm_up
 from conli.agents.structured import CallRecord, usage_of
+from conli.agents.windows import MIN_WINDOW_TOKENS
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.backends.calls import usage_by_step
@@ -20,48 +21,31 @@ from conli.config import BUILT_FIELDS, Settings
 from conli.errors import ConfigError, ContextOverflowError
 from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
+from conli.graph.runner import Prepared
 from conli.inputs import CheckInput, check_input
 from conli.many import Pair, check_many
 from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
-from conli.nlp import load_pipeline
 from conli.plan import Plan, for_backend, make_plan, plan_for
 from conli.run_context import Progress, scope
 from conli.streaming import DoneEvent, SentenceEvent, stream_check
-from conli.tokens import at_least_tokens
-from conli.windows import MIN_WINDOW_TOKENS
+from conli.text.nlp import load_pipeline
+from conli.text.tokens import at_least_tokens
 
 _PROMPT_OVERHEAD_TOKENS = 1200
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A plan made ready on a checker: the run context and compiled graph it runs with.
-
-    Built once (``Checker.prepare``) and run as often as wanted: a stream prepares its
-    plan once and runs every sentence on it, so its detectors are built once.
-    """
-
-    plan: Plan
-    deps: Deps
-    graph: Any
-
-    def within(self, seconds: float) -> Prepared:
-        """The same run context with at most ``seconds`` left of the deadline."""
-        plan = self.plan.within(seconds)
-        return self if plan is self.plan else replace(self, plan=plan)
 
 
 class Checker:
     """Holds a backend, the NER, the detectors and the compiled graph; ``check`` runs one pair.
 
-    Settings are resolved once here (``plan.for_backend``): ``auto`` becomes the concrete
-    NLI prompt for this backend, and the detector presets become the list the graph is
-    built from.
+    Built from a ``Plan`` (``conli.plan``: settings with a run's choices and its deadline)
+    or from ``Settings`` alone. The plan is resolved once here (``plan.for_backend``):
+    ``auto`` becomes the concrete NLI prompt for this backend, and the detector presets
+    become the list the graph is built from.
     """
 
-    def __init__(self, settings: Settings | None = None, backend: Backend | None = None) -> None:
-        requested = make_plan(settings)
+    def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None) -> None:
+        requested = plan if isinstance(plan, Plan) else make_plan(plan)
         self.backend = backend or get_backend(requested.settings.llm, requested.settings)
         plan = for_backend(requested, self.backend)
         self.settings = plan.settings
@@ -332,7 +316,7 @@ def score(
     For rewrites and judge scores, or to keep the model loaded across calls, use
     ``Checker(settings).check_many(pairs)``.
     """
-    checker = Checker(plan_for(settings, "check").settings)
+    checker = Checker(plan_for(settings, "check"))
     try:
         return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
                           progress=progress)

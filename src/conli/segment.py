@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from conli.words import word_count
+from conli.text.words import word_count
 
 Span = tuple[int, int]
 
@@ -160,7 +160,7 @@ def utf16_offset(text: str, index: int) -> int:
 def sentence_splitter(nlp: Any | None = None) -> Callable[[str], list[str]]:
     """``text -> its sentences`` as ``split_response`` cuts them (spaCy loaded if not given)."""
     if nlp is None:
-        from conli.nlp import load_pipeline
+        from conli.text.nlp import load_pipeline
 
         nlp = load_pipeline()
     return lambda text: [segment.text for segment in split_response(text, nlp)]

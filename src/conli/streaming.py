@@ -22,13 +22,14 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from conli import errors
 from conli.config import Settings
 from conli.gate import response_verdict
+from conli.graph.runner import CheckRunner, Prepared
 from conli.inputs import CheckInput, validate_text
 from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
 from conli.plan import Plan, make_plan, options
@@ -40,9 +41,6 @@ from conli.segment import (
     split_response,
     utf16_offset,
 )
-
-if TYPE_CHECKING:
-    from conli.pipeline import Checker, Prepared
 
 log = logging.getLogger("conli.streaming")
 
@@ -86,7 +84,7 @@ Events = AsyncGenerator[SentenceEvent | DoneEvent, None]
 
 
 def stream_check(
-    checker: Checker,
+    checker: CheckRunner,
     source: str,
     chunks: AsyncIterable[str],
     *,
@@ -269,7 +267,7 @@ class _Cutter:
 class _Stream:
     """One streamed check: the cutter reads, this checks each sentence in order and reports."""
 
-    def __init__(self, checker: Checker, source: str, question: str | None,
+    def __init__(self, checker: CheckRunner, source: str, question: str | None,
                  ready: Prepared) -> None:
         self.checker, self.source, self.question, self.ready = checker, source, question, ready
         self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings)

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from conli.agents.structured import CallRecord, ask_structured
+from conli.agents.windows import tokens_of, windows_for
 from conli.backends.base import Backend, Completion
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeError, JudgeErrorsAnswer, JudgeResult, NamedError
 from conli.prompts import render
 from conli.signals.lexical import sentence_spans
-from conli.windows import tokens_of, windows_for
 
 DEFAULT_TEMPLATE = "judge_rubric.v2"
 JUDGE_PROMPT_TOKENS = 900  # the rubric, the worked example and framing around the texts

@@ -21,6 +21,7 @@ from conli.agents.looks import combine_looks
 from conli.agents.nli_prompts import Kind, NLIPrompt, batch_size, nli_prompt
 from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesis
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
+from conli.agents.windows import windows_for
 from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Settings
 from conli.models import (
@@ -35,7 +36,6 @@ from conli.models import (
 from conli.ner.grounding import SourceMentions
 from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report
-from conli.windows import windows_for
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
 HYPOTHESIS_TOKENS = 120  # room for one claim (a long sentence, tagged) in the prompt

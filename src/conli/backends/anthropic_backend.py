@@ -15,6 +15,7 @@ from typing import Any
 from conli.backends.base import CallUsage, Capabilities, Completion, Message
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
+from conli.backends.limits import CallLimiter, call_cost, shared_limiter
 from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
@@ -24,7 +25,6 @@ from conli.errors import (
     TransientBackendError,
     install_hint,
 )
-from conli.limits import CallLimiter, call_cost, shared_limiter
 
 TOOL_NAME = "answer"
 _EPHEMERAL = {"type": "ephemeral"}

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from conli.backends.base import Backend, CallUsage, Completion, Message, TokenLogprob
+from conli.backends.retry import call_with_retries
 from conli.models import UsageTotals
-from conli.retry import call_with_retries
 
 
 @dataclass(frozen=True)

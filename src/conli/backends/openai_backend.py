@@ -2,7 +2,7 @@
 
 The same class serves OpenAI, Azure OpenAI (``azure_backend``) and OpenAI-compatible
 servers such as vLLM and llama.cpp (``openai_compat``): only the client differs. The SDK's
-own retries are off (``max_retries=0``) so every retry happens in ``conli.retry``, and its
+own retries are off (``max_retries=0``) so every retry happens in ``conli.backends.retry``, and its
 HTTP client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 """
 
@@ -22,6 +22,7 @@ from conli.backends.base import (
 )
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
+from conli.backends.limits import CallLimiter, call_cost, shared_limiter
 from conli.config import BackendSettings
 from conli.errors import (
     AuthenticationError,
@@ -31,7 +32,6 @@ from conli.errors import (
     TransientBackendError,
     install_hint,
 )
-from conli.limits import CallLimiter, call_cost, shared_limiter
 
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
 MAX_TOP_LOGPROBS = 20  # the Chat Completions API's limit on top_logprobs

@@ -52,7 +52,7 @@ def run(backend: Backend, examples: Sequence[Example], methods: Sequence[Method]
     from conli.pipeline import Checker
 
     checker = Checker(make_plan(settings, options(detectors=["cot"], mitigate=False,
-                                                  judge=False)).settings, backend)
+                                                  judge=False)), backend)
     rows = []
     total = len(examples) * len(methods)
     for example in examples:

@@ -198,7 +198,7 @@ def score_rubric(
 def _grounded_checker(backend: Backend, settings: Settings) -> Checker:
     from conli.pipeline import Checker
 
-    return Checker(make_plan(settings, options(mitigate=False, judge=False)).settings, backend)
+    return Checker(make_plan(settings, options(mitigate=False, judge=False)), backend)
 
 
 def _evidence_row(checker: Checker, item: JudgeItem, task: Task, settings: Settings, *,

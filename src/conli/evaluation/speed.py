@@ -21,7 +21,6 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from conli.agents.nli import static_prefix
@@ -241,17 +240,3 @@ def _markdown(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         for key, value in summary.items()
     ]
     return "\n".join(lines) + "\n"
-
-
-def add_bench_parser(subparsers: Any) -> None:
-    """Add ``bench``: speed of the reference pattern against ours, on the embedded model."""
-    parser = subparsers.add_parser("bench", help="speed: reference call pattern vs ours")
-    parser.add_argument("--dataset", default="factcc")
-    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--limit", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("eval/results/speed"))
-    parser.add_argument(
-        "--score-first", action="store_true", help="B reads labels from one token first"
-    )
-    parser.set_defaults(handler=run_bench)

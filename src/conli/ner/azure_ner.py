@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from conli.backends.http_errors import error_for_status
+from conli.backends.retry import call_with_retries
 from conli.config import DetectionSettings, provider_variable
 from conli.errors import (
     AuthenticationError,
@@ -24,7 +25,6 @@ from conli.errors import (
 )
 from conli.models import Entity
 from conli.ner.categories import azure_category, validate_categories
-from conli.retry import call_with_retries
 
 MAX_DOCS_PER_REQUEST = 5
 MAX_CHARS_PER_DOC = 5120
@@ -80,7 +80,7 @@ class AzureRecognizer:
         self._client = client_cls(
             endpoint,
             credential_cls(key),
-            retry_total=0,  # retries live in conli.retry only
+            retry_total=0,  # retries live in conli.backends.retry only
             connection_timeout=self._timeout,
             read_timeout=self._timeout,
         )

@@ -1,6 +1,6 @@
 """Word-level signals of seed 001 (§3.1): how much of a sentence the source's words cover.
 
-Words (``conli.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
+Words (``conli.text.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
 English stop words dropped, so "opened"/"opens" match and "the" never counts as support.
 Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``' rules.
 The same words give coverage's ROUGE-1 recall of a point and the word scores: a response
@@ -19,7 +19,7 @@ from conli.models import WordScore
 from conli.ner.grounding import SourceMentions
 from conli.segment import Segment
 from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
-from conli.words import terms, written_words
+from conli.text.words import terms, written_words
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # spaCy labels that name something (numbers and dates are compared as numbers instead)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from conli.config import BackendSettings
-from conli.tokens import typical_tokens
+from conli.text.tokens import typical_tokens
 
 _WINDOW_SECONDS = 60.0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from conli.backends.base import Backend, counts_tokens
 from conli.errors import BackendError, ContextOverflowError
 from conli.segment import sentence_spans
-from conli.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
+from conli.text.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
 
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call
 OVERLAP = 0.15  # share of a window repeated from the one before

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conli.errors import InputTooLargeError
-from conli.service_problems import problem_response
+from conli.service.problems import problem_response
 
 API_KEY_HEADER = "X-API-Key"
 STREAM_PATH = "/v1/check/stream"

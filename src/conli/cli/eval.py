@@ -21,9 +21,7 @@ from typing import Any
 
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
-from conli.config import Settings
-from conli.errors import ConfigError
-from conli.eval_args import (
+from conli.cli.eval_args import (
     Recorded,
     base_settings,
     command,
@@ -35,6 +33,8 @@ from conli.eval_args import (
     progress,
     recorded_backend,
 )
+from conli.config import Settings
+from conli.errors import ConfigError
 from conli.evaluation import (
     coverage_eval,
     detection,
@@ -57,7 +57,7 @@ from conli.plan import make_plan, options
 DEFAULT_DATA_DIR = Path("../shared/data")
 
 
-def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` with its ``detect``/``rewrite``/``judge`` sub-commands; sets ``handler``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "eval", help="measure detection, rewriting and the judge on labelled data",
@@ -221,12 +221,12 @@ def run_rewrite(args: argparse.Namespace) -> int:
     """Run the full pipeline (detect, rewrite, judge), then re-detect each refined text."""
     from conli.pipeline import Checker
 
-    settings = make_plan(base_settings(args),
-                         options(mitigate=True, judge=True, judge_raw=True)).settings
+    plan = make_plan(base_settings(args), options(mitigate=True, judge=True, judge_raw=True))
+    settings = plan.settings
     sets, paths = datasets(args)
     backend = eval_backend(args, settings)
-    full = Checker(settings, backend)
-    again = Checker(make_plan(settings, options(mitigate=False, judge=False)).settings, backend)
+    full = Checker(plan, backend)
+    again = Checker(make_plan(settings, options(mitigate=False, judge=False)), backend)
     results: dict[str, Any] = {}
     templates: set[str] = set()
     try:
@@ -248,8 +248,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
 def run_judge(args: argparse.Namespace) -> int:
     """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
     from conli.agents.grounded_judge import configured_scale
-    from conli.nlp import load_pipeline
     from conli.segment import sentence_splitter
+    from conli.text.nlp import load_pipeline
 
     nlp = load_pipeline()
     split = sentence_splitter(nlp)

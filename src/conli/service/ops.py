@@ -38,7 +38,7 @@ from conli.backends.base import Backend
 from conli.errors import AuthenticationError, BackendError, boundary
 from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult, UsageTotals
-from conli.service_problems import PROBLEM, REQUEST_ID, problem_response
+from conli.service.problems import PROBLEM, REQUEST_ID, problem_response
 from conli.streaming import DoneEvent
 from conli.version import __version__
 

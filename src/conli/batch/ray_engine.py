@@ -12,8 +12,8 @@ again after its actor died (Ray restarts the actor and retries the task) is writ
 Ray Data keeps the blocks in IN's order and the driver writes pass 1's error records in
 their place, so OUT is in IN's order, as locally.
 
-Ray is imported here only; ``conli.batch`` imports this module for ``--engine ray`` alone,
-and this module builds on ``conli.batch_work``, never on ``conli.batch``.
+Ray is imported here only; ``conli.batch.local`` imports this module for ``--engine ray`` alone,
+and this module builds on ``conli.batch.work``, never on ``conli.batch.local``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ray.data.datasource import FileBasedDatasource
 
 from conli import backends
 from conli.backends.base import Backend
-from conli.batch_records import (
+from conli.batch.records import (
     Intake,
     OutLog,
     Record,
@@ -49,7 +49,7 @@ from conli.batch_records import (
     stop_reason,
     stopped_record,
 )
-from conli.batch_work import check_paths, make_worker, progress_bar
+from conli.batch.work import check_paths, make_worker, progress_bar
 from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
 from conli.files import ensure_appendable, json_line
@@ -97,7 +97,7 @@ def make_plan(settings: Settings, mode: Mode, *, with_judge: bool = False,
 class JsonlLines(FileBasedDatasource):
     """IN's non-empty lines as rows ``{line, text}``: split on newline bytes, numbered from 1.
 
-    The same lines and numbers as ``conli.batch_records.read_records``, streamed in chunks, so an
+    The same lines and numbers as ``conli.batch.records.read_records``, streamed in chunks, so an
     error record names the same line whichever engine wrote it. With ``wanted`` (a bitmap
     of line numbers) only those lines are read out.
     """

@@ -24,9 +24,9 @@ from conli.frontdoor import Mode, judge_only
 from conli.inputs import check_input
 from conli.pipeline import Checker
 from conli.plan import Plan, plan_for
-from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
-from conli.service_problems import ProblemError
-from conli.stream_http import StreamOpening
+from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
+from conli.service.problems import ProblemError
+from conli.service.stream import StreamOpening
 from conli.streaming import DoneEvent, Events
 
 Job = Callable[[float], BaseModel]  # the work of one request, given when its answer is due

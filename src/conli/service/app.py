@@ -7,7 +7,6 @@ a body the API cannot use is a 4xx, never a 500. ``/v1/check/stream`` reads an N
 while it arrives and answers one NDJSON line per sentence as each completes (``streaming``).
 """
 
-import argparse
 import asyncio
 import logging
 import logging.config
@@ -20,11 +19,11 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, install_hint
-from conli.frontdoor import JudgeOnlyResult, session_settings
+from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.service_bodies import CheckRequest, JudgeRequest, RewriteRequest
-from conli.stream_http import (
+from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
+from conli.service.stream import (
     Relay,
     StreamChunk,
     StreamClosed,
@@ -47,15 +46,15 @@ try:
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.types import Receive, Scope, Send
 
-    from conli.service_batch import add_batch_route
-    from conli.service_guard import API_KEY_HEADER, STREAM_PATH, Guard, is_loopback
-    from conli.service_ops import Metrics, Observe, Readiness, add_ops_routes, log_config
-    from conli.service_problems import install_error_handlers, problems
-    from conli.service_runner import Runner
+    from conli.service.batch_route import add_batch_route
+    from conli.service.guard import API_KEY_HEADER, STREAM_PATH, Guard, is_loopback
+    from conli.service.ops import Metrics, Observe, Readiness, add_ops_routes, log_config
+    from conli.service.problems import install_error_handlers, problems
+    from conli.service.runner import Runner
 except ImportError as exc:  # pragma: no cover - the [service] extra is not installed
     _MISSING_EXTRA = str(exc)
 
-log = logging.getLogger("conli.service")
+log = logging.getLogger("conli.service.app")
 
 
 if _MISSING_EXTRA is None:
@@ -220,14 +219,15 @@ def _require_extra() -> None:
                           f"({_MISSING_EXTRA})")
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    """Start uvicorn; refuse ``--open`` on a non-loopback address."""
+def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000,
+          open_access: bool = False, log_format: str = "text", log_level: str = "info") -> int:
+    """Build the app and run it under uvicorn; refuse ``open_access`` off loopback."""
     _require_extra()
-    if args.open and not is_loopback(args.host):
+    if open_access and not is_loopback(host):
         raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
-                          f"not {args.host}")
-    logs = log_config(getattr(args, "log_format", "text"), getattr(args, "log_level", "info"))
+                          f"not {host}")
+    logs = log_config(log_format, log_level)
     logging.config.dictConfig(logs)  # conli's own lines while the checker is built, too
-    app = create_app(session_settings(args), open_access=args.open, bind_host=args.host)
-    uvicorn.run(app, host=args.host, port=args.port, log_config=logs)
+    app = create_app(settings, open_access=open_access, bind_host=host)
+    uvicorn.run(app, host=host, port=port, log_config=logs)
     return 0

@@ -1,11 +1,4 @@
-"""Command line: a thin layer over ``conli.Checker``.
-
-    conli check --source FILE --response FILE [--json] [--output FILE] [--llm SPEC]
-                [--threshold P] [--fail-on hallucinated|unverified]
-    conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]   (conli.batch)
-    conli serve [--host H] [--port P] [--open]                      (conli.service)
-    conli report RESULTS.jsonl -o report.html                       (conli.report)
-    conli calibrate --file LABELLED.jsonl [--out calibration.json]   (conli.calibrate_cli)
+"""``conli check``: check one response against its source, as text or JSON.
 
 Exit codes: 0 checked (whatever the verdict), 2 bad input or settings, 3 the backend could not
 be used (or the check ran past its deadline), 130 interrupted; with ``--fail-on``, 4 when the
@@ -15,30 +8,21 @@ result fails that gate (``conli.gate``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conli.batch import add_batch_parser
-from conli.calibrate_cli import add_calibrate_parser
+from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
 from conli.config import Settings
-from conli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, ConliError, InputError, boundary
-from conli.eval_cli import add_eval_parser
-from conli.evaluation.speed import add_bench_parser
+from conli.errors import EXIT_GATE_FAILED, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, add_threshold_flag, session_settings
 from conli.gate import FAIL_ON, fails
-from conli.generate_cli import add_generate_parser
 from conli.inputs import check_input, read_input, read_points
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.report import add_report_parser
-from conli.version import __version__
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -86,11 +70,10 @@ def _passed_line(result: CheckResult) -> list[str]:
             f"support score {score})"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="conli", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"conli {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("check", help="check one response against its source")
+def add_parser(subparsers: Any) -> None:
+    """Register ``conli check`` on the CLI's subparsers."""
+    check: argparse.ArgumentParser = subparsers.add_parser(
+        "check", help="check one response against its source")
     check.add_argument("--source", required=True, help="source file, or - for stdin")
     check.add_argument("--response", required=True, help="response file, or - for stdin")
     check.add_argument("--question", help="the question the response answers (text)")
@@ -112,14 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
     check.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
-    add_batch_parser(commands)
-    _add_serve_parser(commands)
-    add_report_parser(commands)
-    add_eval_parser(commands)
-    add_bench_parser(commands)
-    add_generate_parser(commands)
-    add_calibrate_parser(commands)
-    return parser
+    check.set_defaults(handler=run_check, in_thread=True)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -131,28 +107,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         fix_coverage=True if args.fix_coverage else None,
         word_scores=args.word_scores,
     )
-
-
-def _add_serve_parser(subparsers: Any) -> None:
-    """``conli serve``; the service module (and FastAPI) is imported only when it runs."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "serve", help="serve /v1/check, /v1/rewrite, /v1/judge over HTTP")
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--log-format", choices=["text", "json"], default="text",
-                        help="log lines as text or as JSON objects (each with its request_id)")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
-                        default="info", help="the lowest level logged (default info)")
-    add_session_flags(parser)
-    parser.add_argument("--open", action="store_true",
-                        help="serve without API keys; only allowed on a loopback host")
-    parser.set_defaults(handler=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from conli.service import run_serve
-
-    return run_serve(args)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -209,50 +163,3 @@ class _Progress:
         with self._lock:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
-
-
-def _run_in_thread(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run ``handler`` in a daemon thread so Ctrl-C ends the process at once.
-
-    A model call in flight cannot be interrupted from Python; the main thread stays free to
-    answer the signal and leave without waiting for it.
-    """
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["code"] = handler(args)
-        except BaseException as exc:  # handed to the main thread as is
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=work, name="conli-main", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.2)
-    if "error" in outcome:
-        raise outcome["error"]
-    return int(outcome["code"])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; errors print one clear line to stderr and the exit code of ``errors``."""
-    args = _parser().parse_args(argv)
-    handler = getattr(args, "handler", run_check)
-    try:
-        if handler is run_check:
-            return _run_in_thread(handler, args)
-        return int(handler(args))
-    except KeyboardInterrupt:
-        print("\nconli: interrupted", file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(EXIT_INTERRUPTED)  # a model call may be in flight: do not wait for it
-    except ConliError as exc:
-        answer = boundary(exc)
-        kind = "backend error" if answer.exit_code == 3 else "error"
-        print(f"conli: {kind}: {printable(str(exc))}", file=sys.stderr)
-        return answer.exit_code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

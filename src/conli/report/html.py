@@ -12,10 +12,8 @@ file with no valid record at all is an error, and nothing is written.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,8 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from jinja2.ext import Extension
 
 from conli.errors import InputError
-from conli.files import atomic_writer
-from conli.report_coverage import (
+from conli.report.coverage import (
     Pieces,
     Word,
     additions_section,
@@ -37,7 +34,7 @@ from conli.report_coverage import (
     legend,
     marked,
 )
-from conli.report_input import Malformed, Record, iter_results, record_name
+from conli.report.records import Malformed, Record, iter_results, record_name
 
 TEMPLATE_DIR = Path(__file__).parent / "templates" / "report"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
@@ -285,7 +282,7 @@ class Written:
     malformed: list[Malformed]
 
 
-def _lines(malformed: list[Malformed]) -> str:
+def lines_of(malformed: list[Malformed]) -> str:
     """``lines 2, 5, …`` for a message: the first ten malformed values by line."""
     shown = ", ".join(str(m.line) for m in malformed[:10])
     return f"lines {shown}{', …' if len(malformed) > 10 else ''}"
@@ -300,7 +297,7 @@ def tally(results: Path) -> Tally:
         first = counts.malformed[0]
         raise InputError(
             f"no valid record in {str(results)!r}: all {len(counts.malformed)} malformed "
-            f"({_lines(counts.malformed)}); line {first.line}: {first.reason}")
+            f"({lines_of(counts.malformed)}); line {first.line}: {first.reason}")
     if counts.records == 0:
         raise InputError(f"no records in {str(results)!r}: it is empty")
     return counts
@@ -326,33 +323,3 @@ def write_report(results: Path, out: TextIO, *, title: str = "conli audit report
                                records=_views(results)):
         out.write(chunk)
     return Written(counts.records, counts.malformed)
-
-
-# --- command line -------------------------------------------------------------------------
-
-
-def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``conli report`` on the CLI's subparsers."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "report", help="render batch results or check --json output as one HTML file")
-    parser.add_argument("results", type=Path,
-                        help="conli batch output (JSONL) or conli check --json output")
-    parser.add_argument("--output", "-o", type=Path, required=True, help="the HTML file to write")
-    parser.add_argument("--title", default="conli audit report", help="page title")
-    parser.set_defaults(handler=run_report)
-    return parser
-
-
-def run_report(args: argparse.Namespace) -> int:
-    """Render atomically (a temp file renamed over the output), once the input is known good."""
-    if not args.results.is_file():
-        raise InputError(f"cannot read results file {str(args.results)!r}")
-    counts = tally(args.results)  # raises before the output is touched
-    target: Path = args.output
-    with atomic_writer(target) as handle:
-        written = write_report(args.results, handle, title=args.title, counts=counts)
-    print(f"conli report: {written.records} records -> {target}")
-    if written.malformed:
-        print(f"conli report: malformed records skipped: {len(written.malformed)} "
-              f"({_lines(written.malformed)})", file=sys.stderr)
-    return 0

@@ -1,6 +1,6 @@
 """What both ``conli batch`` engines share: the per-record worker, the progress bar, the path check.
 
-``conli.batch`` (the local engine and the command) and ``conli.batch_ray`` (the Ray engine)
+``conli.batch.local`` (the local engine) and ``conli.batch.ray_engine`` (the Ray engine)
 both build on this module, so neither imports the other's module for it.
 """
 
@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.text import Text
 
 from conli.backends.base import Backend
-from conli.batch_records import (
+from conli.batch.records import (
     CallTally,
     CountingBackend,
     Record,
@@ -41,7 +41,7 @@ from conli.errors import (
     ModelStoreError,
 )
 from conli.files import ensure_appendable
-from conli.frontdoor import Mode, judge_only, mode_settings
+from conli.frontdoor import Mode, judge_only, plan_for
 from conli.inputs import check_input
 from conli.pipeline import Checker
 
@@ -57,11 +57,12 @@ def make_worker(
     would share. Its calls go through a ``CountingBackend``, so a record that failed still
     says how many model calls it made and how many of them failed.
     """
-    run_settings = mode_settings(settings, mode, with_judge=with_judge)
+    plan = plan_for(settings, mode, with_judge=with_judge)
+    run_settings = plan.settings
     counted = CountingBackend(backend)
     # judge mode needs the detectors only for the grounded judge
     checker = None if mode == "judge" and run_settings.judge_mode == "rubric" \
-        else Checker(run_settings, backend=counted)
+        else Checker(plan, backend=counted)
 
     def check(record: Record) -> Any:
         missing = [repr(name) for name in ("source", "response") if record.get(name) is None]

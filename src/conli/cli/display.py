@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from conli.models import (
+    WORD_FLAG,
     Coverage,
     CoverageVerdict,
     PointAddition,
@@ -40,7 +41,6 @@ def printable(text: str) -> str:
 
 # --- coverage and word scores (seed 001), as ``conli check`` prints them ----------------------
 
-WORD_FLAG = 0.5  # a word scoring at least this is shown as unsupported (or, in a point, missing)
 _COVER_MARK = {"covered": "ok ", "uncovered": "NO ", "unverified": "?? "}
 _INDENT = "        "
 

@@ -15,11 +15,11 @@ from pydantic import BaseModel, Field
 
 from conli.errors import ConliError
 from conli.models import CheckResult
-from conli.service_bodies import BatchRequest, CheckRequest
-from conli.service_problems import Problem, ProblemError, error_problem, problem_body
-from conli.service_runner import Runner, TimedOut
+from conli.service.bodies import BatchRequest, CheckRequest
+from conli.service.problems import Problem, ProblemError, error_problem, problem_body
+from conli.service.runner import Runner, TimedOut
 
-log = logging.getLogger("conli.service")
+log = logging.getLogger("conli.service.app")
 
 BATCH_PATH = "/v1/check/batch"
 

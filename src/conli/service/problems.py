@@ -19,9 +19,9 @@ from starlette.exceptions import HTTPException
 
 from conli.config import Settings
 from conli.errors import ConliError, boundary
-from conli.stream_http import retry_seconds
+from conli.service.stream import retry_seconds
 
-log = logging.getLogger("conli.service")
+log = logging.getLogger("conli.service.app")
 
 PROBLEM = "application/problem+json"
 

@@ -34,7 +34,7 @@ from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
 
 
-def add_calibrate_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any) -> None:
     """``conli calibrate``; sets ``handler``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "calibrate", help="fit the decision threshold to your own labelled examples",
@@ -60,7 +60,7 @@ def add_calibrate_parser(subparsers: Any) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Check, fit, report, write; refusals come before any model call."""
-    from conli.eval_args import eval_backend
+    from conli.cli.eval_args import eval_backend
     from conli.evaluation.metrics import require_eval_extra
     from conli.pipeline import Checker
 
@@ -70,12 +70,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.calibration:
         raise ConfigError("conli calibrate fits the uncalibrated detectors: drop --calibration")
     uncalibrated = {"tuning": {"calibration": None}}
-    settings = plan_for(session_settings(args), "check", more=uncalibrated).settings
+    plan = plan_for(session_settings(args), "check", more=uncalibrated)
+    settings = plan.settings
     ensure_writable(args.out)
     data = args.file.read_bytes() if args.file.is_file() else b""
     examples = load_file(args.file, args.format)
     refuse_unusable([e.label for e in examples], args.folds)
-    checker = Checker(settings, eval_backend(args, settings))
+    checker = Checker(plan, eval_backend(args, settings))
     try:
         names = detectors.resolve(checker.settings)
         outcomes = run_detection(checker, examples, progress=args.progress)

@@ -1,6 +1,6 @@
 """The audit report's coverage and word-level parts (seed 001): points, word marks, legend.
 
-``conli.report`` calls these on a result as the JSON dict it holds; they return what the
+``conli.report.html`` calls these on a result as the JSON dict it holds; they return what the
 templates (``templates/report/coverage.html``) show, as plain values: the templates escape
 every piece of text. A word whose offsets do not fit its text is not marked; a point whose
 verdict is not ``covered`` or ``uncovered`` is shown unverified, never covered.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from conli.display import WORD_FLAG
+from conli.models import WORD_FLAG
 
 Record = dict[str, Any]
 

@@ -12,35 +12,14 @@ import argparse
 import sys
 from typing import Any
 
-from conli.backends import get_backend
-from conli.config import Settings
-from conli.display import printable
+from conli.cli.display import printable
 from conli.errors import ConfigError
 from conli.frontdoor import settings_from
-from conli.generation import METHODS, Generation, Method, OnSentence, generate
-from conli.inputs import read_input, validate_text
+from conli.generation import METHODS, generate_answer
+from conli.inputs import read_input
 
 
-def generate_answer(source: str, *, question: str | None = None, method: Method = "fod",
-                    settings: Settings | None = None,
-                    on_sentence: OnSentence | None = None) -> Generation:
-    """Answer from ``source`` (and ``question``) with ``method``; see ``conli.generation``."""
-    from conli.segment import sentence_splitter
-
-    settings = settings or Settings()
-    text = validate_text(source, name="source", max_chars=settings.max_source_chars)
-    asked = None if question is None else validate_text(
-        question, name="question", max_chars=settings.max_source_chars)
-    split = sentence_splitter()
-    backend = get_backend(settings.llm, settings)
-    try:
-        return generate(backend, text, split, settings, question=asked, method=method,
-                        on_sentence=on_sentence)
-    finally:
-        backend.close()
-
-
-def add_generate_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any) -> None:
     """``conli generate --source FILE [--question Q] [--method fod] [--json]``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "generate", help="answer from a source, steering decoding towards faithful sentences")

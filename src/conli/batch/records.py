@@ -4,7 +4,7 @@
 ``OutLog`` resumes from OUT, appends to it and puts it in IN's order at the end of a run,
 ``Summary`` counts a run, and
 ``CountingBackend`` counts the model calls of each record, failed ones too.
-``conli.batch`` (threads) and ``conli.batch_ray`` (Ray actors) do the scheduling.
+``conli.batch.local`` (threads) and ``conli.batch.ray_engine`` (Ray actors) do the scheduling.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from conli.backends.base import Backend, Completion, Message
-from conli.errors import boundary
+from conli.errors import EXIT_INTERRUPTED, boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
 
 Record = dict[str, Any]
@@ -55,6 +55,15 @@ class Summary:
     stopped: str | None = None  # the error that ended the run early
     stop_after: int = 0
     failing_in_a_row: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """0: every record in OUT ok; 1: some failed (now or before); 3 stopped; 130 Ctrl-C."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if self.stopped:
+            return 3
+        return 1 if self.errors_in_out else 0
 
     @property
     def errors_in_out(self) -> int:

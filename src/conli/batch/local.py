@@ -1,0 +1,137 @@
+"""``conli batch IN.jsonl OUT.jsonl``: check many records, concurrently and resumably.
+
+IN holds one JSON object per line with ``id``, ``source`` and ``response`` (optionally
+``question``, and ``points`` the response must cover: a list of strings or
+``{perspective: [strings]}``). Each result is appended to OUT as one JSON line, in IN's
+order, flushed and fsynced as soon as it and the records before it are done, so a crash or
+Ctrl-C loses only records still running or waiting for an earlier one; re-running the same
+command skips ids already in OUT (dropping a torn last line first). A record that fails is
+written with its error.
+
+Two engines share everything but the scheduling: ``--engine local`` (threads in this
+process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch.ray_engine``,
+imported only when asked for). Both decide what each input line becomes with ``Intake``
+and write OUT with one ``OutLog`` (``conli.batch.records``), and run records with
+``make_worker`` (``conli.batch.work``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from conli.batch.records import (
+    Intake,
+    OutLog,
+    Record,
+    Summary,
+    count_lines,
+    read_records,
+    stop_reason,
+    stopped_record,
+)
+from conli.batch.work import Worker, progress_bar
+from conli.errors import InputError
+
+Engine = Literal["local", "ray"]
+ENGINES: tuple[Engine, ...] = ("local", "ray")
+# Records read per thread ahead of the oldest unwritten one: room for the others to work
+# while a slow record holds up the writing (16 kept a heavy-tailed run as fast as unordered).
+READ_AHEAD = 16
+
+
+def run(
+    in_path: Path,
+    out_path: Path,
+    work: Worker,
+    *,
+    concurrency: int,
+    progress: bool = True,
+    stop_after: int = 0,
+) -> Summary:
+    """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
+
+    Records are written in IN's order: one that finishes early waits for those before it,
+    and IN is read at most ``READ_AHEAD`` x ``concurrency`` records ahead of the oldest
+    unwritten one (bounded memory however big IN is). A run that completes puts OUT in IN's
+    order if it is not (records run again were appended last).
+
+    An error that every later record would share (``work`` raises it: bad credentials, a
+    backend that cannot start) is written for its record and stops the run; so do
+    ``stop_after`` records in a row that failed on the backend (0: never). Nothing after
+    that record is written, so a re-run runs it.
+    """
+    if not in_path.is_file():
+        raise InputError(f"cannot read input file {str(in_path)!r}")
+    started = time.perf_counter()
+    writer = OutLog(out_path)
+    summary = Summary(earlier_errors=writer.failed, stop_after=stop_after)
+    intake = Intake(writer.done)
+    total = max(count_lines(in_path) - len(intake.done), 0)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
+    queue: deque[tuple[Future[Record], Record]] = deque()  # read, not yet written: IN's order
+    halt = threading.Event()  # a record raised: read no further
+    bar = progress_bar(progress)
+    task = bar.add_task("records", total=total)
+
+    def write_ready(*, keep: int) -> None:
+        """Write the finished records at the queue's head; wait while over ``keep`` queued."""
+        while queue and not summary.stopped:
+            future, record = queue[0]
+            if future.cancelled() or (not future.done() and len(queue) <= keep):
+                return
+            queue.popleft()
+            error = future.exception()  # waits for it
+            written = future.result() if error is None else stopped_record(record, error)
+            writer.write(written)
+            summary.add(written)
+            bar.advance(task)
+            if error is not None:
+                summary.stopped = summary.stopped or stop_reason(error)
+
+    def watch(future: Future[Record]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            halt.set()
+
+    try:
+        with bar:
+            for number, item in read_records(in_path):
+                if summary.stopped or halt.is_set():
+                    break
+                admission, record = intake.admit(number, item)
+                if admission == "skip":
+                    summary.skipped += 1
+                    continue
+                future = pool.submit(work, record) if admission == "run" else _finished(record)
+                future.add_done_callback(watch)
+                queue.append((future, record))
+                write_ready(keep=READ_AHEAD * concurrency - 1)
+            if summary.stopped or halt.is_set():
+                for future, _ in queue:
+                    future.cancel()  # not started: left out of OUT for a re-run
+            write_ready(keep=0)
+            if not summary.stopped:
+                writer.put_in_order(intake.line_of)
+            bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        for future, _ in queue:
+            future.cancel()
+        write_ready(keep=sys.maxsize)  # the finished ones at the head: keep them
+    finally:
+        pool.shutdown(wait=not summary.interrupted, cancel_futures=True)
+        writer.close()
+        summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _finished(record: Record) -> Future[Record]:
+    """A future already holding ``record`` (an error record), to queue in IN's order."""
+    future: Future[Record] = Future()
+    future.set_result(record)
+    return future

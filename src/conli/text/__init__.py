@@ -1,0 +1,1 @@
+"""Text plumbing every floor may use: words, token estimates, the spaCy pipeline."""
