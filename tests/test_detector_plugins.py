@@ -107,3 +107,34 @@ def test_a_bad_or_stray_setting_is_refused_naming_it(installed: None) -> None:
                            detector_options={"sentence_nli": {"x": 1}}))
     with pytest.raises(ConfigError, match="unknown detector"):
         _verdicts(_settings(detector_options={"nobody": {}}))
+
+
+def test_a_built_in_detector_that_declares_options_keeps_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built-ins are registered through ``register``, so their options model is not lost."""
+    from pydantic import BaseModel
+
+    from conli.detectors import nli
+
+    class Options(BaseModel):
+        strict: bool = False
+
+    class WithOptions(nli.SentenceNLI):
+        options = Options
+
+        def __init__(self, options: Options) -> None:
+            super().__init__()
+            self.strict = options.strict
+
+    monkeypatch.setattr(nli, "SentenceNLI", WithOptions)
+    try:
+        importlib.reload(detectors)
+        built = detectors.build(["sentence_nli"], {"sentence_nli": {"strict": True}})
+        assert isinstance(built["sentence_nli"], WithOptions)
+        assert built["sentence_nli"].strict is True
+        with pytest.raises(ConfigError, match="detector_options.sentence_nli"):
+            detectors.build(["sentence_nli"], {"sentence_nli": {"strict": "perhaps"}})
+    finally:
+        monkeypatch.undo()
+        importlib.reload(detectors)
+    assert detectors.build(["sentence_nli"])["sentence_nli"].__class__ is nli.SentenceNLI

@@ -29,11 +29,10 @@ from conli.errors import ConfigError
 
 Factory = Callable[..., Detector]  # no argument, or its options model when it declares one
 
-_REGISTRY: dict[str, Factory] = {
-    SentenceNLI.name: SentenceNLI, EntityNLI.name: EntityNLI, SignalDetector.name: SignalDetector,
-    FusedDetector.name: FusedDetector, CoverageOverlap.name: CoverageOverlap,
-    CoverageNLI.name: CoverageNLI,
-}
+_REGISTRY: dict[str, Factory] = {}
+_OPTIONS: dict[str, type[BaseModel]] = {}
+BUILT_IN: tuple[type[Detector], ...] = (SentenceNLI, EntityNLI, SignalDetector, FusedDetector,
+                                         CoverageOverlap, CoverageNLI)
 # what each preset runs on the points a check is given (nothing when none are)
 _COVER = (CoverageOverlap.name, CoverageNLI.name)
 PRESETS: dict[str, tuple[str, ...]] = {
@@ -45,7 +44,6 @@ PRESETS: dict[str, tuple[str, ...]] = {
     # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
 }
-_OPTIONS: dict[str, type[BaseModel]] = {}
 _LOADED_ENTRY_POINTS = False
 
 
@@ -144,6 +142,10 @@ def _load_entry_points() -> None:
     for point in entry_points(group="conli.detectors"):
         if point.name not in _REGISTRY:
             register(point.name, point.load())
+
+
+for _builtin in BUILT_IN:  # through ``register``, as a plugin is: declared options are kept
+    register(_builtin.name, _builtin)
 
 
 __all__ = ["Detection", "DetectionContext", "Detector", "build", "names", "register", "resolve"]
