@@ -132,7 +132,7 @@ def test_a_built_in_detector_that_declares_options_keeps_them(
         built = detectors.build(["sentence_nli"], {"sentence_nli": {"strict": True}})
         assert isinstance(built["sentence_nli"], WithOptions)
         assert built["sentence_nli"].strict is True
-        with pytest.raises(ConfigError, match="detector_options.sentence_nli"):
+        with pytest.raises(ConfigError, match=r"detector_options\.sentence_nli"):
             detectors.build(["sentence_nli"], {"sentence_nli": {"strict": "perhaps"}})
     finally:
         monkeypatch.undo()

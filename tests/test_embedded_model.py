@@ -55,8 +55,8 @@ def test_real_model_flags_the_wrong_number_and_rewrites_only_that_sentence(check
 
 
 def test_the_forced_json_opening_is_prefilled_not_generated(checker):
+    from conli.agents.answers import NLIReasonedAnswer
     from conli.agents.structured import exact_items_schema, parse_json_model
-    from conli.models import NLIReasonedAnswer
     from conli.prompts import render
 
     prompt = render("nli_sentence.v2", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)

@@ -5,9 +5,7 @@ import json
 import pytest
 from pydantic import BaseModel, Field
 
-from conli.agents.structured import exact_items_schema
-from conli.backends.forced_prefix import forced_prefix
-from conli.models import (
+from conli.agents.answers import (
     NLIAnswer,
     NLIItem,
     NLIReasonedAnswer,
@@ -15,6 +13,8 @@ from conli.models import (
     RewriteAnswer,
     RewriteItem,
 )
+from conli.agents.structured import exact_items_schema
+from conli.backends.forced_prefix import forced_prefix
 from tests.scripted import JudgeAnswer
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 import conli.evaluation
+from conli.agents.answers import NLIClaimAnswer
 from conli.agents.nli import tag_entity
 from conli.errors import ConfigError
-from conli.models import NLIClaimAnswer
 from conli.prompts import TEMPLATE_DIR, Trusted, defuse, render, shipped_tags
 
 

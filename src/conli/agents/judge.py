@@ -16,12 +16,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from conli.agents.answers import JudgeErrorsAnswer, NamedError
 from conli.agents.structured import CallRecord, ask_structured
 from conli.agents.windows import tokens_of, windows_for
 from conli.backends.base import Backend, Completion
 from conli.config import Settings
 from conli.errors import ContextOverflowError
-from conli.models import JudgeError, JudgeErrorsAnswer, JudgeResult, NamedError
+from conli.models import JudgeError, JudgeResult
 from conli.prompts import render
 from conli.signals.lexical import sentence_spans
 

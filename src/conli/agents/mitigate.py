@@ -9,19 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
+from conli.agents.answers import RewriteAnswer, RewriteItem
 from conli.agents.nli import Hypothesis, nli_windows, run_nli
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ContextOverflowError
-from conli.models import (
-    Judgement,
-    Mitigation,
-    RewriteAnswer,
-    RewriteItem,
-    SentenceChange,
-    SentenceResult,
-)
+from conli.models import Judgement, Mitigation, SentenceChange, SentenceResult
 from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"

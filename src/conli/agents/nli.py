@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from conli.agents.answers import NLIItem, NLILabelOnly, NLIReasonedItem
 from conli.agents.evidence import group_by_focus
 from conli.agents.looks import combine_looks
 from conli.agents.nli_prompts import Kind, NLIPrompt, batch_size, nli_prompt
@@ -24,15 +25,7 @@ from conli.agents.structured import Asked, CallRecord, ask_structured, exact_ite
 from conli.agents.windows import windows_for
 from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Settings
-from conli.models import (
-    Entity,
-    Judgement,
-    NLIItem,
-    NLILabel,
-    NLILabelOnly,
-    NLIReasonedItem,
-    Verdict,
-)
+from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions
 from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report

@@ -11,16 +11,16 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from conli.backends.base import Capabilities
-from conli.config import DetectionSettings
-from conli.errors import ConfigError
-from conli.models import (
+from conli.agents.answers import (
     NLIAnswer,
     NLIClaimAnswer,
     NLIClaimLabelAnswer,
     NLILabelOnlyAnswer,
     NLIReasonedAnswer,
 )
+from conli.backends.base import Capabilities
+from conli.config import DetectionSettings
+from conli.errors import ConfigError
 
 Kind = Literal["sentence", "entity"]  # a whole claim, or the [ tagged ] words of a claim
 
