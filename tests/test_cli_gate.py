@@ -45,7 +45,8 @@ def test_fail_on_sets_the_exit_code_from_the_verdict(
     result = json.loads(done.stdout)  # the report is written whatever the gate says
     assert result["passed"] is (result["verdict"] == "supported")
     if code == 4:
-        assert f"--fail-on {fail_on}: verdict hallucinated" in done.stderr
+        assert f"--fail-on {fail_on} failed: a checked result did not pass" in done.stderr
+        assert "here: verdict hallucinated" in done.stderr
 
 
 @pytest.mark.parametrize(("fail_on", "code"), [("hallucinated", 0), ("unverified", 4)])

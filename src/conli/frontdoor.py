@@ -19,6 +19,7 @@ from conli.agents.structured import usage_of
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError
+from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.graph.runner import CheckRunner
 from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
@@ -81,8 +82,18 @@ def add_threshold_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     """``--threshold``: the bar a result's ``passed`` sets on its support score (``conli.gate``)."""
     parser.add_argument(
         "--threshold", type=float, metavar="P",
-        help="passed needs every checked sentence's score (P(grounded)) at or above P, 0-1 "
-        "(or CONLI_THRESHOLD); a result without scores does not pass; verdicts are unchanged")
+        help="passed also needs every checked sentence's score (P(grounded)) at or above P, "
+        "0-1 (or CONLI_THRESHOLD); a result without scores does not pass, a hallucinated one "
+        "never does; verdicts are unchanged")
+
+
+def add_fail_on_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--fail-on``: exit 4 when a result fails the gate it names (``conli.gate``)."""
+    tests = "; ".join(f"{name}: {test}" for name, test in FAIL_ON_TESTS.items())
+    parser.add_argument(
+        "--fail-on", choices=FAIL_ON,
+        help=f"exit 4 (for CI) when {tests}. A hallucinated result never passes, at any "
+        "--threshold")
 
 
 def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:

@@ -1,23 +1,37 @@
 """The user's bar on a result (``passed``) and what a CI gate (``--fail-on``) makes of it.
 
-``passed`` is decided once, here, for every front door. Without a threshold it is the
-verdict (``supported``); with one (``Settings.threshold``) every checked sentence needs a
-score at or above it, so a sentence without a score (a backend that reports no
-log-probabilities) cannot pass: never fail open. An ``unverified`` result never passes.
-The threshold decides ``passed`` only; the verdicts stay the detectors' (and a
-calibration's, which decides them where one is given).
+``passed`` is decided once, here, for every front door (``clears``). Only a ``supported``
+result can pass: a ``hallucinated`` one never does, at any threshold, and an ``unverified``
+one never does either. A threshold (``Settings.threshold``) can only make the bar higher:
+every checked sentence then needs a score at or above it, so a sentence without a score (a
+backend that reports no log-probabilities) cannot pass: never fail open. The threshold
+decides ``passed`` only; the verdicts stay the detectors' (and a calibration's, which
+decides them where one is given).
+
+A gate (``--fail-on``) reads ``passed``: ``hallucinated`` fails a result that was checked
+and did not pass; ``unverified`` also fails one that could not be checked. ``GateTally``
+counts a batch's results against the same gate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from conli.models import CheckResult, Verdict
 
 Outcome = Literal["passed", "failed", "unverified"]
 FailOn = Literal["hallucinated", "unverified"]
 FAIL_ON: tuple[FailOn, ...] = ("hallucinated", "unverified")
+# What each --fail-on tests, in the words the help and the CLI's stderr line use.
+FAIL_ON_TESTS: dict[FailOn, str] = {
+    "hallucinated": "a checked result did not pass (it is hallucinated, or a sentence "
+                    "scored below --threshold)",
+    "unverified": "a result did not pass or could not be checked (hallucinated, below "
+                  "--threshold, or unverified)",
+}
 
 
 def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
@@ -30,14 +44,23 @@ def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
     return "supported"
 
 
-def passes(result: CheckResult, threshold: float | None) -> bool:
-    """Whether ``result`` clears the bar: the verdict, or ``threshold`` on every score."""
-    if result.verdict == "unverified":
+def clears(verdict: str | None, scores: Iterable[float | None], threshold: float | None) -> bool:
+    """The bar itself: ``verdict`` supported and, under ``threshold``, every score at or above it.
+
+    ``scores`` are the checked sentences' scores. Hallucinated and unverified never clear
+    it, whatever the scores: a threshold cannot pass what the detectors flagged.
+    """
+    if verdict != "supported":
         return False
     if threshold is None:
-        return result.verdict == "supported"
-    checked = [s for s in result.sentences if s.checked]
-    return bool(checked) and all(s.score is not None and s.score >= threshold for s in checked)
+        return True
+    given = list(scores)
+    return bool(given) and all(s is not None and s >= threshold for s in given)
+
+
+def passes(result: CheckResult, threshold: float | None) -> bool:
+    """Whether ``result`` clears the bar (``clears``) under ``threshold``."""
+    return clears(result.verdict, [s.score for s in result.sentences if s.checked], threshold)
 
 
 def outcome(result: CheckResult) -> Outcome:
@@ -52,5 +75,56 @@ def outcome(result: CheckResult) -> Outcome:
 
 def fails(result: CheckResult, fail_on: FailOn) -> bool:
     """``--fail-on hallucinated``: a failed result; ``unverified``: anything but passed."""
-    seen = outcome(result)
+    return _gate_fails(outcome(result), fail_on)
+
+
+def _gate_fails(seen: Outcome, fail_on: FailOn) -> bool:
     return seen != "passed" if fail_on == "unverified" else seen == "failed"
+
+
+def gate_line(result: CheckResult, fail_on: FailOn) -> str:
+    """The one stderr line of a result that failed ``--fail-on``: the test, then why."""
+    why = f"verdict {result.verdict}"
+    if result.threshold is not None:
+        score = "none" if result.support_score is None else f"{result.support_score:g}"
+        why += f", support score {score}, threshold {result.threshold:g} not passed"
+    return f"--fail-on {fail_on} failed: {FAIL_ON_TESTS[fail_on]}; here: {why}"
+
+
+def record_outcome(result: Mapping[str, Any], threshold: float | None) -> Outcome | None:
+    """A stored result's outcome (``--json`` / batch OUT form) under ``threshold``.
+
+    Decided again from its verdict and sentence scores, so records an earlier run wrote
+    are held to this run's bar; None for a result without a verdict (judge mode).
+    """
+    verdict = result.get("verdict")
+    if verdict is None:
+        return None
+    if verdict == "unverified":
+        return "unverified"
+    scores = [s.get("score") for s in result.get("sentences") or [] if s.get("checked")]
+    return "passed" if clears(verdict, scores, threshold) else "failed"
+
+
+@dataclass
+class GateTally:
+    """A batch's results counted against the bar: passed, failed, unverified."""
+
+    threshold: float | None = None
+    counts: Counter[Outcome] = field(default_factory=Counter)
+
+    def add(self, result: Mapping[str, Any]) -> None:
+        """Count one stored result (one without a verdict is not counted)."""
+        seen = record_outcome(result, self.threshold)
+        if seen is not None:
+            self.counts[seen] += 1
+
+    def fails(self, fail_on: FailOn) -> bool:
+        """Whether any counted result fails ``--fail-on``."""
+        return any(_gate_fails(seen, fail_on) for seen, n in self.counts.items() if n)
+
+    def format(self) -> str:
+        """One summary line: the counts, and the threshold they were held to."""
+        bar = "verdict supported" if self.threshold is None else f"threshold {self.threshold:g}"
+        return (f"passed {self.counts['passed']} · failed {self.counts['failed']} · "
+                f"unverified {self.counts['unverified']} ({bar})")

@@ -3,6 +3,7 @@
     conli check --source FILE --response FILE [--json] [--output FILE] [--llm SPEC]
                 [--threshold P] [--fail-on hallucinated|unverified]   (conli.cli.check)
     conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]         (conli.cli.batch)
+                [--threshold P] [--fail-on hallucinated|unverified]
     conli serve [--host H] [--port P] [--open]                          (conli.cli.serve)
     conli report RESULTS.jsonl -o report.html                           (conli.cli.report)
     conli calibrate --file LABELLED.jsonl [--out calibration.json]      (conli.cli.calibrate)

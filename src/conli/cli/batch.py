@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,15 @@ from conli.batch.local import ENGINES, run
 from conli.batch.records import Summary
 from conli.batch.work import check_paths, make_worker
 from conli.config import Settings
-from conli.errors import ConfigError, InputError, install_hint
-from conli.frontdoor import MODES, add_session_flags, session_settings
+from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
+from conli.frontdoor import (
+    MODES,
+    add_fail_on_flag,
+    add_session_flags,
+    add_threshold_flag,
+    session_settings,
+)
+from conli.gate import FAIL_ON_TESTS, GateTally
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -34,6 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="in rewrite mode, add one checked sentence for each uncovered point "
                              "of a record's points")
     add_session_flags(parser)
+    gate = parser.add_argument_group("gate (--mode check or rewrite; every record in OUT counts)")
+    add_threshold_flag(gate)
+    add_fail_on_flag(gate)
     parser.add_argument("--concurrency", type=int,
                         help="records at once; with --engine ray, per actor (default: the "
                              "backend's)")
@@ -60,7 +72,8 @@ def run_batch(args: argparse.Namespace) -> int:
 
     0 every record in OUT ok, 1 some records in OUT failed (this run's or earlier ones),
     3 the backend could not be used, 130 interrupted; a batch that cannot start at all
-    raises (2).
+    raises (2). With ``--fail-on``, 4 when a result in OUT fails that gate: a finding no
+    re-run changes, so it comes before 1 (3 and 130 come first: the run did not finish).
     """
     settings = session_settings(args, fix_coverage=True if args.fix_coverage else None,
                                 batch_stop_after_failures=args.stop_after_failures)
@@ -68,6 +81,9 @@ def run_batch(args: argparse.Namespace) -> int:
         raise InputError("--concurrency must be at least 1")
     if args.fix_coverage and args.mode != "rewrite":
         raise InputError("--fix-coverage needs --mode rewrite")
+    if args.mode == "judge" and (args.threshold is not None or args.fail_on):
+        raise InputError("--threshold and --fail-on need --mode check or rewrite "
+                         "(judge mode gives scores, not verdicts)")
     if args.engine == "ray":
         try:
             from conli.batch.ray_engine import run_batch_ray  # Ray is imported only for this engine
@@ -81,7 +97,41 @@ def run_batch(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(given)} needs --engine ray")
         summary = _run_local(args, settings)
     print(summary.format(), file=sys.stderr)
-    return summary.exit_code
+    if args.mode == "judge" or summary.interrupted:
+        return summary.exit_code
+    return _gate(args, settings, summary.exit_code)
+
+
+def _gate(args: argparse.Namespace, settings: Settings, code: int) -> int:
+    """Count every result in OUT against the bar, say so, and the exit code it makes.
+
+    OUT's earlier records count too, held to this run's threshold, so a re-run that has
+    nothing left to do still fails the gate a first run failed.
+    """
+    tally = GateTally(threshold=settings.threshold)
+    for result in _results(args.output):
+        tally.add(result)
+    print(f"  gate: {tally.format()}", file=sys.stderr)
+    if not args.fail_on or not tally.fails(args.fail_on) or code not in (0, 1):
+        return code
+    print(f"conli: --fail-on {args.fail_on} failed: {FAIL_ON_TESTS[args.fail_on]}",
+          file=sys.stderr)
+    return EXIT_GATE_FAILED
+
+
+def _results(out_path: Path) -> Iterator[dict[str, object]]:
+    """The ``result`` of each ok record in OUT, one line at a time (any size of OUT)."""
+    if not out_path.is_file():
+        return
+    with out_path.open("rb") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn last line (the run stopped mid-write): not a result
+            if isinstance(record, dict) and record.get("ok") and \
+                    isinstance(record.get("result"), dict):
+                yield record["result"]
 
 
 def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:

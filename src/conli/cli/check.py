@@ -18,8 +18,13 @@ from conli.cli.display import addition_lines, coverage_lines, printable, sentenc
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, InputError
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import add_session_flags, add_threshold_flag, session_settings
-from conli.gate import FAIL_ON, fails
+from conli.frontdoor import (
+    add_fail_on_flag,
+    add_session_flags,
+    add_threshold_flag,
+    session_settings,
+)
+from conli.gate import fails, gate_line
 from conli.inputs import check_input, read_input, read_points
 from conli.models import CheckResult
 from conli.pipeline import Checker
@@ -87,10 +92,7 @@ def add_parser(subparsers: Any) -> None:
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     add_session_flags(check)
     add_threshold_flag(check)
-    check.add_argument(
-        "--fail-on", choices=FAIL_ON,
-        help="exit 4 when the check completed and the result did not pass (without "
-        "--threshold: is hallucinated); unverified: also when it could not complete (for CI)")
+    add_fail_on_flag(check)
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
@@ -139,8 +141,7 @@ def run_check(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
     if args.fail_on and fails(result, args.fail_on):
-        bar = "" if result.threshold is None else f", threshold {result.threshold:g} not passed"
-        print(f"conli: --fail-on {args.fail_on}: verdict {result.verdict}{bar}", file=sys.stderr)
+        print(f"conli: {gate_line(result, args.fail_on)}", file=sys.stderr)
         return EXIT_GATE_FAILED
     return 0
 

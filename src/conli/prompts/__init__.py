@@ -9,7 +9,8 @@ strict: a missing one is an error, not an empty string.
 Every variable a caller passes is data: ``render`` defuses each string in it (in lists
 and dicts too) before the template sees it, so no template can forget to. Defusing
 neutralises our own data tags (every ``</tag>`` a template closes), chat-template tokens
-and our ``[ tagged ]`` syntax; text with none of these is left byte-identical. Only text
+and our ``[ tagged ]`` syntax, and their look-alikes (``< /claim>``, ``＜/claim＞``,
+``【 word 】``: ``LOOK_ALIKES``); text with none of these is left byte-identical. Only text
 wrapped in ``Trusted`` (our own markup, built from defused parts) passes unchanged. The
 ``data`` filter templates still apply is the same defusing (idempotent).
 """
@@ -34,6 +35,29 @@ _ROLES = ("system", "user", "assistant")
 _CLOSING_TAG = re.compile(r"</([A-Za-z][\w-]*)>")  # a data tag a template wraps text in
 _BRACKET = re.compile(r"[\[\]]")
 _WORD_CHAR = re.compile(r"\w")
+# Each delimiter the shipped templates use, and the characters a reader could take for it:
+# a model reads ＜/claim＞ or 【 word 】 as it reads </claim> or [ word ]. Data tags open with
+# < (and / to close), chat-template tokens with < and | or with [, and the entity-level
+# prompt tags words with [ ]. ``defuse`` looks for our markup in the text read through this
+# table (and full-width letters as ASCII), so a look-alike is defused as the real one is.
+# What defusing writes (‹, ［ ］) is listed too, so defused text is left as it is.
+LOOK_ALIKES: dict[str, str] = {
+    "<": "\uff1c\ufe64\u3008\u2329\u27e8\u276e\u02c2\u1438\u2039",  # ＜﹤〈〈⟨❮˂ᐸ‹
+    ">": "\uff1e\ufe65\u3009\u232a\u27e9\u276f\u02c3\u1433\u203a",  # ＞﹥〉〉⟩❯˃ᐳ›
+    "/": "\uff0f\u2215\u2044\u29f8",  # ／∕⁄⧸
+    "|": "\uff5c\u2223\u01c0",  # ｜∣ǀ
+    "[": "\uff3b\u3010\u27e6\u301a\u3014\ufe5d\u2045\u2772",  # ［【⟦〚〔﹝⁅❲
+    "]": "\uff3d\u3011\u27e7\u301b\u3015\ufe5e\u2046\u2773",  # ］】⟧〛〕﹞⁆❳
+}
+_DEFUSED = {"<": "‹", "[": "［", "]": "］"}  # what each opening (and closing bracket) becomes
+# the text as a reader takes it, one character for one: look-alikes, and ！..～ as !..~
+_READ_AS: dict[int, str] = {
+    **{code: chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)},
+    **{ord(alike): plain for plain, alikes in LOOK_ALIKES.items() for alike in alikes},
+}
+_ANY_READ_AS = re.compile("[" + re.escape("".join(map(chr, _READ_AS))) + "]")
+# what a reader skips between a tag's < and its name: spaces, and characters never shown
+_GAP = r"[\s\u200b-\u200d\u2060\ufeff]"
 # Chat-template control tokens of the model families we serve, which a tokenizer would read
 # as a turn boundary: ChatML / Qwen / Llama 3 / Phi `<|...|>`, DeepSeek's full-width
 # `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>.
@@ -71,23 +95,35 @@ def defuse(text: str, tags: frozenset[str] | None = None, *, brackets: bool = Fa
     ``brackets`` (what ``render`` does to every prompt variable) a ``[ ... ]`` pair around
     any letter or digit also becomes ``［ ... ］``, so no caller text tags words as our
     entity-level prompt does; without it brackets stay, e.g. in a model's own JSON echoed
-    back to it. Each replacement is one character for one, so offsets into the text stay
-    valid; defusing defused text changes nothing.
+    back to it. Look-alikes of each (``LOOK_ALIKES``: ``＜/claim＞``, ``【 word 】``) and a
+    tag spaced out (``< /claim>``, ``</ claim>``) are defused alike. Each replacement is
+    one character for one, so offsets into the text stay valid; defusing defused text
+    changes nothing.
     """
-    text = _tag_pattern(tags or shipped_tags()).sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
-    text = _TEMPLATE_TOKENS.sub(lambda m: "［" if m.group() == "[" else "‹", text)
-    return _neutralise_brackets(text) if brackets else text
+    read = text.translate(_READ_AS) if _ANY_READ_AS.search(text) else text
+    marks = {m.start(): "<" for m in _tag_pattern(tags or shipped_tags()).finditer(read)}
+    marks |= {m.start(): m.group() for m in _TEMPLATE_TOKENS.finditer(read)}
+    if brackets:
+        marks |= {at: text[at] for at in _bracket_pairs(text)}  # ASCII pairs as they stand
+        if read is not text:  # and the pairs a look-alike is part of
+            marks |= {at: read[at] for at in _bracket_pairs(read)}
+    if not marks:
+        return text
+    chars = list(text)
+    for at, plain in marks.items():
+        chars[at] = _DEFUSED[plain]
+    return "".join(chars)
 
 
-def _neutralise_brackets(text: str) -> str:
-    """Each matched ``[ ... ]`` pair holding a letter or digit, as ``［ ... ］``.
+def _bracket_pairs(text: str) -> list[int]:
+    """Where each matched ``[ ... ]`` pair holding a letter or digit has its two brackets.
 
     Pairs are matched as nested brackets are; ``[...]``, ``[ ]`` and unmatched brackets
-    stay. Linear in the text's length, whatever its nesting: each stretch between two
-    brackets is searched for a word character once.
+    are left out. Linear in the text's length, whatever its nesting: each stretch between
+    two brackets is searched for a word character once.
     """
     if "[" not in text or "]" not in text:
-        return text
+        return []
     marks = [m.start() for m in _BRACKET.finditer(text)]
     worded = []  # worded[k]: stretches holding a word character before the k-th bracket
     count, previous = 0, 0
@@ -104,12 +140,7 @@ def _neutralise_brackets(text: str) -> str:
             first = opened.pop()
             if worded[k] > worded[first]:
                 pairs += [marks[first], at]
-    if not pairs:
-        return text
-    chars = list(text)
-    for at in pairs:
-        chars[at] = "［" if chars[at] == "[" else "］"
-    return "".join(chars)
+    return pairs
 
 
 @lru_cache(maxsize=1)
@@ -125,8 +156,14 @@ def tags_of(path: Path) -> frozenset[str]:
 
 @lru_cache(maxsize=32)
 def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
+    """``<`` opening one of ``tags`` (``<claim``, ``</source``), or a spaced-out one.
+
+    Spaced out (``< /claim>``, ``</ claim>``, ``< claim id="1">``) it must close on its
+    line, so ``x < source`` in prose stays as it is.
+    """
     names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
-    return re.compile(rf"<(/?)({names})\b", re.IGNORECASE)
+    spaced = rf"{_GAP}*+/?{_GAP}*+(?:{names})\b[^<>\n]{{0,80}}+>"
+    return re.compile(rf"<(?:/?(?:{names})\b|{spaced})", re.IGNORECASE)
 
 
 def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value") -> Any:
