@@ -7,7 +7,8 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from conli import detectors
 from conli.agents.nli import warm_up
@@ -63,6 +64,7 @@ class Checker:
         self._prepared = Prepared(plan, deps, self._graphs[tuple(names)])
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._closed = False
         # the static NLI prefix, restored from disk or prefilled once, before any check
         self.warm_up_seconds = warm_up(self.backend, self.settings)
 
@@ -225,13 +227,28 @@ class Checker:
         return Prepared(plan, deps, self._graphs[tuple(names)])
 
     def close(self) -> None:
-        """Release the backend and the entity recognizer (after the checks running finish)."""
+        """Release the backend and the entity recognizer (after the checks running finish).
+
+        Once: a second call (``with`` after an explicit ``close``) does nothing.
+        """
         with self._pool_lock:
+            if self._closed:
+                return
+            self._closed = True
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
         self._prepared.deps.ner.close()
         self.backend.close()
+
+    def __enter__(self) -> Self:
+        """``with Checker(...) as checker:`` closes it when the block ends, however it ends."""
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        """Close the checker; an error from the block goes on as it was."""
+        self.close()
 
     def _refuse_if_response_cannot_fit(self, response: str) -> None:
         """A long source is read in windows; the response is never cut, so it must fit."""
@@ -296,11 +313,8 @@ def check(
 
     ``question`` and ``points`` (what the response must cover) as ``Checker.check`` takes them.
     """
-    checker = Checker(settings)
-    try:
+    with Checker(settings) as checker:
         return checker.check(source, response, question=question, points=points)
-    finally:
-        checker.close()
 
 
 def score(
