@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.hook import close_shared_checkers
 from conli.models import Judgement
 from conli.plan import resolve
 
@@ -33,7 +34,12 @@ def kind_of(messages: list[Message]) -> str:
         return "mitigate"
     if "fact checker" in system:
         return "nli"
+    if "You write the reasoning" in system:
+        return "reasoning"
     return "judge"
+
+
+REASONING = json.dumps({"reasoning": "Detection found statements the source does not support."})
 
 
 def nli_answer(labels: list[str], messages: list[Message] | None = None) -> str:
@@ -87,6 +93,8 @@ def rule_responder(
                     }
                 )
             return json.dumps({"rewrites": rewrites})
+        if kind == "reasoning":
+            return REASONING
         text = messages[-1]["content"].split("<text>")[1].split("</text>")[0]
         flagged = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if any(b in s for b in bad)]
         score = judge_scores[0] if flagged else judge_scores[1]
@@ -94,6 +102,13 @@ def rule_responder(
                                        "source": ""} for s in flagged], "score": score})
 
     return respond
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_checker_outlives_its_test() -> Iterator[None]:
+    """``acheck`` without a checker shares one per settings; a test's own is closed after it."""
+    yield
+    close_shared_checkers()
 
 
 @pytest.fixture

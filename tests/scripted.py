@@ -37,6 +37,8 @@ def responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
         if sleep:
             time.sleep(sleep)
         system, last = messages[0]["content"], messages[-1]["content"]
+        if "You write the reasoning" in system:
+            return json.dumps({"reasoning": "Detection found a statement the source contradicts."})
         if "You grade how faithful" in system:
             text = last.split("<text>")[-1].split("</text>")[0]
             wrong = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if flag in s]

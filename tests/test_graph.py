@@ -3,6 +3,7 @@
 import json
 from dataclasses import replace
 
+from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
 from conli.pipeline import Checker
 from tests.conftest import claims_of, kind_of, nli_answer, rule_responder
@@ -46,7 +47,9 @@ def test_flags_exactly_the_planted_sentences_and_keeps_the_rest_byte_identical(s
     ]
     assert result.mitigation.status == "rewritten"
     assert result.judge_raw is not None and result.judge_refined is not None
-    assert (result.judge_raw.score, result.judge_refined.score) == (2, 5)
+    # the default grounded judge: two unsupported additions of four sentences, then none
+    assert (result.judge_raw.mode, result.judge_refined.mode) == ("grounded", "grounded")
+    assert (result.judge_raw.score, result.judge_refined.score) == (load_scale()(0.375), 5)
     flagged = [s for s in result.sentences if s.verdict == "hallucinated"]
     assert all(s.reasons and s.detector == "sentence_nli" for s in flagged)
 

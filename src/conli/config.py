@@ -39,6 +39,13 @@ PROVIDER_VARIABLES = (
 )
 
 
+# The languages conli reads, by ISO 639-1 code (``conli.text.language`` says what each gets):
+# those pySBD splits and spaCy has stop words for, and Chinese and Japanese.
+Language = Literal["en", "de", "fr", "es", "it", "nl", "da", "pl", "ru", "bg", "el", "sk",
+                   "hy", "ar", "fa", "ur", "hi", "mr", "am", "zh", "ja"]
+LanguageSetting = Literal["auto", Language]  # Python flattens it: "auto" or one of the codes
+
+
 def provider_variable(name: str) -> str | None:
     """A provider's own environment variable (a key or endpoint), or None if unset or empty."""
     if name not in PROVIDER_VARIABLES:
@@ -101,6 +108,11 @@ class DetectionSettings(BaseModel):
         None, ge=0.0, le=1.0, description="the bar a result's `passed` sets: every checked "
         "sentence's score (P(grounded)) at or above it, i.e. support_score >= it; None: passed "
         "= verdict supported. It decides `passed` only, never the verdicts")
+    language: LanguageSetting = Field(
+        "auto", description="the language of the source and response (ISO 639-1): it picks "
+        "the sentence splitter (pySBD; conli's own for en, zh and ja), the stop words, and "
+        "whether the English spaCy entities are read (en only); auto: read from the source's "
+        "stop words, en when they do not tell")
     ner: Literal["spacy", "azure"] = Field(
         "spacy", description="entity recognizer of the entity level: spacy (its small English "
         "model comes with conli) or azure (Azure AI Language, the paper's; the [azure] extra)")
@@ -175,14 +187,19 @@ class RewriteSettings(BaseModel):
     )
 
 
+JudgeMode = Literal["grounded", "rubric", "both"]
+
+
 class JudgeSettings(BaseModel):
-    """The 1-5 rubric judge."""
+    """The 1-5 judge of faithfulness."""
 
     judge: bool = Field(True, description="score the text 1-5 against its source")
-    judge_mode: Literal["grounded", "rubric"] = Field(
-        "rubric",
+    judge_mode: JudgeMode = Field(
+        "grounded",
         description="grounded: the score comes from the sentence verdicts and the model writes "
-        "the reasoning; rubric: the model reads the rubric and gives the score",
+        "the reasoning; rubric: the model reads the rubric and scores, bounded by detection "
+        "(at most 4 with a flagged sentence); both: grounded, with the rubric's beside it and "
+        "a mark for review where they differ by 2 or more",
     )
     judge_raw: bool = Field(True, description="also score the raw response, for before/after")
     judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
@@ -247,7 +264,14 @@ class ServiceSettings(BaseModel):
         4, ge=1, description="streamed checks open at once, counted apart from the "
         "request slots (429 beyond)")
     service_stream_idle_seconds: float = Field(
-        30.0, gt=0, description="a stream whose client sends no line for this long is ended")
+        30.0, gt=0, description="a stream whose client sends nothing for this long, while "
+        "the server has nothing in progress on it (no check running, no verdict unsent), is "
+        "ended")
+    service_stream_min_rate: float = Field(
+        4.0, gt=0, description="characters of the reply a stream must send for each second "
+        "it keeps the server waiting, beyond its first CONLI_SERVICE_STREAM_IDLE_SECONDS, or "
+        "it is ended: a client streaming a model's reply at a token a second passes, one "
+        "sending a word every ten seconds does not hold its slot")
 
 
 class BatchSettings(BaseModel):

@@ -14,9 +14,6 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from conli.agents.judge import judge
-from conli.agents.structured import usage_of
-from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
@@ -24,7 +21,6 @@ from conli.graph.runner import CheckRunner
 from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
 from conli.plan import MODES, Mode, Plan, make_plan, options, plan_for
-from conli.run_context import scope
 
 __all__ = ["MODES", "JudgeOnlyResult", "Mode", "judge_only", "plan_for"]
 
@@ -36,32 +32,25 @@ class JudgeOnlyResult(BaseModel):
     usage: UsageTotals
 
 
-# what the grounded judge runs: detection, no rewrite, and the judge on the response alone
-_GROUNDED: dict[str, object] = {"mitigate": False, "fix_coverage": False, "judge": True,
-                                 "judge_raw": False}
+# what a judge-only run is: detection, no rewrite, and the judge on the response alone
+_JUDGE_ONLY: dict[str, object] = {"mitigate": False, "fix_coverage": False, "judge": True,
+                                  "judge_raw": False}
 
 
-def judge_only(backend: Backend, checked: CheckInput, plan: Plan | Settings,
-               checker: CheckRunner | None = None) -> JudgeOnlyResult:
+def judge_only(checker: CheckRunner, checked: CheckInput, plan: Plan | Settings
+               ) -> JudgeOnlyResult:
     """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
 
-    Grounded runs detection (no rewrite) and scores from its verdicts, so it needs
-    ``checker``; the rubric judge reads the texts itself.
+    Every mode runs detection first (no rewrite): the grounded judge scores from its
+    verdicts, and the rubric judge is bounded by them (``agents.judging``).
     """
     if isinstance(plan, Settings):
         plan = make_plan(plan)
-    settings = plan.settings
-    if settings.judge_mode == "grounded":
-        if checker is None:
-            raise ConfigError("the grounded judge needs a checker (its detectors)")
-        grounded = make_plan(settings, options(**_GROUNDED, deadline_seconds=plan.deadline))
-        graded = checker.run(checked, plan=grounded)
-        if graded.judge_refined is None:
-            raise ConfigError("the grounded judge did not run")
-        return JudgeOnlyResult(judge=graded.judge_refined, usage=graded.usage)
-    with scope(plan.deadline):
-        result, calls = judge(backend, checked.source, checked.response, settings)
-    return JudgeOnlyResult(judge=result, usage=usage_of(calls))
+    run = make_plan(plan.settings, options(**_JUDGE_ONLY, deadline_seconds=plan.deadline))
+    graded = checker.run(checked, plan=run)
+    if graded.judge_refined is None:
+        raise ConfigError("the judge did not run")
+    return JudgeOnlyResult(judge=graded.judge_refined, usage=graded.usage)
 
 
 def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from conli.config import Language
+
 Verdict = Literal["supported", "hallucinated", "unverified"]
 CoverageVerdict = Literal["covered", "uncovered", "unverified"]
 NLILabel = Literal["entailment", "contradiction", "neutral"]
@@ -21,7 +23,7 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 #    (1-5, a distribution's mean where the backend gives one) with ``errors`` tied to
 #    sentences and the ``dropped_errors`` count.
 # 5: ``passed`` (the user's bar, ``Settings.threshold``) and the ``threshold`` it used.
-RESULT_SCHEMA_VERSION = "5"
+RESULT_SCHEMA_VERSION = "6"
 
 
 # --- what a check returns ---------------------------------------------------------------
@@ -59,6 +61,15 @@ class Look(BaseModel):
     score: float | None = Field(None, ge=0.0, le=1.0, description="its P(entailment), if read")
 
 
+class SourceSpan(BaseModel):
+    """Where words a verdict rests on stand in the sources: which source, and the offsets."""
+
+    source: int = Field(0, ge=0, description="the source's index (0 for a single source)")
+    start: int = Field(ge=0, description="offset in that source, in code points")
+    end: int = Field(ge=0)
+    text: str = Field(description="the source's own words there")
+
+
 class Judgement(BaseModel):
     """One detector's decision on one sentence (or a sentence with a tagged entity)."""
 
@@ -72,6 +83,8 @@ class Judgement(BaseModel):
     evidence_in_source: bool | None = Field(
         None, description="the quoted evidence occurs in the source (None: nothing quoted)"
     )
+    evidence_span: SourceSpan | None = Field(
+        None, description="where the quoted evidence stands in the source (None: not found)")
     reasoning: str = ""
     entity: Entity | None = None
     error: str | None = None
@@ -161,9 +174,44 @@ class JudgeFinding(BaseModel):
 
     index: int
     sentence: str
-    severity: Literal["contradiction", "unsupported", "minor"]
+    severity: Severity
     weight: float = Field(ge=0.0, le=1.0)
     reason: str
+
+
+Severity = Literal["contradiction", "unsupported", "minor"]
+
+
+class AuditSentence(BaseModel):
+    """One sentence of a judged text as an auditor checks it: verdict, why, and on what."""
+
+    index: int
+    text: str
+    start: int = Field(ge=0, description="offset in the judged text, in code points")
+    end: int = Field(ge=0)
+    checked: bool
+    verdict: Verdict | None
+    severity: Severity | None = Field(None, description="how the grounded judge weighs a flag")
+    relation: Literal["supports", "contradicts", "no_span_found", "not_checked"] = Field(
+        description="what the source span does to the sentence; no_span_found: none was")
+    source_span: SourceSpan | None = None
+    reason: str = ""
+
+
+class JudgeAudit(BaseModel):
+    """What an auditor signs: how a score was made, by what, when, and on which sentences."""
+
+    judged_at: str = Field(description="UTC time the score was made, ISO 8601")
+    conli_version: str
+    commit: str | None = Field(None, description="the source commit, where conli runs from git")
+    backend: str
+    model: str
+    detectors: list[str]
+    artifacts: dict[str, str] = Field(
+        default_factory=dict, description="trained artifacts and calibration by detector")
+    nli_prompt: str | None = None
+    template: str = Field(description="the judge template (and the grounded judge's scale)")
+    sentences: list[AuditSentence] = Field(default_factory=list)
 
 
 class JudgeError(BaseModel):
@@ -188,14 +236,17 @@ class JudgeResult(BaseModel):
     log-probabilities the score is the mean of the score token's distribution over 1-5
     (``distribution``), else the generated token (``scored_by``, ``note`` say which).
     ``grounded``: the score is computed from the sentence verdicts (``findings``) through
-    a monotone scale fitted on seed 003's progressions; the model writes only the reasoning.
-    ``errors`` are tied to sentences by offsets; ``dropped_errors`` counts the ones a judge
+    a monotone scale (``signals/grounded_scale.v1.json``); the model writes only the
+    reasoning. A rubric score is bounded by detection: no more than 4 where a sentence was
+    flagged (``bounded_from`` keeps its own). ``emptied``: the rewrite removed every
+    sentence, so nothing is left to score (never a 5). ``errors`` are tied to sentences by
+    offsets; ``dropped_errors`` counts the ones a judge
     named that could not be tied to the text or the source. ``reasoning_status``:
     ``checked`` (every quote in it is in the judged text), ``dropped`` (it quoted text that
     is not there: the score stands without it).
     """
 
-    status: Literal["scored", "unverified"]
+    status: Literal["scored", "unverified", "emptied"]
     score: float | None = Field(None, ge=1.0, le=5.0)
     mode: Literal["grounded", "rubric"] = "rubric"
     scored_by: Literal["distribution", "token", "verdicts"] | None = None
@@ -210,6 +261,13 @@ class JudgeResult(BaseModel):
     findings: list[JudgeFinding] = Field(default_factory=list)
     error: str | None = None
     template: str
+    bounded_from: float | None = Field(
+        None, description="rubric: its own score, above what the detection findings allow")
+    second_opinion: JudgeResult | None = Field(
+        None, description="judge_mode both: the rubric judge's result beside the grounded one")
+    review: list[str] = Field(
+        default_factory=list, description="why a human should look at this text (empty: none)")
+    audit: JudgeAudit | None = None
 
 
 class CalibrationUse(BaseModel):
@@ -302,6 +360,18 @@ class Coverage(BaseModel):
     perspectives: list[PerspectiveCoverage] = Field(default_factory=list)
 
 
+class Note(BaseModel):
+    """A step of the check that did not run on this text, and why: said, never left silent."""
+
+    kind: Literal["skipped"] = "skipped"
+    step: str = Field(description="what did not run: a detector (entity_nli) or a signal "
+                      "(novel_entities)")
+    reason: Literal["language"] = Field(
+        description="language: it reads English only, and the texts are in another language")
+    language: Language = Field(description="the language the check read its texts in")
+    message: str
+
+
 class CheckResult(BaseModel):
     """The documented result object of ``conli check --json``."""
 
@@ -334,6 +404,11 @@ class CheckResult(BaseModel):
         default_factory=list, description="content words of the response; 1 = not in the source")
     calibration: CalibrationUse | None = Field(
         None, description="the calibration file that decided the verdicts (conli calibrate)")
+    language: Language = Field(
+        "en", description="the language the texts were read in: the setting, or the source's "
+        "as detected (auto)")
+    notes: list[Note] = Field(
+        default_factory=list, description="steps that did not run on this text, and why")
 
 
 class PairError(BaseModel):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from conli.agents.nli_prompts import resolve_nli_prompt
-from conli.config import Settings
+from conli.config import JudgeMode, Settings
 from conli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class RunOptions(BaseModel):
     fix_coverage: bool | None = Field(None, description="add a sentence per uncovered point")
     judge: bool | None = Field(None, description="score 1-5 after detection")
     judge_raw: bool | None = Field(None, description="also score the raw response")
-    judge_mode: Literal["grounded", "rubric"] | None = None
+    judge_mode: JudgeMode | None = None
     detectors: list[str] | None = Field(None, description="detectors or presets, in order")
     threshold: float | None = Field(None, ge=0.0, le=1.0, description="the bar of `passed`")
     max_response_sentences: int | None = Field(None, ge=1)

@@ -50,10 +50,10 @@ def judge(
     window's score is kept (seed 003); if any window could not be scored, the result is
     ``unverified``, since that window might have scored higher.
     """
-    name = str(settings.judge_template) if settings.judge_template else DEFAULT_TEMPLATE
+    name = template_name(settings)
     reserved = JUDGE_PROMPT_TOKENS + ANSWER_TOKENS + tokens_of(backend, text)
     try:
-        windows = windows_for(backend, source, reserved)
+        windows = windows_for(backend, source, reserved, settings.language)
     except ContextOverflowError as exc:
         template = render(name, source="", text="").template
         return JudgeResult(status="unverified", error=str(exc), template=template), []
@@ -69,6 +69,11 @@ def judge(
     number, best = max(enumerate(r for r, _ in judged), key=lambda item: item[1].score or 0)
     note = f"best of {len(windows)} source windows: window {number + 1}"
     return best.model_copy(update={"note": "; ".join(n for n in (best.note, note) if n)}), calls
+
+
+def template_name(settings: Settings) -> str:
+    """The rubric template ``settings`` name: the user's file, else the shipped one."""
+    return str(settings.judge_template) if settings.judge_template else DEFAULT_TEMPLATE
 
 
 def _judge_once(

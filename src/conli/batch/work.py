@@ -60,9 +60,7 @@ def make_worker(
     plan = plan_for(settings, mode, with_judge=with_judge)
     run_settings = plan.settings
     counted = CountingBackend(backend)
-    # judge mode needs the detectors only for the grounded judge
-    checker = None if mode == "judge" and run_settings.judge_mode == "rubric" \
-        else Checker(plan, backend=counted)
+    checker = Checker(plan, backend=counted)
 
     def check(record: Record) -> Any:
         missing = [repr(name) for name in ("source", "response") if record.get(name) is None]
@@ -74,8 +72,8 @@ def make_worker(
             points=record.get("points"), max_source_chars=run_settings.max_source_chars,
             max_response_chars=run_settings.max_response_chars,
         )
-        if mode == "judge" or checker is None:
-            return judge_only(counted, checked, run_settings, checker)
+        if mode == "judge":
+            return judge_only(checker, checked, plan)
         return checker.run(checked)
 
     def work(record: Record) -> Record:

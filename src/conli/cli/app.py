@@ -2,6 +2,7 @@
 
     conli check --source FILE --response FILE [--json] [--output FILE] [--llm SPEC]
                 [--threshold P] [--fail-on hallucinated|unverified]   (conli.cli.check)
+    conli judge --source FILE --response FILE [--response FILE2 ...]    (conli.cli.judge)
     conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]         (conli.cli.batch)
                 [--threshold P] [--fail-on hallucinated|unverified]
     conli serve [--host H] [--port P] [--open]                          (conli.cli.serve)
@@ -31,6 +32,7 @@ from conli.version import __version__
 # command -> (module registering it, one-line help shown by ``conli --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("conli.cli.check", "check one response against its source"),
+    "judge": ("conli.cli.judge", "score texts 1-5 against one source, without rewriting"),
     "batch": ("conli.cli.batch", "check a JSONL file of {id, source, response} records, "
               "resumably"),
     "serve": ("conli.cli.serve", "serve /v1/check, /v1/rewrite, /v1/judge over HTTP"),

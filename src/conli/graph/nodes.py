@@ -7,11 +7,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from conli.agents import judge as judge_agent
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
-from conli.agents.grounded_judge import grounded_judge
-from conli.agents.structured import CallRecord
+from conli.agents.judging import Provenance, judge_text
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block
 from conli.detectors.base import DetectionContext, Detector, overruled, reason_for
@@ -20,7 +18,6 @@ from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
 from conli.models import (
     Judgement,
-    JudgeResult,
     Mitigation,
     SentenceResult,
     Verdict,
@@ -28,20 +25,23 @@ from conli.models import (
 )
 from conli.segment import select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
+from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
+from conli.text.language import Language, language_of
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Cut the response into sentences, keeping character offsets."""
+    """Decide the texts' language (the source's, under auto); cut the response in it."""
     deps = deps_of(runtime)
-    segments = split_response(state["response"], deps.nlp)
+    language = language_of(deps.settings.language, state["source"])
+    segments = split_response(state["response"], deps.nlp, language=language)
     limit = deps.settings.max_response_sentences
     if limit is not None and len(segments) > limit:
         raise InputTooLargeError(
             f"the response has {len(segments)} sentences, over the limit of {limit}"
         )
-    return {"segments": segments}
+    return {"segments": segments, "language": language}
 
 
 def select(state: CheckState) -> dict[str, Any]:
@@ -62,10 +62,11 @@ def detect(name: str) -> Node:
             prior=state.get("judgements", {}),
             deps=deps,
             points=state.get("points"),
+            language=state.get("language", "en"),
         )
         found = deps.detectors[name].detect(context)
         return {"judgements": found.judgements, "entities": found.entities,
-                "point_checks": found.points, "calls": found.calls}
+                "point_checks": found.points, "calls": found.calls, "notes": found.notes}
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = f"Run the {name} detector."
@@ -111,13 +112,15 @@ def coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """
     deps = deps_of(runtime)
     supersedes = {name: d.supersedes for name, d in deps.detectors.items()}
+    language = state.get("language", "en")
     block = coverage_block(state["source"], state["response"], state.get("points"),
-                           state.get("point_checks", []), supersedes)
-    scores = _word_scores(state["source"], state["response"], deps)
+                           state.get("point_checks", []), supersedes, language)
+    scores = _word_scores(state["source"], state["response"], deps, language)
     return {"coverage": block, "word_scores": scores}
 
 
-def _word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
+def _word_scores(source: str, response: str, deps: Deps,
+                 language: Language) -> list[WordScore]:
     """The response's content words scored against the source, as ``word_scores`` asks."""
     method = deps.settings.word_scores
     if method == "off":
@@ -125,8 +128,8 @@ def _word_scores(source: str, response: str, deps: Deps) -> list[WordScore]:
     if method == "semantic":
         from conli.signals.align import semantic_word_scores  # numpy, the local extra's
 
-        return semantic_word_scores(deps.backend, source, response)
-    return word_scores(response, source)
+        return semantic_word_scores(deps.backend, source, response, language=language)
+    return word_scores(response, source, language)
 
 
 def _counted(checks: list[Judgement], detectors: Mapping[str, Detector]) -> list[Judgement]:
@@ -214,39 +217,39 @@ def keep(state: CheckState) -> dict[str, Any]:
 
 
 def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Score the final text 1-5, and the raw response too when it changed.
+    """Score the final text 1-5 in the configured mode, and the raw response when it changed.
 
-    Grounded: from the sentence verdicts, the refined text's taken from its unchanged
-    sentences and its checked rewrites. Rubric: the model reads both texts.
+    The refined text's verdicts come from its unchanged sentences and checked rewrites; a
+    text the rewrite emptied is ``emptied``, never a 5 (``agents.judging``).
     """
     deps = deps_of(runtime)
+    made_by = provenance(deps)
     changed = state["refined_text"] != state["response"]
-    if deps.settings.judge_mode == "grounded":
-        sentences = state["sentences"]
-        refined_sentences = refined_verdicts(sentences, state.get("mitigation"))
-        refined, calls = grounded_judge(deps.backend, state["refined_text"], refined_sentences,
-                                        deps.settings)
-        raw = refined
-        if changed and deps.settings.judge_raw:
-            raw, raw_calls = grounded_judge(deps.backend, state["response"], sentences,
-                                            deps.settings)
-            calls = calls + raw_calls
-        return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
-    refined, calls = _rubric(deps, state["source"], state["refined_text"],
-                             refined_verdicts(state["sentences"], state.get("mitigation")))
+    refined_sentences = refined_verdicts(state["sentences"], state.get("mitigation"))
+    refined, calls = judge_text(deps.backend, state["source"], state["refined_text"],
+                                refined_sentences, deps.settings, made_by)
     raw = refined
     if changed and deps.settings.judge_raw:
-        raw, raw_calls = _rubric(deps, state["source"], state["response"], state["sentences"])
+        raw, raw_calls = judge_text(deps.backend, state["source"], state["response"],
+                                    state["sentences"], deps.settings, made_by)
         calls = calls + raw_calls
     return {"judge_refined": refined, "judge_raw": raw, "calls": calls}
 
 
-def _rubric(deps: Deps, source: str, text: str, sentences: list[SentenceResult]
-            ) -> tuple[JudgeResult, list[CallRecord]]:
-    """The rubric judge's result, its errors on sentences detection verified set aside."""
-    result, calls = judge_agent.judge(deps.backend, source, text, deps.settings)
-    verified = [s.text for s in sentences if s.checked and s.verdict == "supported"]
-    return judge_agent.set_aside_verified(result, text, verified), calls
+def provenance(deps: Deps) -> Provenance:
+    """What a score is made with, for its audit record: backend, detectors, artifacts."""
+    settings = deps.settings
+    artifacts: dict[str, str] = {}
+    if "fused" in deps.detectors:
+        artifacts["fused"] = load_model(settings.fused_model or FUSED_ARTIFACT).version
+    if "signals" in deps.detectors:
+        artifacts["signals"] = load_model(settings.signal_model or ARTIFACT).version
+    if deps.calibration is not None:
+        use = deps.calibration.use
+        artifacts["calibration"] = f"{use.file} (sha256 {use.sha256[:12]})"
+    return Provenance(backend=deps.backend.name, model=deps.backend.model,
+                      detectors=list(deps.detectors), artifacts=artifacts,
+                      nli_prompt=settings.nli_prompt)
 
 
 def refined_verdicts(

@@ -24,11 +24,35 @@ def normalize(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
+    """``normalize(text)`` and, for each of its characters, the offset it came from in ``text``.
+
+    Character by character, so a match in the normalized text maps back to the original's
+    own words: what an audit shows as the source's span.
+    """
+    chars: list[str] = []
+    offsets: list[int] = []
+    for at, char in enumerate(text):
+        piece = unicodedata.normalize("NFKC", char).translate(_QUOTES).casefold()
+        if piece.isspace() or not piece:
+            piece = " " if piece else ""
+            if not chars or chars[-1] == " ":
+                continue  # runs of space fold to one, and leading space goes
+        for part in piece:
+            chars.append(part)
+            offsets.append(at)
+    while chars and chars[-1] == " ":
+        chars.pop()
+        offsets.pop()
+    return "".join(chars), offsets
+
+
 class SourceMentions:
     """Answers "does the source contain this entity's text as whole words?" for one source."""
 
     def __init__(self, source: str) -> None:
-        self._source = normalize(source)
+        self._original = source
+        self._source, self._offsets = normalize_with_offsets(source)
 
     def mentions(self, entity_text: str) -> bool:
         """True if the entity's normalized text occurs in the source, bounded by non-words."""
@@ -44,6 +68,21 @@ class SourceMentions:
         Case, spacing and quote marks are normalised, and the quote's own trailing
         punctuation is ignored; otherwise the words must appear as written.
         """
-        parts = [normalize(p).strip(_QUOTE_EDGES) for p in _ELLIPSIS.split(evidence)]
-        parts = [p for p in parts if p]
+        parts = self._parts(evidence)
         return bool(parts) and all(p in self._source for p in parts)
+
+    def locate(self, evidence: str) -> tuple[int, int] | None:
+        """Offsets in the source of the quote's first part (before any ellipsis), if it is there.
+
+        None when ``evidence`` is not a quote of the source (``quotes``).
+        """
+        if not self.quotes(evidence):
+            return None
+        first = self._parts(evidence)[0]
+        at = self._source.find(first)
+        return self._offsets[at], self._offsets[at + len(first) - 1] + 1
+
+    @staticmethod
+    def _parts(evidence: str) -> list[str]:
+        parts = [normalize(p).strip(_QUOTE_EDGES) for p in _ELLIPSIS.split(evidence)]
+        return [p for p in parts if p]

@@ -9,11 +9,12 @@ other setting stays the operator's, and naming one is a 422 that says which.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from conli import detectors
+from conli.config import JudgeMode
 
 _SOURCE = "The Riverside Public Library opened in 1962 and is run by the city council."
 _RESPONSE = "The library opened in 1962. It is run by a private charity."
@@ -34,8 +35,9 @@ class RequestOptions(BaseModel):
         "(cot, fast, hybrid, fused, auto, or a registered detector)")
     threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
-    judge_mode: Literal["grounded", "rubric"] | None = Field(
-        None, description="how /v1/judge scores: from the sentence verdicts, or by the rubric")
+    judge_mode: JudgeMode | None = Field(
+        None, description="how the judge scores: grounded (from the sentence verdicts), rubric "
+        "(bounded by them) or both (grounded, the rubric beside it)")
 
     @model_validator(mode="before")
     @classmethod

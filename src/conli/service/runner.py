@@ -27,7 +27,7 @@ from conli.plan import Plan, plan_for
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
-from conli.streaming import DoneEvent, Events
+from conli.streaming import Busy, DoneEvent, Events
 
 Job = Callable[[float], BaseModel]  # the work of one request, given when its answer is due
 
@@ -39,7 +39,7 @@ class TimedOut(Exception):
 class Runner:
     """Runs checks in worker threads: a slot limit (429 when full) and a time limit (504)."""
 
-    def __init__(self, settings: Settings, checker: Checker | None, backend: Backend,
+    def __init__(self, settings: Settings, checker: Checker, backend: Backend,
                  limit: int) -> None:
         self.settings, self.checker, self.backend, self.limit = settings, checker, backend, limit
         self.in_flight = 0
@@ -74,8 +74,8 @@ class Runner:
             )
             bounded = plan.within(max(due - time.monotonic(), 1e-3))
             try:
-                if mode == "judge" or checker is None:
-                    return judge_only(self.backend, checked, bounded, checker)
+                if mode == "judge":
+                    return judge_only(checker, checked, bounded)
                 return checker.run(checked, plan=bounded)
             except ConfigError as exc:
                 if body.options is None:
@@ -196,10 +196,12 @@ class Runner:
         """Free a slot."""
         self.in_flight -= 1
 
-    def stream(self, opening: StreamOpening, chunks: AsyncGenerator[str, None]) -> Events:
-        """A streamed check of ``chunks``; the source is validated here, before any is read."""
-        if self.checker is None:
-            raise ConfigError("this service has no checker to stream with")
+    def stream(self, opening: StreamOpening, chunks: AsyncGenerator[str, None],
+               busy: Busy) -> Events:
+        """A streamed check of ``chunks``; the source is validated here, before any is read.
+
+        Each sentence's check runs inside ``busy()``.
+        """
         return self.observed(self.checker.astream(opening.source, chunks,
                                                   question=opening.question,
-                                                  plan=self.plan_for("check")))
+                                                  plan=self.plan_for("check"), busy=busy))

@@ -1,0 +1,107 @@
+"""``conli judge``: score one text, or several candidate texts, 1-5 against one source.
+
+Nothing is rewritten. Each text is checked (detection) and scored in ``--judge-mode``
+(default: the configured ``judge_mode``, ``grounded``); ``both`` adds the rubric judge's
+score beside the grounded one and marks texts where they differ by 2 or more for review.
+``--json`` prints one object naming the mode it ran, with each text's result and audit
+record (``conli.models.JudgeAudit``). Exit 0 whatever the scores; 2 bad input or settings,
+3 the backend could not be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, get_args
+
+from conli.cli.display import printable
+from conli.config import JudgeMode
+from conli.errors import InputError
+from conli.files import ensure_writable, write_atomically
+from conli.frontdoor import JudgeOnlyResult, add_session_flags, judge_only, session_settings
+from conli.inputs import check_input, read_input
+from conli.models import JudgeResult
+from conli.pipeline import Checker
+from conli.plan import plan_for
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``conli judge`` on the CLI's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "judge", help="score texts 1-5 against one source, without rewriting")
+    parser.add_argument("--source", required=True, help="source file, or - for stdin")
+    parser.add_argument("--response", required=True, action="append", metavar="FILE",
+                        help="a text to score (repeatable: several candidates, one source)")
+    parser.add_argument("--question", help="the question the texts answer (text)")
+    parser.add_argument("--judge-mode", choices=get_args(JudgeMode),
+                        help="grounded: from detection's verdicts (default, or "
+                        "CONLI_JUDGE_MODE); rubric: the model's rubric score, bounded by "
+                        "detection; both: grounded with the rubric's beside it")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--output", "-o", type=Path, help="write the report here instead")
+    add_session_flags(parser)
+    parser.set_defaults(handler=run_judge, in_thread=True)
+
+
+def run_judge(args: argparse.Namespace) -> int:
+    """Validate every text before any model call, then judge each in turn."""
+    if args.source == "-" and "-" in args.response:
+        raise InputError("only one of --source and --response can read stdin")
+    settings = session_settings(args, judge_mode=args.judge_mode)
+    if args.output:
+        ensure_writable(args.output)
+    source = read_input(args.source, "source")
+    checked = [check_input(source, read_input(path, "response"), question=args.question,
+                           max_source_chars=settings.max_source_chars,
+                           max_response_chars=settings.max_response_chars)
+               for path in args.response]
+    plan = plan_for(settings, "judge")
+    checker = Checker(plan)
+    try:
+        results = [judge_only(checker, one, checker.plan) for one in checked]
+    finally:
+        checker.close()
+    mode = plan.settings.judge_mode
+    report = (json.dumps(as_json(mode, args.response, results), indent=2) + "\n" if args.json
+              else format_text(mode, args.response, results))
+    if args.output:
+        write_atomically(args.output, report)
+    else:
+        sys.stdout.write(report)
+    return 0
+
+
+def as_json(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> dict[str, Any]:
+    """The ``--json`` object: the mode that ran, and each text's judge result and usage."""
+    return {"judge_mode": mode,
+            "texts": [{"response": name, **result.model_dump(mode="json")}
+                      for name, result in zip(names, results, strict=True)]}
+
+
+def format_text(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> str:
+    """One block a text: score, the sentences behind it, and any mark for review."""
+    lines = [f"judge mode: {mode}"]
+    for name, result in zip(names, results, strict=True):
+        lines += ["", f"{printable(name)}: {_score(result.judge)}"]
+        lines += [f"  {printable(result.judge.reasoning)}"] if result.judge.reasoning else []
+        lines += [f"  note: {printable(result.judge.note)}"] if result.judge.note else []
+        second = result.judge.second_opinion
+        if second is not None:
+            lines.append(f"  rubric judge beside it: {_score(second)}")
+        audit = result.judge.audit
+        for row in audit.sentences if audit else []:
+            if row.verdict in ("hallucinated", "unverified"):
+                lines.append(f"  [{row.verdict}] {printable(row.text)} ({printable(row.reason)})")
+        lines += [f"  REVIEW: {printable(why)}" for why in result.judge.review]
+    return "\n".join(lines) + "\n"
+
+
+def _score(judged: JudgeResult) -> str:
+    if judged.status == "emptied":
+        return "emptied (nothing left to score)"
+    if judged.score is None:
+        return f"unverified ({printable(judged.error or 'no score')})"
+    bound = f", bounded from {judged.bounded_from:.1f}" if judged.bounded_from else ""
+    return f"{judged.score:.1f} ({judged.mode}{bound})"
