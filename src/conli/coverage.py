@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from conli.config import Language
 from conli.detectors.base import overruled
 from conli.inputs import point_list
 from conli.models import Coverage, CoverageVerdict, PerspectiveCoverage, PointCheck, PointResult
@@ -74,11 +75,15 @@ def worst(verdicts: Iterable[CoverageVerdict]) -> CoverageVerdict:
 
 def coverage_block(source: str, response: str, points: Mapping[str, list[str]] | None,
                    checks: Sequence[PointCheck],
-                   supersedes: Mapping[str, frozenset[str]]) -> Coverage:
-    """The result's coverage: per point and perspective with points, else a score only."""
+                   supersedes: Mapping[str, frozenset[str]],
+                   language: Language = "en") -> Coverage:
+    """The result's coverage: per point and perspective with points, else a score only.
+
+    Words are read in ``language`` (its stop words dropped).
+    """
     if not points:
-        return Coverage(score=recall(source, response))
-    results = [r.model_copy(update={"words": word_scores(r.point, response)})
+        return Coverage(score=recall(source, response, language))
+    results = [r.model_copy(update={"words": word_scores(r.point, response, language)})
                for r in merge_points(points, checks, supersedes)]
     views = perspectives(results)
     scores = [v.score for v in views]

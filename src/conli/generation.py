@@ -314,12 +314,13 @@ def generate_answer(source: str, *, question: str | None = None, method: Method 
                     on_sentence: OnSentence | None = None) -> Generation:
     """Answer from ``source`` (and ``question``) with ``method``; see ``conli.generation``."""
     from conli.segment import sentence_splitter
+    from conli.text.language import language_of
 
     settings = settings or Settings()
     text = validate_text(source, name="source", max_chars=settings.max_source_chars)
     asked = None if question is None else validate_text(
         question, name="question", max_chars=settings.max_source_chars)
-    split = sentence_splitter()
+    split = sentence_splitter(language=language_of(settings.language, text))  # the source's
     backend = get_backend(settings.llm, settings)
     try:
         return generate(backend, text, split, settings, question=asked, method=method,

@@ -298,6 +298,8 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         templates=templates,
         coverage=state.get("coverage"),
         word_scores=state.get("word_scores", []),
+        language=state.get("language", "en"),
+        notes=state.get("notes", []),
     )
 
 

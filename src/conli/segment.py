@@ -5,11 +5,14 @@ the checked response, the source's sentences for word overlap and the judge, the
 windows and the streamed reply. Offsets are Python string indices (code points);
 ``utf16_offset`` converts one for a JavaScript client.
 
-Responses are cut by spaCy's parser within each line (spaCy would glue a heading to the
-next sentence); list markers are left outside the sentence span. Sources are cut by rules,
-without the parser (fast on long documents). Either way, Chinese and Japanese full stops
-(。！？) end a sentence with no space after them, and a German date ("am 3. Oktober")
-does not end one. Segments that carry no factual claim (headings, lead-ins ending in ':',
+Each cut takes the text's ``language`` (``conli.text.language``; English by default). In
+English, Chinese and Japanese, responses are cut by spaCy's parser within each line (spaCy
+would glue a heading to the next sentence) and sources by rules, without the parser (fast on
+long documents). In every other language pySBD cuts each line (``text.pysbd_split``), so
+"4,2 Mio. Euro" and "ca. 12.000" end no sentence; the rules and the parser are then the
+fallback. List markers are left outside the sentence span. Every cut ends a sentence at a
+Chinese or Japanese full stop (。！？) with no space after it, and none in a German date
+("am 3. Oktober"). Segments that carry no factual claim (headings, lead-ins ending in ':',
 questions, fragments) are kept in the output but not checked.
 """
 
@@ -18,13 +21,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
+from conli.config import Language, LanguageSetting
+from conli.text import pysbd_split
+from conli.text.language import language_of, uses_pysbd
 from conli.text.words import word_count
 
 Span = tuple[int, int]
 
 _LINE = re.compile(r"[^\n]+")
+_PARAGRAPH = re.compile(r"(?:[^\n]|\n(?![^\S\n]*\n))+")  # up to a blank line
 _HEADING = re.compile(r"^\s*(#{1,6}\s|\*\*[^*]+\*\*:?\s*$|[=\-_*]{3,}\s*$)")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•‣◦]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+")
 MIN_CLAIM_WORDS = 3
@@ -105,13 +113,20 @@ def _refined(text: str, spans: list[Span]) -> list[Span]:
     return out
 
 
-def _parsed_spans(line: str, nlp: Any) -> list[Span]:
-    found = (_trimmed(line, sent.start_char, sent.end_char) for sent in nlp(line).sents)
-    return _refined(line, [span for span in found if span])
+def _parsed_spans(line: str, nlp: Any, language: Language) -> list[Span]:
+    """One line's sentences: by pySBD where it cuts ``language``, else by spaCy's parser."""
+    found = pysbd_split.spans(line, language) if uses_pysbd(language) else None
+    if found is None:
+        parsed = (_trimmed(line, sent.start_char, sent.end_char) for sent in nlp(line).sents)
+        found = [span for span in parsed if span]
+    return _refined(line, found)
 
 
-def split_response(response: str, nlp: Any) -> list[Segment]:
-    """Non-blank segments in order (``response[s.start:s.end] == s.text``); headings unchecked."""
+def split_response(response: str, nlp: Any, *, language: Language = "en") -> list[Segment]:
+    """Non-blank segments in order (``response[s.start:s.end] == s.text``); headings unchecked.
+
+    ``nlp`` (spaCy) cuts English, Chinese and Japanese, and any line pySBD would alter.
+    """
     spans: list[tuple[int, int, bool]] = []
     for line in _LINE.finditer(response):
         text = line.group()
@@ -123,7 +138,7 @@ def split_response(response: str, nlp: Any) -> list[Segment]:
             continue
         marker = _LIST_MARKER.match(text)
         offset = marker.end() if marker else 0
-        for start, end in _parsed_spans(text[offset:], nlp):
+        for start, end in _parsed_spans(text[offset:], nlp, language):
             spans.append((line.start() + offset + start, line.start() + offset + end, True))
     return [
         Segment(index, response[start:end], start, end, candidate)
@@ -131,19 +146,28 @@ def split_response(response: str, nlp: Any) -> list[Segment]:
     ]
 
 
-def sentence_spans(text: str, nlp: Any | None = None, *, paragraphs: bool = False) -> list[Span]:
+def sentence_spans(text: str, nlp: Any | None = None, *, paragraphs: bool = False,
+                   language: Language = "en") -> list[Span]:
     """Each sentence's ``(start, end)`` in ``text`` (code points), without surrounding space.
 
-    With ``nlp``: as ``split_response`` cuts a response (spaCy's parser). Without it, by
-    rules: a run of . ! ? or a line break ends a sentence, but "2.4" does not (the source's
-    sentences for word overlap). ``paragraphs`` (source windows): a stop ends a sentence
-    only before white space, and a line break only where a blank line follows, so a list
-    stays whole. 。！？ end a sentence, and a German date does not, in all three.
+    With ``nlp``: as ``split_response`` cuts a response. Without it (the source's sentences
+    for word overlap), in English, Chinese and Japanese by rules: a run of . ! ? or a line
+    break ends a sentence, but "2.4" does not; in another language, pySBD cuts each line.
+    ``paragraphs`` (source windows): a line break ends a sentence only where a blank line
+    follows, so a list stays whole; a stop, only before white space (rules) or where pySBD
+    cuts the paragraph. 。！？ end a sentence, and a German date does not, in all three.
     """
     if nlp is not None:
         if paragraphs:
             raise ValueError("paragraphs is a rule of its own: no parser with it")
-        return [(s.start, s.end) for s in split_response(text, nlp)]
+        return [(s.start, s.end) for s in split_response(text, nlp, language=language)]
+    if uses_pysbd(language):
+        return list(_pysbd_spans(text, language, paragraphs))
+    return _rule_spans(text, paragraphs)
+
+
+def _rule_spans(text: str, paragraphs: bool) -> list[Span]:
+    """``sentence_spans`` by conli's own rules (English, Chinese, Japanese; the fallback)."""
     if paragraphs:
         cuts = [0, *(i for m in _PARAGRAPH_BREAK.finditer(text) for i in m.span()), len(text)]
         found = [_trimmed(text, cuts[i], cuts[i + 1]) for i in range(0, len(cuts), 2)]
@@ -152,18 +176,46 @@ def sentence_spans(text: str, nlp: Any | None = None, *, paragraphs: bool = Fals
     return _refined(text, [span for span in found if span])
 
 
+@lru_cache(maxsize=8)
+def _pysbd_spans(text: str, language: Language, paragraphs: bool) -> tuple[Span, ...]:
+    """``sentence_spans`` by pySBD, a line (or a paragraph) at a time; kept for the next call.
+
+    A check cuts its source several times (word overlap, windows, each detector, each
+    sentence of a stream); pySBD takes about a second on 200,000 characters, so the last
+    few cuts are kept. A piece pySBD would alter is cut by the rules instead.
+    """
+    pieces = _PARAGRAPH.finditer(text) if paragraphs else _LINE.finditer(text)
+    found: list[Span] = []
+    for piece in pieces:
+        at = piece.start()
+        cut = pysbd_split.spans(piece.group(), language)
+        if cut is None:
+            cut = _rule_spans(piece.group(), paragraphs)
+        found += _refined(text, [(at + start, at + end) for start, end in cut])
+    return tuple(found)
+
+
 def utf16_offset(text: str, index: int) -> int:
     """The code-point offset ``index`` of ``text`` as a UTF-16 index (a JavaScript string's)."""
     return len(text[:index].encode("utf-16-le")) // 2
 
 
-def sentence_splitter(nlp: Any | None = None) -> Callable[[str], list[str]]:
-    """``text -> its sentences`` as ``split_response`` cuts them (spaCy loaded if not given)."""
+def sentence_splitter(nlp: Any | None = None, language: LanguageSetting = "en"
+                      ) -> Callable[[str], list[str]]:
+    """``text -> its sentences`` as ``split_response`` cuts them (spaCy loaded if not given).
+
+    ``auto``: each text in the language it is detected in (``text.language``).
+    """
     if nlp is None:
         from conli.text.nlp import load_pipeline
 
         nlp = load_pipeline()
-    return lambda text: [segment.text for segment in split_response(text, nlp)]
+
+    def split(text: str) -> list[str]:
+        found = split_response(text, nlp, language=language_of(language, text))
+        return [segment.text for segment in found]
+
+    return split
 
 
 def select_claims(segments: list[Segment]) -> list[Segment]:

@@ -31,7 +31,7 @@ from conli.config import Settings
 from conli.gate import response_verdict
 from conli.graph.runner import CheckRunner, Prepared
 from conli.inputs import CheckInput, validate_text
-from conli.models import CheckResult, Entity, SentenceResult, UsageTotals, Verdict
+from conli.models import CheckResult, Entity, Note, SentenceResult, UsageTotals, Verdict
 from conli.plan import Plan, make_plan, options
 from conli.segment import (
     FINAL_STOP,
@@ -41,6 +41,7 @@ from conli.segment import (
     split_response,
     utf16_offset,
 )
+from conli.text.language import Language, language_of
 
 log = logging.getLogger("conli.streaming")
 
@@ -75,6 +76,9 @@ class DoneEvent(BaseModel):
     usage: UsageTotals
     templates: list[str]
     seconds: float = Field(description="from the start of the stream to this summary")
+    language: Language = Field("en", description="the language the reply was read in")
+    notes: list[Note] = Field(default_factory=list,
+                              description="steps that did not run on this text, and why")
 
 
 Events = AsyncGenerator[SentenceEvent | DoneEvent, None]
@@ -133,11 +137,12 @@ class _Cutter:
     arrive meanwhile wait for the next cut, so a slow cut never falls further behind.
     """
 
-    def __init__(self, nlp: Any, limits: Settings) -> None:
+    def __init__(self, nlp: Any, limits: Settings, language: Language) -> None:
         # sentence boundaries come from the parser alone: the cut skips the other components
         skip = [name for name in _NOT_FOR_BOUNDARIES if name in getattr(nlp, "pipe_names", ())]
         self.nlp = functools.partial(nlp, disable=skip) if skip else nlp
         self.limits = limits
+        self.language = language  # the source's, as each sentence's check reads it
         self.text = ""
         self.done_upto = 0  # the end of the last segment handed on
         self.count = 0  # segments handed on
@@ -214,7 +219,8 @@ class _Cutter:
     async def _split(self) -> list[Segment]:
         """The segments from the start of the line being written, offsets into the whole reply."""
         line_start = self.text.rfind("\n", 0, self.done_upto) + 1
-        found = await asyncio.to_thread(split_response, self.text[line_start:], self.nlp)
+        found = await asyncio.to_thread(split_response, self.text[line_start:], self.nlp,
+                                        language=self.language)
         return [replace(s, start=s.start + line_start, end=s.end + line_start) for s in found]
 
     def _complete(self, segments: list[Segment], *, final: bool) -> None:
@@ -270,9 +276,11 @@ class _Stream:
     def __init__(self, checker: CheckRunner, source: str, question: str | None,
                  ready: Prepared) -> None:
         self.checker, self.source, self.question, self.ready = checker, source, question, ready
-        self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings)
+        self.language = language_of(ready.plan.settings.language, source)
+        self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings, self.language)
         self.running: asyncio.Future[CheckResult] | None = None
         self.templates: set[str] = set()
+        self.notes: list[Note] = []
         self.started = 0.0
 
     async def events(self, chunks: AsyncIterable[str]) -> Events:
@@ -334,6 +342,7 @@ class _Stream:
         self.running = asyncio.get_running_loop().run_in_executor(None, work)
         result = await asyncio.shield(self.running)
         self.templates.update(result.templates)
+        self.notes += [note for note in result.notes if note not in self.notes]
         return SentenceEvent(sentence=self._in_utf16(placed(result, item.segment)),
                              usage=result.usage, latency_seconds=time.monotonic() - item.at)
 
@@ -370,6 +379,8 @@ class _Stream:
             usage=total_usage([event.usage for event in done]),
             templates=sorted(self.templates),
             seconds=time.monotonic() - self.started,
+            language=self.language,
+            notes=self.notes,
         )
 
 

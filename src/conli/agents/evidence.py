@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from conli.config import Language
 from conli.signals.lexical import SourceWords, content_words
 
 SLACK = 2  # a source at most this many sentences longer than the focus is shown whole
@@ -20,16 +21,16 @@ def focused_source(source: str, index: SourceWords, claim: str, sentences: int) 
     """The source sentences that best match ``claim``, in source order (or the whole source)."""
     if len(index.texts) <= sentences + SLACK:
         return source
-    wanted = set(content_words(claim))
+    wanted = set(content_words(claim, index.language))
     shared = [len(wanted & words) for words in index.sentences]
     best = sorted(range(len(shared)), key=lambda i: (-shared[i], i))[:sentences]
     return " ".join(index.texts[i] for i in sorted(best))
 
 
-def group_by_focus(source: str, claims: Sequence[str], sentences: int
-                   ) -> dict[str, list[int]]:
-    """Each focused source and the positions of the claims judged against it."""
-    index = SourceWords.of(source)
+def group_by_focus(source: str, claims: Sequence[str], sentences: int,
+                   language: Language = "en") -> dict[str, list[int]]:
+    """Each focused source and the positions of the claims judged against it (in ``language``)."""
+    index = SourceWords.of(source, language)
     groups: dict[str, list[int]] = {}
     for position, claim in enumerate(claims):
         groups.setdefault(focused_source(source, index, claim, sentences), []).append(position)

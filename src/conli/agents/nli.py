@@ -24,11 +24,12 @@ from conli.agents.scoring import TOP_ALTERNATIVES, label_scores, score_hypothesi
 from conli.agents.structured import Asked, CallRecord, ask_structured, exact_items_schema
 from conli.agents.windows import windows_for
 from conli.backends.base import Backend, Message, primes_prefix
-from conli.config import Settings
+from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions
 from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report
+from conli.text.language import language_of
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
 HYPOTHESIS_TOKENS = 120  # room for one claim (a long sentence, tagged) in the prompt
@@ -91,7 +92,8 @@ def run_nli(
     """
     call = _Call(backend, kind, settings, detector or f"{kind}_nli", question)
     if settings.nli_evidence == "focus" and hypotheses:
-        return _judge_focused(call, source, hypotheses, settings.nli_focus_sentences)
+        return _judge_focused(call, source, hypotheses, settings.nli_focus_sentences,
+                              language_of(settings.language, source))
     windows = nli_windows(backend, source, settings) if hypotheses else [source]
     if len(windows) == 1:
         return call.judge_all(source, hypotheses)
@@ -104,16 +106,16 @@ def run_nli(
     return [best_supported(list(js)) for js in zip(*per_window, strict=True)], calls
 
 
-def _judge_focused(call: _Call, source: str, hypotheses: list[Hypothesis], sentences: int
-                   ) -> tuple[list[Judgement], list[CallRecord]]:
+def _judge_focused(call: _Call, source: str, hypotheses: list[Hypothesis], sentences: int,
+                   language: Language) -> tuple[list[Judgement], list[CallRecord]]:
     """Judge each hypothesis against its focused source (``agents.evidence``), in input order.
 
     Claims that focus on the same sentences share their calls' prompt (and its cache).
     """
     judged: dict[int, Judgement] = {}
     calls: list[CallRecord] = []
-    for focus, positions in group_by_focus(source, [h.text for h in hypotheses],
-                                           sentences).items():
+    for focus, positions in group_by_focus(source, [h.text for h in hypotheses], sentences,
+                                           language).items():
         found, made = call.judge_all(focus, [hypotheses[i] for i in positions])
         judged.update(zip(positions, found, strict=True))
         calls += made
@@ -124,7 +126,8 @@ def nli_windows(backend: Backend, source: str, settings: Settings) -> list[str]:
     """The source windows NLI calls use (one: the whole source, when it fits)."""
     batch = batch_size(settings, backend.capabilities)
     per_hypothesis = TOKENS_PER_HYPOTHESIS[settings.chain_of_thought] + HYPOTHESIS_TOKENS
-    return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis)
+    return windows_for(backend, source, NLI_PROMPT_TOKENS + batch * per_hypothesis,
+                       settings.language)
 
 
 def best_supported(judgements: list[Judgement]) -> Judgement:

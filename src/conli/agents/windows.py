@@ -2,16 +2,19 @@
 
 Seed 003 judges long documents window by window and keeps the best-supported window; we
 do the same for every NLI hypothesis and for the rubric judge. Windows end at sentence
-boundaries (``segment.sentence_spans`` with ``paragraphs``: a list's lines stay together) and
-each repeats the tail of the one before, so a fact cut by one boundary is whole in the next
-window. The response is never cut: only the source is windowed.
+boundaries (``segment.sentence_spans`` with ``paragraphs``, in the source's language: a
+list's lines stay together) and each repeats the tail of the one before, so a fact cut by
+one boundary is whole in the next window. The response is never cut: only the source is
+windowed.
 """
 
 from __future__ import annotations
 
 from conli.backends.base import Backend, counts_tokens
+from conli.config import LanguageSetting
 from conli.errors import BackendError, ContextOverflowError
 from conli.segment import sentence_spans
+from conli.text.language import language_of
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
 
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call
@@ -19,7 +22,8 @@ OVERLAP = 0.15  # share of a window repeated from the one before
 SAFETY = 0.9  # measured chars-per-token varies inside one text
 
 
-def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str]:
+def windows_for(backend: Backend, source: str, reserved_tokens: int,
+                language: LanguageSetting = "auto") -> list[str]:
     """The source in windows that fit ``backend``'s context beside ``reserved_tokens``.
 
     One window (the source itself) when it fits or the context is unknown. The window size
@@ -46,7 +50,7 @@ def windows_for(backend: Backend, source: str, reserved_tokens: int) -> list[str
             return [source]
         if tokens:
             chars_per_token = len(source) / tokens
-    return source_windows(source, int(budget * chars_per_token * SAFETY))
+    return source_windows(source, int(budget * chars_per_token * SAFETY), language)
 
 
 def tokens_of(backend: Backend, text: str) -> int:
@@ -60,11 +64,16 @@ def tokens_of(backend: Backend, text: str) -> int:
     return at_most_tokens(len(text))
 
 
-def source_windows(source: str, max_chars: int | None) -> list[str]:
-    """``source`` whole if it fits in ``max_chars``, else sentence-aligned overlapping windows."""
+def source_windows(source: str, max_chars: int | None,
+                   language: LanguageSetting = "auto") -> list[str]:
+    """``source`` whole if it fits in ``max_chars``, else sentence-aligned overlapping windows.
+
+    Sentences are cut in ``language`` (``auto``: the source's own, ``text.language``).
+    """
     if max_chars is None or len(source) <= max_chars:
         return [source]
-    sentences = (source[start:end] for start, end in sentence_spans(source, paragraphs=True))
+    spans = sentence_spans(source, paragraphs=True, language=language_of(language, source))
+    sentences = (source[start:end] for start, end in spans)
     pieces = [p for part in sentences for p in _hard_split(part, max_chars) if p]
     windows: list[str] = []
     start = 0

@@ -12,10 +12,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.config import Settings
+from conli.config import LanguageSetting, Settings
 from conli.errors import EXIT_GATE_FAILED, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import (
@@ -44,6 +44,8 @@ def format_text(result: CheckResult) -> str:
         lines += [f"        - {printable(reason)}" for reason in s.reasons]
         lines += sentence_words(result.word_scores, s)
     lines += coverage_lines(result.coverage)
+    if result.notes:  # a step skipped for the texts' language: said, not left to be guessed
+        lines += ["", *(f"note: {printable(note.message)}" for note in result.notes)]
     lines += ["", f"rewrite ({result.mitigation.status}):"]
     if result.mitigation.error:
         lines.append(f"  note: {printable(result.mitigation.error)}")
@@ -88,6 +90,10 @@ def add_parser(subparsers: Any) -> None:
                        help="add one checked sentence for each uncovered point")
     check.add_argument("--word-scores", choices=["off", "lexical", "semantic"],
                        help="score the response's content words (default lexical)")
+    check.add_argument("--language", choices=get_args(LanguageSetting), metavar="CODE",
+                       help="the texts' language, an ISO 639-1 code (en, de, fr, es, ...): "
+                       "it picks the sentence splitter and stop words, and the English NER "
+                       "runs on en only; default auto: the source's (or CONLI_LANGUAGE)")
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     add_session_flags(check)
@@ -108,6 +114,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         judge=False if args.no_judge else None,
         fix_coverage=True if args.fix_coverage else None,
         word_scores=args.word_scores,
+        language=args.language,
     )
 
 

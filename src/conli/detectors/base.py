@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
 from conli.calibration import Applied
-from conli.config import Settings
-from conli.models import Entity, Judgement, PointCheck
+from conli.config import Language, Settings
+from conli.models import Entity, Judgement, Note, PointCheck
 from conli.ner import EntityRecognizer
 from conli.segment import Segment
 
@@ -42,6 +42,7 @@ class DetectionContext:
     prior: Mapping[int, list[Judgement]]
     deps: Deps
     points: Mapping[str, list[str]] | None = None  # what the response must cover, if given
+    language: Language = "en"  # the texts' (``text.language.language_of``)
 
     @property
     def claims(self) -> list[Segment]:
@@ -70,6 +71,14 @@ class Detection:
     entities: dict[int, list[Entity]] = field(default_factory=dict)
     points: list[PointCheck] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)  # what it skipped on this text, and why
+
+
+def skipped_for_language(step: str, language: Language, what: str) -> Note:
+    """The note that ``step`` did not run because it reads English only (``what`` it is)."""
+    return Note(step=step, reason="language", language=language,
+                message=f"{what} reads English only, and the texts are in {language}: "
+                        f"{step} was skipped (CONLI_LANGUAGE sets the language if it is wrong)")
 
 
 class Detector(Protocol):

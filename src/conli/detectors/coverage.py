@@ -8,6 +8,7 @@ point as hypothesis, and decides where both ran. Without points both return noth
 from __future__ import annotations
 
 from conli.agents.nli import Hypothesis, run_nli
+from conli.config import Language
 from conli.detectors.base import Detection, DetectionContext
 from conli.inputs import point_list
 from conli.models import CoverageVerdict, Judgement, PointCheck
@@ -32,8 +33,8 @@ class CoverageOverlap:
         sentences = [s.text for s in context.segments]
         checks = []
         for perspective, index, text in point_list(context.points):
-            value = recall(text, context.response)
-            sentence, _ = best_sentence(text, sentences)
+            value = recall(text, context.response, context.language)
+            sentence, _ = best_sentence(text, sentences, context.language)
             checks.append(PointCheck(
                 detector=self.name, perspective=perspective, index=index, point=text,
                 verdict="covered" if value >= threshold else "uncovered", score=value,
@@ -62,14 +63,16 @@ class CoverageNLI:
         checks = [
             PointCheck(detector=self.name, perspective=perspective, index=index, point=text,
                        verdict=_COVERAGE[j.verdict], score=j.score,
-                       sentence=_covering(j, text, sentences), reasoning=j.reasoning,
+                       sentence=_covering(j, text, sentences, context.language),
+                       reasoning=j.reasoning,
                        error=j.error)
             for (perspective, index, text), j in zip(listed, judgements, strict=True)
         ]
         return Detection(points=checks, calls=calls)
 
 
-def _covering(judgement: Judgement, point: str, sentences: list[str]) -> int | None:
+def _covering(judgement: Judgement, point: str, sentences: list[str],
+              language: Language) -> int | None:
     """The sentence holding the quoted evidence, else the one sharing most of the point."""
     if judgement.verdict != "supported":
         return None
@@ -78,4 +81,4 @@ def _covering(judgement: Judgement, point: str, sentences: list[str]) -> int | N
         for index, sentence in enumerate(sentences):
             if quoted in normalize(sentence):
                 return index
-    return best_sentence(point, sentences)[0]
+    return best_sentence(point, sentences, language)[0]

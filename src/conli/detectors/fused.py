@@ -22,7 +22,7 @@ from conli.agents.scoring import score_hypothesis
 from conli.agents.structured import CallRecord
 from conli.detectors.base import Detection, DetectionContext, default_reason
 from conli.detectors.nli import EntityNLI, SentenceNLI
-from conli.detectors.signals import read_signals, reason
+from conli.detectors.signals import read_signals, reason, signal_notes
 from conli.models import Judgement
 from conli.segment import Segment
 from conli.signals.features import SentenceSignals
@@ -120,7 +120,7 @@ class FusedDetector:
             read = signals.get(claim.index)
             extra = {**whole, **({"nli_prior": priors[claim.index]} if priors else {})}
             out[claim.index] = [self._judge(claim.text, nli, read, model, extra)]
-        return Detection(judgements=out, calls=calls)
+        return Detection(judgements=out, calls=calls, notes=signal_notes(context))
 
     def _judge(self, text: str, nli: list[Judgement], signals: SentenceSignals | None,
                model: SignalModel, extra: dict[str, float] | None = None) -> Judgement:

@@ -4,14 +4,17 @@
 re-checks the sentences ``sentence_nli`` passed, one tagged entity at a time, by default
 only the entities the source does not state word for word; without a ``sentence_nli``
 judgement (the entity-only ablation) it re-checks every entity of every unsettled claim.
+The English spaCy NER does not read text in another language: there the entity level is
+skipped, and its note in the result says so (in the ablation each claim is then unverified).
 """
 
 from __future__ import annotations
 
 from conli.agents.nli import Hypothesis, run_nli, tag_entity
-from conli.detectors.base import Detection, DetectionContext
+from conli.detectors.base import Detection, DetectionContext, skipped_for_language
 from conli.models import Judgement
 from conli.ner.grounding import SourceMentions
+from conli.text.language import english_ner_runs
 
 
 class SentenceNLI:
@@ -45,6 +48,8 @@ class EntityNLI:
         deps = context.deps
         candidates = context.unsettled
         sentence_level = any(context.judged(s.index, SentenceNLI.name) for s in candidates)
+        if deps.settings.ner == "spacy" and not english_ner_runs(context.language):
+            return self._skipped(context, sentence_level)
         passed = [
             s for s in candidates
             if not sentence_level
@@ -77,6 +82,19 @@ class EntityNLI:
         if not sentence_level:  # the ablation: a claim with no entity passes, as in the paper
             for sentence in passed:
                 found.judgements.setdefault(sentence.index, [_nothing_to_check(sentence.text)])
+        return found
+
+
+    def _skipped(self, context: DetectionContext, sentence_level: bool) -> Detection:
+        """No entity read: a note says why; without a sentence verdict, claims are unverified."""
+        note = skipped_for_language(self.name, context.language, "the spaCy NER")
+        found = Detection(notes=[note])
+        if not sentence_level:  # the ablation: nothing else judges these claims
+            found.judgements = {
+                s.index: [Judgement(detector=self.name, hypothesis=s.text, verdict="unverified",
+                                    error=note.message)]
+                for s in context.unsettled
+            }
         return found
 
 

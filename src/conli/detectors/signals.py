@@ -8,18 +8,21 @@ classifier (``signals.model``). Its reason is built from the signals: what the s
 states, and the source sentence closest to the claim.
 
 In the hybrid preset it runs first: a sentence it scores below the model's band is settled
-(``final``); the rest go to chain-of-thought NLI, which supersedes it there.
+(``final``); the rest go to chain-of-thought NLI, which supersedes it there. On text that is
+not English the names signal (``novel_entities``, the English spaCy NER) is left at none,
+and a note says so.
 """
 
 from __future__ import annotations
 
-from conli.detectors.base import Detection, DetectionContext
-from conli.models import Judgement
+from conli.detectors.base import Detection, DetectionContext, skipped_for_language
+from conli.models import Judgement, Note
 from conli.segment import Segment
 from conli.signals.features import SentenceSignals, sentence_signals
 from conli.signals.lexical import SourceWords, entity_texts
 from conli.signals.model import ARTIFACT, SignalModel, load_model
 from conli.signals.reader import READ_TEMPLATE, read
+from conli.text.language import english_ner_runs
 
 _QUOTE_CHARS = 160
 
@@ -40,7 +43,7 @@ class SignalDetector:
         return Detection(judgements={
             claim.index: [self._judge(claim.text, signals.get(claim.index), model)]
             for claim in claims
-        })
+        }, notes=signal_notes(context))
 
     def _judge(self, text: str, signals: SentenceSignals | None, model: SignalModel) -> Judgement:
         if signals is None:
@@ -76,8 +79,16 @@ def read_signals(context: DetectionContext, claims: list[Segment]) -> dict[int, 
     deps = context.deps
     reading = read(deps.backend, context.source, context.response, context.segments,
                    question=context.question)
-    return sentence_signals(reading.arrays, claims, SourceWords.of(context.source),
-                            entity_texts(deps.nlp, claims))
+    names = entity_texts(deps.nlp, claims, context.language)
+    return sentence_signals(reading.arrays, claims,
+                            SourceWords.of(context.source, context.language), names or {})
+
+
+def signal_notes(context: DetectionContext) -> list[Note]:
+    """The note that the names signal was skipped, where the text is not English."""
+    if english_ner_runs(context.language):
+        return []
+    return [skipped_for_language("novel_entities", context.language, "the spaCy NER")]
 
 
 def reason(signals: SentenceSignals, p: float) -> str:

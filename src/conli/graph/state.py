@@ -10,6 +10,7 @@ import operator
 from typing import Annotated, TypedDict
 
 from conli.agents.structured import CallRecord
+from conli.config import Language
 from conli.models import (
     CheckResult,
     Coverage,
@@ -17,6 +18,7 @@ from conli.models import (
     Judgement,
     JudgeResult,
     Mitigation,
+    Note,
     PointCheck,
     SentenceResult,
     Verdict,
@@ -41,6 +43,11 @@ def add_judgements(
     for index, found in right.items():
         merged.setdefault(index, []).extend(found)
     return merged
+
+
+def add_notes(left: list[Note], right: list[Note]) -> list[Note]:
+    """Add a detector's notes, each said once (two detectors may skip the same signal)."""
+    return left + [note for note in right if note not in left]
 
 
 def add_entities(
@@ -71,6 +78,8 @@ class CheckOutput(TypedDict, total=False):
     judge_refined: JudgeResult | None
     calls: Annotated[list[CallRecord], operator.add]
     timings: Annotated[dict[str, float], merge_timings]
+    language: Language  # the texts' language, decided once at the split
+    notes: Annotated[list[Note], add_notes]
 
 
 class CheckState(CheckInput, CheckOutput, total=False):

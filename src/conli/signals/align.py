@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from conli.backends.base import Backend, ReadsHiddenStates
+from conli.config import Language
 from conli.errors import BackendError
 from conli.models import WordScore
 from conli.signals.lexical import words
@@ -20,8 +21,11 @@ from conli.signals.reader import best_match
 
 
 def semantic_word_scores(backend: Backend, source: str, response: str,
-                         memo: dict[tuple[str, str], Any] | None = None) -> list[WordScore]:
-    """1 - the best cosine match of each response word's tokens among the source's, 0-1.
+                         memo: dict[tuple[str, str], Any] | None = None,
+                         language: Language = "en") -> list[WordScore]:
+    """1 - the best cosine match of each response content word's tokens among the source's.
+
+    Content words: ``language``'s stop words dropped.
 
     ``memo`` keeps each text's hidden states (and a response's word pieces) across calls
     (an evaluation reads the same texts many times); None reads every text afresh.
@@ -32,7 +36,7 @@ def semantic_word_scores(backend: Backend, source: str, response: str,
         raise BackendError(f"semantic word scores need hidden states, which the {backend.name} "
                            "backend does not give; use word_scores=lexical")
     reader = cast(ReadsHiddenStates, backend)
-    found = words(response)
+    found = words(response, language)
     if not found:
         return []
     memo = {} if memo is None else memo

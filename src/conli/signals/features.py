@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conli.config import Language
 from conli.segment import Segment
 from conli.signals.lexical import Overlap, SourceWords, overlap
 
@@ -77,7 +78,7 @@ def sentence_signals(
         pmi = lp - np.asarray(arrays["logp_plain"])[mask]
         entropy = np.asarray(arrays["entropy"])[mask]
         words = overlap(segment.text, source, entities.get(segment.index, []))
-        aligned = word_alignment(arrays, segment)
+        aligned = word_alignment(arrays, segment, source.language)
         values = {
             "lp_mean": float(lp.mean()),
             "lp_min": float(lp.min()),
@@ -100,8 +101,9 @@ def sentence_signals(
     return out
 
 
-def word_alignment(arrays: Mapping[str, Any], segment: Segment) -> list[float]:
-    """Each content word of ``segment``: the mean alignment of the tokens it overlaps."""
+def word_alignment(arrays: Mapping[str, Any], segment: Segment,
+                   language: Language = "en") -> list[float]:
+    """Each content word of ``segment`` (in ``language``): the mean alignment of its tokens."""
     import numpy as np
 
     from conli.signals.lexical import words
@@ -109,7 +111,7 @@ def word_alignment(arrays: Mapping[str, Any], segment: Segment) -> list[float]:
     starts, ends = np.asarray(arrays["start"]), np.asarray(arrays["end"])
     align = np.asarray(arrays["align"], dtype=np.float64)
     found = []
-    for _, start, end, _ in words(segment.text):
+    for _, start, end, _ in words(segment.text, language):
         start, end = start + segment.start, end + segment.start
         inside = (starts < end) & (ends > start)
         if inside.any():

@@ -1,8 +1,10 @@
 """Word-level signals of seed 001 (§3.1): how much of a sentence the source's words cover.
 
 Words (``conli.text.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
-English stop words dropped, so "opened"/"opens" match and "the" never counts as support.
-Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``' rules.
+the stop words of the text's language dropped (``text.language.stop_words``, spaCy's lists;
+English unless told), so "opened"/"opens" match and neither "the" nor German "der" counts as
+support. Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``
+without the parser, in the same language.
 The same words give coverage's ROUGE-1 recall of a point and the word scores: a response
 word scores 1 (hallucinated) when neither it nor its stem is in the source, else 0.
 """
@@ -15,10 +17,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from conli.config import Language
 from conli.models import WordScore
 from conli.ner.grounding import SourceMentions
 from conli.segment import Segment
 from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
+from conli.text.language import english_ner_runs
+from conli.text.language import stop_words as stop_words  # by language; tests import it here
 from conli.text.words import terms, written_words
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -34,22 +39,14 @@ def _stemmer() -> object:
     return porter.PorterStemmer()
 
 
-@lru_cache(maxsize=1)
-def stop_words() -> frozenset[str]:
-    """The English stop words of spaCy."""
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return frozenset(STOP_WORDS)
-
-
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     return str(_stemmer().stem(word))  # type: ignore[attr-defined]
 
 
-def content_words(text: str) -> list[str]:
-    """Stemmed content words of ``text``, in order (stop words dropped)."""
-    stop = stop_words()
+def content_words(text: str, language: Language = "en") -> list[str]:
+    """Stemmed content words of ``text``, in order (``language``'s stop words dropped)."""
+    stop = stop_words(language)
     return [_stem(w) for w in terms(text.lower()) if w not in stop]
 
 
@@ -67,12 +64,13 @@ class SourceWords:
     texts: tuple[str, ...]  # the source sentences ``sentences`` index, as written
     numbers: frozenset[str]
     mentions: SourceMentions
+    language: Language = "en"  # of the source and of the sentences held against it
 
     @classmethod
-    def of(cls, source: str) -> SourceWords:
-        """Index ``source`` once for every sentence of a response."""
-        found = [(source[start:end], frozenset(content_words(source[start:end])))
-                 for start, end in sentence_spans(source)]
+    def of(cls, source: str, language: Language = "en") -> SourceWords:
+        """Index ``source`` once for every sentence of a response, in ``language``."""
+        found = [(source[start:end], frozenset(content_words(source[start:end], language)))
+                 for start, end in sentence_spans(source, language=language)]
         found = [(text, words) for text, words in found if words]
         return cls(
             words=frozenset().union(*(w for _, w in found)) if found else frozenset(),
@@ -80,6 +78,7 @@ class SourceWords:
             texts=tuple(t for t, _ in found),
             numbers=frozenset(numbers(source)),
             mentions=SourceMentions(source),
+            language=language,
         )
 
 
@@ -96,8 +95,8 @@ class Overlap:
 
 
 def overlap(sentence: str, source: SourceWords, entities: Iterable[str] = ()) -> Overlap:
-    """The word-level signals of ``sentence`` against an indexed source."""
-    words = content_words(sentence)
+    """The word-level signals of ``sentence`` against an indexed source (in its language)."""
+    words = content_words(sentence, source.language)
     unique = set(words)
     found = [w for w in words if w in source.words]
     shared = [len(unique & s) for s in source.sentences]
@@ -113,8 +112,15 @@ def overlap(sentence: str, source: SourceWords, entities: Iterable[str] = ()) ->
     )
 
 
-def entity_texts(nlp: Any, segments: Iterable[Segment]) -> dict[int, list[str]]:
-    """The names spaCy finds in each checked segment (for the novel-entity signal)."""
+def entity_texts(nlp: Any, segments: Iterable[Segment],
+                 language: Language = "en") -> dict[int, list[str]] | None:
+    """The names spaCy finds in each checked segment (for the novel-entity signal).
+
+    None where the English NER must not read the text (``language`` is not English): the
+    caller says the signal was skipped.
+    """
+    if not english_ner_runs(language):
+        return None
     return {
         s.index: [e.text for e in nlp(s.text).ents if e.label_ in NAME_LABELS]
         for s in segments if s.checked
@@ -124,44 +130,45 @@ def entity_texts(nlp: Any, segments: Iterable[Segment]) -> dict[int, list[str]]:
 # --- words of a text: coverage's and the word scores' (seed 001) -------------------------
 
 
-def words(text: str) -> list[tuple[str, int, int, str]]:
-    """Content words of ``text`` as (text, start, end, stem); stop words dropped."""
-    stop = stop_words()
+def words(text: str, language: Language = "en") -> list[tuple[str, int, int, str]]:
+    """Content words of ``text`` as (text, start, end, stem); ``language``'s stop words dropped."""
+    stop = stop_words(language)
     found = []
     for match in written_words(text):
         lower = match.group().lower()
         if lower in stop:
             continue
-        stems = content_words(lower)
+        stems = content_words(lower, language)
         if stems:
             found.append((match.group(), match.start(), match.end(), stems[0]))
     return found
 
 
-def stems(text: str) -> frozenset[str]:
+def stems(text: str, language: Language = "en") -> frozenset[str]:
     """The set of stemmed content words of ``text`` (ROUGE-1 with stop words dropped)."""
-    return frozenset(content_words(text))
+    return frozenset(content_words(text, language))
 
 
-def word_scores(text: str, reference: str) -> list[WordScore]:
+def word_scores(text: str, reference: str, language: Language = "en") -> list[WordScore]:
     """Each content word of ``text``: 0 when ``reference`` has it (or its stem), else 1."""
-    known = stems(reference) | {w.group().lower() for w in written_words(reference)}
+    known = stems(reference, language) | {w.group().lower() for w in written_words(reference)}
     return [WordScore(text=word, start=start, end=end, method="lexical",
                       score=0.0 if stem in known or word.lower() in known else 1.0)
-            for word, start, end, stem in words(text)]
+            for word, start, end, stem in words(text, language)]
 
 
-def recall(point: str, text: str) -> float:
+def recall(point: str, text: str, language: Language = "en") -> float:
     """ROUGE-1 recall of ``point`` in ``text``: the share of its content words ``text`` has.
 
     A point with no content word counts as covered (1.0): nothing in it can be missing.
     """
-    wanted = stems(point)
-    return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
+    wanted = stems(point, language)
+    return len(wanted & stems(text, language)) / len(wanted) if wanted else 1.0
 
 
-def best_sentence(point: str, sentences: Sequence[str]) -> tuple[int | None, float]:
+def best_sentence(point: str, sentences: Sequence[str],
+                  language: Language = "en") -> tuple[int | None, float]:
     """The index of the sentence that shares most of ``point``'s words, and that recall."""
-    scored = [(recall(point, s), i) for i, s in enumerate(sentences)]
+    scored = [(recall(point, s, language), i) for i, s in enumerate(sentences)]
     value, index = max(scored, default=(0.0, -1))
     return (index if value > 0 else None), value
