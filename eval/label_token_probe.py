@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from conli.agents.scoring import LABEL_PREFILL, TOP_ALTERNATIVES
-from conli.backends import get_backend
+from conli.backends import Request, get_backend
 from conli.config import Settings
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import load_dataset
@@ -48,7 +48,7 @@ def main(dataset: str, limit: int, seed: int = 0) -> None:
         prompt = render("nli_sentence.v1", source=example.source, hypotheses=[example.response],
                         cot=True)
         messages = [*prompt.messages, {"role": "assistant", "content": LABEL_PREFILL}]
-        reply = backend.complete(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
+        reply = backend.complete(Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES))
         row = shares(reply.top_logprobs[0])
         gold.append(example.label)
         rows.append(row)

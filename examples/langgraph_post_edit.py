@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from conli import Checker, check_node
-from conli.backends.base import Backend, Message
+from conli.backends.base import Backend, Message, Request
 from conli.errors import ConliError, boundary
 from conli.frontdoor import add_session_flags, session_settings
 from conli.inputs import read_input
@@ -71,7 +71,8 @@ def answer(state: ChatState, runtime: Runtime[AppContext]) -> dict[str, Any]:
         {"role": "user", "content": f"<source>\n{state['source']}\n</source>\n"
                                     f"<question>{state['question']}</question>"},
     ]
-    draft = runtime.context.chat.complete(messages, max_tokens=runtime.context.max_answer_tokens)
+    request = Request(messages, max_tokens=runtime.context.max_answer_tokens)
+    draft = runtime.context.chat.complete(request)
     return {"response": draft.text.strip()}
 
 

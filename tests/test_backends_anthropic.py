@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conli.agents.nli import Hypothesis
+from conli.backends import Request as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -170,7 +171,7 @@ def test_auth_error_fails_fast_without_retry(anthropic_at):
     server, backend, settings = anthropic_at(
         lambda r: Reply(401, anthropic_error("authentication_error", "invalid x-api-key")))
     with pytest.raises(AuthenticationError, match="API key"):
-        backend.complete([{"role": "user", "content": "hi"}], max_tokens=8)
+        backend.complete(ModelRequest([{"role": "user", "content": "hi"}], max_tokens=8))
     with pytest.raises(AuthenticationError):
         _judge(backend, settings)
     assert len(server.requests) == 2  # one direct call, one judged batch: no retries at all

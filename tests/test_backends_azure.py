@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conli.agents.nli import Hypothesis
+from conli.backends import Request as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -155,7 +156,7 @@ def test_auth_error_fails_fast(azure_at):
     server, backend, settings = azure_at(
         lambda r: Reply(401, openai_error(401, "Access denied due to invalid subscription key.")))
     with pytest.raises(AuthenticationError, match="Check the API key"):
-        backend.complete([{"role": "user", "content": "hi"}], max_tokens=8)
+        backend.complete(ModelRequest([{"role": "user", "content": "hi"}], max_tokens=8))
     assert len(server.requests) == 1
     with pytest.raises(AuthenticationError):
         _judge(backend, settings)
@@ -166,7 +167,7 @@ def test_bad_request_is_not_retried(azure_at):
     server, backend, _ = azure_at(
         lambda r: Reply(400, openai_error(400, "content filter", code="content_filter")))
     with pytest.raises(BadRequestError):
-        backend.complete([{"role": "user", "content": "hi"}], max_tokens=8)
+        backend.complete(ModelRequest([{"role": "user", "content": "hi"}], max_tokens=8))
     assert len(server.requests) == 1
 
 
@@ -185,8 +186,8 @@ def test_entra_token_from_environment_is_sent_as_bearer(monkeypatch):
         monkeypatch.setenv("AZURE_OPENAI_AD_TOKEN", "entra-token")
         backend = get_backend("azure:dep", Settings(azure_openai_endpoint=server.url))
         try:
-            backend.complete([{"role": "user", "content": '<claim id="0">x</claim>'}],
-                             max_tokens=8)
+            backend.complete(ModelRequest([{"role": "user", "content": '<claim id="0">x</claim>'}],
+                                          max_tokens=8))
         finally:
             backend.close()
     (request,) = server.requests

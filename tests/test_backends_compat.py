@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from conli.backends import Request as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Message
 from conli.cli import app as cli
@@ -85,8 +86,8 @@ def test_a_compat_backend_is_named_after_its_spec_and_continues_answers(name: st
         try:
             assert (backend.name, backend.model) == (name, "served")
             assert backend.capabilities.continues_assistant
-            backend.complete(PREFILL, max_tokens=8)
-            backend.complete(PREFILL[:1], max_tokens=8)
+            backend.complete(ModelRequest(PREFILL, max_tokens=8))
+            backend.complete(ModelRequest(PREFILL[:1], max_tokens=8))
         finally:
             backend.close()
     chats = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
@@ -101,7 +102,7 @@ def test_openai_itself_is_not_asked_to_continue(monkeypatch: pytest.MonkeyPatch)
         backend = get_backend("openai:gpt-test", Settings())
         try:
             assert not backend.capabilities.continues_assistant
-            backend.complete(PREFILL, max_tokens=8)
+            backend.complete(ModelRequest(PREFILL, max_tokens=8))
         finally:
             backend.close()
     assert _plain(server.requests[0].body)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conli.backends import Request as ModelRequest
 from conli.backends import get_backend
 from conli.config import Settings
 from conli.errors import BadRequestError
@@ -82,10 +83,11 @@ def test_openai_spec_wire_format_and_quota_error(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         backend = get_backend("openai:gpt-4o-mini", Settings())
         try:
-            completion = backend.complete([{"role": "user", "content": "hi"}], max_tokens=7,
-                                          json_schema={"type": "object"})
+            completion = backend.complete(ModelRequest(
+                [{"role": "user", "content": "hi"}], max_tokens=7, json_schema={"type": "object"}))
             with pytest.raises(BadRequestError, match="no quota"):
-                backend.complete([{"role": "user", "content": "quota?"}], max_tokens=7)
+                backend.complete(ModelRequest([{"role": "user", "content": "quota?"}],
+                                              max_tokens=7))
         finally:
             backend.close()
     assert completion.text == '{"ok": true}' and completion.usage.prompt_tokens == 10

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from conli.backends import Request as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -133,7 +134,8 @@ def _answer(provider: str, text: str) -> dict[str, Any]:
 
 
 def _call(backend: Backend) -> str:
-    return backend.complete([{"role": "user", "content": "Say ok."}], max_tokens=16).text
+    ask = ModelRequest([{"role": "user", "content": "Say ok."}], max_tokens=16)
+    return backend.complete(ask).text
 
 
 @pytest.fixture

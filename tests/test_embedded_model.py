@@ -5,6 +5,7 @@ Slow (about a minute on 2 cores); marked ``model`` so ``pytest -m "not model"`` 
 
 import pytest
 
+from conli.backends import Request
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 
@@ -62,7 +63,7 @@ def test_the_forced_json_opening_is_prefilled_not_generated(checker):
     prompt = render("nli_sentence.v2", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)
     schema = exact_items_schema(NLIReasonedAnswer, "judgements", "NLIReasonedItem", [0])
     reply = checker.backend.complete(
-        prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1
+        Request(prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1)
     )
     assert reply.text.startswith('{"judgements": [{"id": 0, "reasoning": "')
     assert parse_json_model(reply.text, NLIReasonedAnswer).judgements[0].label == "entailment"
@@ -84,7 +85,7 @@ def test_real_backend_counts_tokens_to_size_source_windows(checker):
 def test_real_backend_reports_context_overflow_as_an_input_error(checker):
     messages = [{"role": "user", "content": "word " * 5000}]
     with pytest.raises(ContextOverflowError, match="holds 4096"):
-        checker.backend.complete(messages, max_tokens=4)
+        checker.backend.complete(Request(messages, max_tokens=4))
 
 
 def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
@@ -106,8 +107,8 @@ def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
 
     second = LocalBackend(settings)  # nothing cached in this server until the restore
     second.prime(prefix)
-    reply = second.complete([system, {"role": "user", "content": "<source>x</source>"}],
-                            max_tokens=1)
+    reply = second.complete(Request([system, {"role": "user", "content": "<source>x</source>"}],
+                                    max_tokens=1))
     second.close()
     assert reply.usage.cached_tokens >= 200  # the system prompt is in the KV cache...
     again = saved[0].stat()  # ...restored from disk: a re-prefill would have saved anew
@@ -125,12 +126,12 @@ def test_a_reading_leaves_the_slot_holding_the_last_completions_prompt(tmp_path)
     backend = LocalBackend(settings)
     source = [{"role": "system", "content": "You check facts against a source."},
               {"role": "user", "content": f"<source>{SOURCE * 6}</source> Claim: "}]
-    first = backend.complete([*source[:1], {"role": "user", "content": source[1]["content"]
-                                            + "It opened in 1998."}], max_tokens=1)
+    first = backend.complete(Request([*source[:1], {"role": "user", "content": source[1]["content"]
+                                                    + "It opened in 1998."}], max_tokens=1))
     reading = backend.read_tokens(backend.tokenize(SOURCE + RESPONSE), 5)
     assert len(reading.logp) == len(backend.tokenize(SOURCE + RESPONSE)) - 5
-    after = backend.complete([*source[:1], {"role": "user", "content": source[1]["content"]
-                                            + "It is 240 metres long."}], max_tokens=1)
+    after = backend.complete(Request([*source[:1], {"role": "user", "content": source[1]["content"]
+                                                    + "It is 240 metres long."}], max_tokens=1))
     swaps = list((tmp_path / "prefix-states").glob("swap-*.bin"))
     backend.close()
     assert first.usage.prompt_tokens > 200
@@ -182,8 +183,8 @@ def test_samples_with_distinct_seeds_differ(checker):
     messages = [{"role": "user", "content": "Write one short sentence about a river."}]
 
     def draw(seed: int) -> str:
-        return checker.backend.complete(messages, max_tokens=16, temperature=0.8,
-                                        seed=seed).text
+        return checker.backend.complete(Request(messages, max_tokens=16, temperature=0.8,
+                                                seed=seed)).text
 
     assert len({draw(1), draw(2), draw(3)}) >= 2  # not one sample drawn three times
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conli.backends import register_backend
-from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.backends.base import Backend, CallUsage, Completion, Message, Request
 from conli.backends.fake import ScriptedBackend
 from conli.cli.app import main
 from conli.config import Settings
@@ -33,10 +32,9 @@ class _Tracked(ScriptedBackend):
         self.label = "A" if not cache else "B"
         EVENTS.append(f"open {self.label}")
 
-    def complete(self, messages: list[Message], *, max_tokens: int, **kwargs: Any
-                 ) -> Completion:
-        done = super().complete(messages, max_tokens=max_tokens, **kwargs)
-        generated = min(done.usage.completion_tokens, max_tokens)
+    def complete(self, request: Request) -> Completion:
+        done = super().complete(request)
+        generated = min(done.usage.completion_tokens, request.max_tokens)
         prefill, decode = done.usage.prompt_tokens / 500, generated / 20
         usage = CallUsage(prompt_tokens=done.usage.prompt_tokens, completion_tokens=generated,
                           seconds=prefill + decode, prefill_seconds=prefill,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conli.backends.base import CallUsage, Completion, Message
+from conli.backends.base import CallUsage, Completion, Request
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
 from conli.config import Settings
@@ -38,14 +38,13 @@ class Writer(ScriptedBackend):
         self.prefixes: list[str] = []
         self.seeds: list[int | None] = []
 
-    def complete(self, messages: list[Message], *, max_tokens: int,
-                 json_schema: dict[str, Any] | None = None, temperature: float = 0.0,
-                 top_logprobs: int = 0, seed: int | None = None) -> Completion:
+    def complete(self, request: Request) -> Completion:
+        messages = request.messages
         self.calls.append(list(messages))
-        self.seeds.append(seed)
+        self.seeds.append(request.seed)
         usage = CallUsage(prompt_tokens=10, completion_tokens=5, seconds=0.0)
         if "You answer using only the SOURCE" in messages[0]["content"]:
-            if temperature == 0.0:
+            if request.temperature == 0.0:
                 return Completion(GREEDY, usage, "stop")
             self.prefixes.append(messages[-1]["content"] if messages[-1]["role"] ==
                                  "assistant" else "")
@@ -107,15 +106,15 @@ def test_fod_abstains_when_nothing_faithful_can_be_written() -> None:
     writer = Writer(["It is FALSE."])
     greedy = "It cost FALSE money."
 
-    def only_bad(messages: list[Message], **kw: Any) -> Completion:
+    def only_bad(request: Request) -> Completion:
         return Completion(greedy, CallUsage(1, 1, 0.0), "stop")
 
     original = writer.complete
 
-    def complete(messages: list[Message], **kw: Any) -> Completion:
-        if "You answer" in messages[0]["content"] and kw.get("temperature", 0.0) == 0.0:
-            return only_bad(messages)
-        return original(messages, **kw)
+    def complete(request: Request) -> Completion:
+        if "You answer" in request.messages[0]["content"] and request.temperature == 0.0:
+            return only_bad(request)
+        return original(request)
 
     writer.complete = complete  # type: ignore[method-assign]
     result = generate(writer, "src", split, SETTINGS, method="fod")
@@ -145,12 +144,12 @@ class Flaky(Writer):
         self.clock, self.failures, self.took = clock, failures, took
         self.attempts = 0
 
-    def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+    def complete(self, request: Request) -> Completion:
         self.attempts += 1
         self.clock.advance(self.took)
         if self.attempts <= self.failures:
             raise TransientBackendError("503 from the scripted server")
-        return super().complete(messages, **kwargs)
+        return super().complete(request)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from conli.agents.looks import combine_looks
 from conli.agents.nli import Hypothesis
-from conli.backends.base import Completion
+from conli.backends.base import Completion, Request
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import Judgement, NLILabel, Verdict
@@ -23,9 +23,9 @@ class SeedRecorder(ScriptedBackend):
         super().__init__(replies)
         self.sampling: list[tuple[float, int | None]] = []
 
-    def complete(self, messages: Any, **kwargs: Any) -> Completion:
-        self.sampling.append((kwargs.get("temperature", 0.0), kwargs.get("seed")))
-        return super().complete(messages, **kwargs)
+    def complete(self, request: Request) -> Completion:
+        self.sampling.append((request.temperature, request.seed))
+        return super().complete(request)
 
 
 def answer(label: str) -> str:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conli.backends.base import Capabilities, Completion, Message
+from conli.backends.base import Capabilities, Completion, Request
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.evaluation.loaders import load_dataset
@@ -33,7 +32,7 @@ class Recorded:
     capabilities = Capabilities(context_window=8192, max_concurrency=1, judges_batches=False,
                                 continues_assistant=True, logprobs=20, counts_tokens=True)
 
-    def complete(self, messages: list[Message], **_: Any) -> Completion:
+    def complete(self, request: Request) -> Completion:
         raise AssertionError("a call the recorded run did not make")
 
     def count_tokens(self, text: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from conli.backends.base import Backend, Completion, Message
+from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model
 from conli.config import Settings
 from conli.prompts import render
@@ -76,8 +76,8 @@ def score_hypothesis(
     prompt = render(template, source=source, hypotheses=[hypothesis],
                     cot=settings.chain_of_thought, question=question)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
-    completion, record = call_model(backend, messages, step="score", template=template,
-                                    max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
+    request = Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
+    completion, record = call_model(backend, request, step="score", template=template)
     calls = [record]
     if not completion.logprobs:
         return None, calls

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from conli.backends.base import Backend, Completion, Message
+from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.prompts import defuse, render
 
@@ -87,22 +87,13 @@ def ask_structured(
     which backends with constrained decoding enforce while generating. ``seed`` goes to
     every attempt (sampled calls: distinct seeds are distinct samples, in the cache too).
     """
-    schema = schema or model.model_json_schema()
-    conversation = list(messages)
+    request = Request(list(messages), max_tokens=max_tokens,
+                      json_schema=schema or model.model_json_schema(),
+                      temperature=temperature, top_logprobs=top_logprobs, seed=seed)
     calls: list[CallRecord] = []
     error = "no answer"
     for attempt in range(max_reasks + 1):
-        completion, record = call_model(
-            backend,
-            conversation,
-            step=step,
-            template=template,
-            max_tokens=max_tokens,
-            json_schema=schema,
-            temperature=temperature,
-            top_logprobs=top_logprobs,
-            seed=seed,
-        )
+        completion, record = call_model(backend, request, step=step, template=template)
         calls.append(record)
         try:
             if len(completion.text) > MAX_CHARS_PER_TOKEN * max_tokens + ECHO_CHARS:
@@ -120,11 +111,11 @@ def ask_structured(
                 error += " (the answer was cut off at the token limit)"
         if attempt < max_reasks:
             reask = render("reask.v1", error=error).messages
-            conversation = [
-                *conversation,
+            request = replace(request, messages=[
+                *request.messages,
                 {"role": "assistant", "content": _echo(completion.text)},
                 *reask,
-            ]
+            ])
     return Asked(None, error, calls)
 
 

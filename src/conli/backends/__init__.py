@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conli.backends.base import Backend, CallUsage, Completion, Message
+from conli.backends.base import Backend, CallUsage, Completion, Message, Request
 from conli.config import BackendSettings
 from conli.errors import ConfigError
 
@@ -82,6 +82,7 @@ __all__ = [
     "CallUsage",
     "Completion",
     "Message",
+    "Request",
     "backend_names",
     "get_backend",
     "register_backend",

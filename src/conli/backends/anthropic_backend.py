@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from conli.backends.base import CallUsage, Capabilities, Completion, Message
+from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
 from conli.backends.limits import CallLimiter, call_cost, shared_limiter
@@ -63,48 +63,39 @@ class AnthropicBackend:
             http_client.close()
             raise AuthenticationError(f"anthropic: {exc}; set ANTHROPIC_API_KEY") from exc
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
         anthropic = _import_anthropic()
-        system, turns = to_anthropic_messages(messages)
-        request: dict[str, Any] = {
+        system, turns = to_anthropic_messages(request.messages)
+        body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max_tokens,
+            "max_tokens": request.max_tokens,
             # no temperature: the current Messages API (SDK 2.x) no longer takes sampling
             # parameters (nor a seed), so both are accepted for the contract and not sent.
             "messages": turns,
             "timeout": self._timeout,
         }
         if system:
-            request["system"] = system
-        if json_schema is not None:
-            request["tools"] = [
+            body["system"] = system
+        if request.json_schema is not None:
+            body["tools"] = [
                 {
                     "name": TOOL_NAME,
                     "description": "Give the answer in exactly this structure.",
-                    "input_schema": inline_refs(json_schema),
+                    "input_schema": inline_refs(request.json_schema),
                 }
             ]
-            request["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
-        estimate = call_cost([m["content"] for m in messages], max_tokens)
+            body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+        estimate = call_cost([m["content"] for m in request.messages], request.max_tokens)
         with self._limiter.slot(estimate) as reservation:
             started = time.perf_counter()
             try:
-                reply = self._client.messages.create(**request)
+                reply = self._client.messages.create(**body)
             except anthropic.AnthropicError as exc:
                 raise _map_error(exc, self._timeout) from exc
             except ValueError as exc:  # a 200 whose body is not JSON
                 raise TransientBackendError(f"anthropic sent an unreadable reply: {exc}") from exc
-            completion = _to_completion(reply, time.perf_counter() - started, json_schema)
+            completion = _to_completion(reply, time.perf_counter() - started, request.json_schema)
             usage = completion.usage
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
         return completion

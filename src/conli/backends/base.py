@@ -111,6 +111,26 @@ class Completion:
     logprobs: tuple[TokenLogprob, ...] = ()
 
 
+@dataclass(frozen=True)
+class Request:
+    """One completion to ask a backend for: the chat, and how to answer it.
+
+    - ``messages``: the chat so far; a trailing assistant message is the answer's start.
+    - ``max_tokens``: the most tokens the answer may take.
+    - ``json_schema``: constrain (or ask for) JSON like this; callers still validate it.
+    - ``temperature``: sampling temperature, 0 for greedy.
+    - ``top_logprobs``: alternatives per generated token, capped by ``capabilities.logprobs``.
+    - ``seed``: the sample's seed where the provider takes one; the call cache keys on it.
+    """
+
+    messages: list[Message]
+    max_tokens: int
+    json_schema: dict[str, Any] | None = None
+    temperature: float = 0.0
+    top_logprobs: int = 0
+    seed: int | None = None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A chat model we can ask for one completion at a time; see ``Capabilities``."""
@@ -119,24 +139,11 @@ class Backend(Protocol):
     model: str
     capabilities: Capabilities
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
-        """Return one completion; raise a ``BackendError`` subclass on failure.
+    def complete(self, request: Request) -> Completion:
+        """Return one completion for ``request``; raise a ``BackendError`` subclass on failure.
 
-        With ``json_schema`` the backend constrains or requests JSON matching it where
-        the provider supports that; callers still validate the text. ``top_logprobs > 0``
-        asks for up to that many alternatives per generated token (``capabilities.logprobs``
-        caps it; a backend without log-probs ignores it). ``seed`` is passed on where the
-        provider takes one (llama.cpp in-process does not promise to repeat a sample for
-        it); the call cache keys on it, so samples with distinct seeds are never one replay.
+        What the provider cannot honour it ignores: log-probs where it has none, a seed
+        where it takes none (llama.cpp in-process does not promise to repeat a sample).
         """
         ...
 

@@ -1,8 +1,9 @@
 """A content-addressed disk cache in front of any backend, so a re-run costs nothing.
 
-The key is the SHA-256 of everything that decides the answer: backend name, model,
-messages, ``max_tokens``, ``json_schema``, ``temperature`` and ``seed``. The rendered
-messages carry the prompt template's text, so a changed template is a different key.
+The key is the SHA-256 of everything that decides the answer: backend name, model, and the
+``Request`` (messages, ``max_tokens``, ``json_schema``, ``temperature``, ``top_logprobs``,
+``seed``). The rendered messages carry the prompt template's text, so a changed template is
+a different key.
 Entries are written to a temp file and renamed into place (``os.replace``), so concurrent
 writers never leave a torn file. Errors are never cached: an exception from the inner
 backend propagates and nothing is written. A hit reports the original token counts, with
@@ -31,6 +32,7 @@ from conli.backends.base import (
     Completion,
     Message,
     ReadsHiddenStates,
+    Request,
     TokenLogprob,
     TokenReading,
     counts_tokens,
@@ -43,27 +45,21 @@ from conli.files import atomic_path, atomic_writer
 CACHE_FORMAT = "1"
 
 
-def cache_key(
-    backend: str,
-    model: str,
-    messages: list[Message],
-    max_tokens: int,
-    json_schema: dict[str, Any] | None,
-    temperature: float,
-    top_logprobs: int = 0,
-    seed: int | None = None,
-) -> str:
-    """SHA-256 hex digest of a canonical JSON encoding of the call."""
+def cache_key(backend: str, model: str, request: Request) -> str:
+    """SHA-256 hex digest of a canonical JSON encoding of the call.
+
+    The payload's shape is the stored caches' names: change it and every entry misses.
+    """
     payload = {
         "format": CACHE_FORMAT,
         "backend": backend,
         "model": model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-        "max_tokens": max_tokens,
-        "json_schema": json_schema,
-        "temperature": temperature,
-        **({"top_logprobs": top_logprobs} if top_logprobs else {}),
-        **({"seed": seed} if seed is not None else {}),
+        "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages],
+        "max_tokens": request.max_tokens,
+        "json_schema": request.json_schema,
+        "temperature": request.temperature,
+        **({"top_logprobs": request.top_logprobs} if request.top_logprobs else {}),
+        **({"seed": request.seed} if request.seed is not None else {}),
     }
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
@@ -139,35 +135,16 @@ class CachedBackend:
         """Where the entry for ``key`` lives (two-level fan-out)."""
         return self.cache_dir / key[:2] / f"{key}.json"
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """Return the stored completion for this exact call, or ask ``inner`` and store it."""
-        key = cache_key(
-            self.name, self.model, messages, max_tokens, json_schema, temperature, top_logprobs,
-            seed,
-        )
+        key = cache_key(self.name, self.model, request)
         path = self.path_for(key)
         cached = _read_entry(path)
         if cached is not None:
             self.hits += 1
             self.replayed_seconds += cached[1]
             return cached[0]
-        completion = self.inner.complete(
-            messages,
-            max_tokens=max_tokens,
-            json_schema=json_schema,
-            temperature=temperature,
-            top_logprobs=top_logprobs,
-            seed=seed,
-        )
+        completion = self.inner.complete(request)
         self.misses += 1
         _write_entry(path, key, completion)
         return completion

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from conli.backends.base import Backend, CallUsage, Completion, Message, TokenLogprob
+from conli.backends.base import Backend, CallUsage, Completion, Request, TokenLogprob
 from conli.backends.retry import call_with_retries
 from conli.models import UsageTotals
 
@@ -34,35 +33,15 @@ class CallRecord:
     logprobs: tuple[TokenLogprob, ...] = ()
 
 
-def call_model(
-    backend: Backend,
-    messages: list[Message],
-    *,
-    step: str,
-    template: str,
-    max_tokens: int,
-    json_schema: dict[str, Any] | None = None,
-    temperature: float = 0.0,
-    top_logprobs: int = 0,
-    seed: int | None = None,
-) -> tuple[Completion, CallRecord]:
+def call_model(backend: Backend, request: Request, *, step: str, template: str
+               ) -> tuple[Completion, CallRecord]:
     """One completion within the deadline, transient failures retried, and its record.
 
     Raises ``DeadlineExceededError`` when the deadline has passed before an attempt, and
     any other ``BackendError`` as the backend raised it (after the retries, if transient).
     """
     failures: list[BaseException] = []
-    completion = call_with_retries(
-        lambda: backend.complete(
-            messages,
-            max_tokens=max_tokens,
-            json_schema=json_schema,
-            temperature=temperature,
-            top_logprobs=top_logprobs,
-            seed=seed,
-        ),
-        on_failure=failures.append,
-    )
+    completion = call_with_retries(lambda: backend.complete(request), on_failure=failures.append)
     record = CallRecord(step, template, completion.usage, len(failures), completion.logprobs)
     return completion, record
 

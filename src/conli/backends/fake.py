@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from conli.backends.base import CallUsage, Capabilities, Completion, Message
+from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
 
 Reply = str | Completion | BaseException
 Responder = Callable[[list[Message]], Reply]
@@ -42,19 +42,11 @@ class ScriptedBackend:
         self.calls: list[list[Message]] = []
         self.schemas: list[dict[str, Any] | None] = []
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """Return (or raise) the next scripted reply."""
+        messages = request.messages
         self.calls.append(list(messages))
-        self.schemas.append(json_schema)
+        self.schemas.append(request.json_schema)
         if self._replies:
             reply = self._replies.pop(0)
         elif self._responder is not None:

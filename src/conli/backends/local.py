@@ -24,6 +24,7 @@ from conli.backends.base import (
     Capabilities,
     Completion,
     Message,
+    Request,
     TokenLogprob,
     TokenReading,
     llama_cpp_split,
@@ -108,45 +109,37 @@ class LocalBackend:
             xllamacpp.__version__, settings.local_context,
         ]
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """Run one chat completion; map llama.cpp's error objects onto our error tree.
 
         Under a schema, the answer's forced opening is sent as the start of the assistant
         turn, so llama.cpp prefills it (its grammar continues from there) instead of
         decoding it token by token; the returned text includes it.
         """
+        messages, schema = request.messages, request.json_schema
         prefill = ""
-        if json_schema is not None and messages and messages[-1]["role"] != "assistant":
-            prefill = forced_prefix(json_schema)
+        if schema is not None and messages and messages[-1]["role"] != "assistant":
+            prefill = forced_prefix(schema)
         sent = [*messages, {"role": "assistant", "content": prefill}] if prefill else messages
-        request: dict[str, Any] = {
+        body: dict[str, Any] = {
             "messages": [{"role": m["role"], "content": m["content"]} for m in sent],
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "seed": 0 if seed is None else seed,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": 0 if request.seed is None else request.seed,
             "cache_prompt": self._prompt_cache,
         }
-        if top_logprobs:
-            request.update(logprobs=True, top_logprobs=min(top_logprobs, TOP_LOGPROBS))
-        if json_schema is not None:
-            request["response_format"] = {
+        if request.top_logprobs:
+            body.update(logprobs=True, top_logprobs=min(request.top_logprobs, TOP_LOGPROBS))
+        if schema is not None:
+            body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": json_schema, "strict": True},
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
             }
         self._restore_after_reading()
         started = time.perf_counter()
         try:
             with self._lock:
-                reply = self._server.handle_chat_completions(request)
+                reply = self._server.handle_chat_completions(body)
         except ValueError as exc:
             raise BadRequestError(f"llama.cpp rejected the request: {exc}") from exc
         finally:
@@ -172,7 +165,7 @@ class LocalBackend:
         if (self._state_dir / name).is_file() and self._slot_action("restore", name):
             self._saved, self._put_back = name, None
             return time.perf_counter() - started
-        self.complete(messages, max_tokens=1)
+        self.complete(Request(messages, max_tokens=1))
         partial = f".{name}.{os.getpid()}.tmp"  # renamed whole: no reader sees half a file
         if self._slot_action("save", partial):
             os.replace(self._state_dir / partial, self._state_dir / name)

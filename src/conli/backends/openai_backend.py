@@ -16,7 +16,7 @@ from conli.backends.base import (
     CallUsage,
     Capabilities,
     Completion,
-    Message,
+    Request,
     TokenLogprob,
     llama_cpp_split,
 )
@@ -85,47 +85,39 @@ class OpenAIChatBackend:
         self._timeout = settings.request_timeout
         self._limiter: CallLimiter = shared_limiter(settings)
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
 
         Strict mode would reject our schemas (``maxLength``, optional keys), so the schema
         guides the model and ``agents.structured`` validates the reply.
         """
         openai = import_openai()
-        request: dict[str, Any] = {
+        messages = request.messages
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-            "temperature": temperature,
-            self._token_param: max_tokens,
+            "temperature": request.temperature,
+            self._token_param: request.max_tokens,
             "timeout": self._timeout,
         }
-        if top_logprobs:
-            request.update(logprobs=True, top_logprobs=min(top_logprobs, MAX_TOP_LOGPROBS))
-        if seed is not None:
-            request["seed"] = seed
+        if request.top_logprobs:
+            body.update(logprobs=True, top_logprobs=min(request.top_logprobs, MAX_TOP_LOGPROBS))
+        if request.seed is not None:
+            body["seed"] = request.seed
         prefix = ""
         if self.capabilities.continues_assistant and messages[-1]["role"] == "assistant":
-            request["extra_body"] = dict(CONTINUE_FINAL_MESSAGE)
+            body["extra_body"] = dict(CONTINUE_FINAL_MESSAGE)
             prefix = messages[-1]["content"]
-        if json_schema is not None:
-            request["response_format"] = {
+        if request.json_schema is not None:
+            body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": json_schema, "strict": False},
+                "json_schema": {"name": "answer", "schema": request.json_schema, "strict": False},
             }
-        estimate = call_cost([m["content"] for m in messages], max_tokens)
+        estimate = call_cost([m["content"] for m in messages], request.max_tokens)
         with self._limiter.slot(estimate) as reservation:
             started = time.perf_counter()
             try:
-                reply = self._client.chat.completions.create(**request)
+                reply = self._client.chat.completions.create(**body)
             except openai.OpenAIError as exc:
                 raise map_openai_error(exc, self.name, self._timeout) from exc
             except ValueError as exc:  # a 200 whose body is not JSON

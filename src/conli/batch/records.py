@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from conli.backends.base import Backend, Completion, Message
+from conli.backends.base import Backend, Completion, Request
 from conli.errors import EXIT_INTERRUPTED, boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
 
@@ -225,22 +225,11 @@ class CountingBackend:
         self.model = inner.model
         self.capabilities = inner.capabilities
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
         """``inner.complete``, counted."""
         tally = _TALLY.get()
         try:
-            completion = self.inner.complete(
-                messages, max_tokens=max_tokens, json_schema=json_schema,
-                temperature=temperature, top_logprobs=top_logprobs, seed=seed)
+            completion = self.inner.complete(request)
         except BaseException:
             if tally is not None:
                 tally.count(ok=False)

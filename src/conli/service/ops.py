@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conli.backends.base import Backend
+from conli.backends.base import Backend, Request
 from conli.errors import AuthenticationError, BackendError, boundary
 from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult, UsageTotals
@@ -137,7 +137,8 @@ class Readiness:
         return self.failure
 
     def _probe(self) -> None:
-        self.backend.complete([{"role": "user", "content": "Reply with OK."}], max_tokens=8)
+        self.backend.complete(Request([{"role": "user", "content": "Reply with OK."}],
+                                      max_tokens=8))
 
 
 class Observe:
