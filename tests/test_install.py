@@ -114,3 +114,14 @@ def test_the_eval_check_looks_for_every_package_of_the_eval_extra() -> None:
     provided = packages_distributions()
     checked = {canonical(d) for module in EVAL_MODULES for d in provided.get(module, [])}
     assert checked == wanted
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: ``py.typed`` in the package, which the wheel target ships whole (issue 45).
+
+    ``make wheel`` then ``python -m zipfile -l dist/conli-*.whl`` lists ``conli/py.typed``.
+    """
+    assert (ROOT / "src" / "conli" / "py.typed").is_file()
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    wheel = pyproject.split("[tool.hatch.build.targets.wheel]")[1].split("\n[")[0]
+    assert 'packages = ["src/conli"]' in wheel and "exclude" not in wheel

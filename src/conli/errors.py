@@ -15,6 +15,7 @@
     │   ├── TransientBackendError   429 / 5xx / timeout / connection: retried with backoff
     │   │   └── RateLimitError          429, carries the provider's Retry-After if any
     │   └── DeadlineExceededError   the whole check ran past its deadline
+    ├── CheckCancelledError     the caller cancelled the check (an async task that was cancelled)
     ├── OutputParseError        model output did not validate after the bounded re-ask
     └── ModelStoreError         the embedded model could not be assembled or verified
 
@@ -107,6 +108,14 @@ class DeadlineExceededError(BackendError):
     """The check ran past ``CONLI_CHECK_DEADLINE_SECONDS``; no further call was started."""
 
 
+class CheckCancelledError(ConliError):
+    """The caller stopped waiting (``acheck``'s task was cancelled); no further call started.
+
+    Raised at the next model call's start (``run_context.check_deadline``), in the thread
+    still running the abandoned check, so it ends there instead of making its other calls.
+    """
+
+
 class OutputParseError(ConliError):
     """Model output that failed validation even after the bounded re-ask."""
 
@@ -143,6 +152,8 @@ _TABLE: tuple[tuple[type[BaseException], Boundary], ...] = (
                                      "the model backend did not answer; retry later")),
     (BackendError, Boundary(3, 502, "backend", "the model backend failed")),
     (OutputParseError, Boundary(3, 502, "backend", "the model answer was unusable")),
+    (CheckCancelledError, Boundary(EXIT_INTERRUPTED, 499, "cancelled",
+                                   "the caller cancelled the check")),
     (ConliError, Boundary(2, 500, "internal", "internal error")),
 )
 UNEXPECTED = Boundary(1, 500, "internal", "internal error")

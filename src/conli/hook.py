@@ -1,7 +1,10 @@
 """Post-edit hook: check an LLM answer right after a chat model wrote it, sync or async.
 
 ``conli.check`` is the sync call; ``acheck`` is its async twin for event-loop apps (it runs
-the blocking check on the checker's own pool, ``max_concurrency`` at a time).
+the blocking check on the checker's own pool, ``max_concurrency`` at a time). Cancelling an
+``acheck`` (``asyncio.wait_for`` timing out) stops its check at the next model call. Without
+a checker, ``acheck`` shares one per settings (``shared_checker``): one model load however
+many calls run at once, closed when the interpreter exits.
 ``astream_check`` checks a reply while the chat model still streams it: each sentence's
 verdict as soon as the sentence is complete. Pass a long-lived ``Checker`` to reuse its
 backend and compiled graph across calls; for use inside a LangGraph app, add
@@ -12,8 +15,9 @@ backend and compiled graph across calls; for use inside a LangGraph app, add
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import atexit
 import functools
+import threading
 from collections.abc import AsyncGenerator, AsyncIterable
 from contextlib import aclosing
 from typing import Protocol
@@ -21,7 +25,8 @@ from typing import Protocol
 from conli.config import Settings
 from conli.graph.state import CheckInput, NodeOutput
 from conli.models import CheckResult
-from conli.pipeline import Checker, check
+from conli.pipeline import Checker
+from conli.run_context import cancellable
 from conli.streaming import DoneEvent, SentenceEvent
 
 
@@ -36,18 +41,68 @@ async def acheck(
 ) -> CheckResult:
     """Async ``check``: with ``checker`` reuse it (``settings`` then overrides per call).
 
-    ``question`` and ``points`` as ``Checker.check`` takes them. With ``checker``, checks
-    run on its own pool (``Checker.executor``): up to ``max_concurrency`` at once however
-    many callers await, never bounded by the event loop's default thread pool.
+    Without ``checker``, the one shared checker for ``settings`` (``shared_checker``).
+    ``question`` and ``points`` as ``Checker.check`` takes them. Checks run on the checker's
+    own pool (``Checker.executor``): up to ``max_concurrency`` at once however many callers
+    await, never bounded by the event loop's default thread pool. Cancelling the call stops
+    the check at its next model call (the one in flight, if any, ends first).
     """
-    if checker is not None:
-        work = functools.partial(checker.check, source, response, question=question,
-                                 points=points, settings=settings)
-        context = contextvars.copy_context()  # as asyncio.to_thread does
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(checker.executor(), context.run, work)
-    return await asyncio.to_thread(check, source, response, settings, question=question,
-                                   points=points)
+    if checker is None:
+        checker = await asyncio.to_thread(shared_checker, settings)
+        settings = None  # the shared checker was built from them
+    work = functools.partial(checker.check, source, response, question=question,
+                             points=points, settings=settings)
+    flag = threading.Event()
+    context = cancellable(flag)  # the caller's context, as asyncio.to_thread copies it
+    running = asyncio.get_running_loop().run_in_executor(checker.executor(), context.run, work)
+    try:
+        return await running
+    except asyncio.CancelledError:
+        flag.set()  # the thread runs on: no model call starts after this
+        raise
+
+
+# --- one checker per settings for callers that bring none -----------------------------
+
+_shared: dict[str, Checker] = {}
+_building: dict[str, threading.Lock] = {}
+_shared_lock = threading.Lock()
+_at_exit: list[object] = []  # holds close_shared_checkers once it is registered
+
+
+def shared_checker(settings: Settings | None = None) -> Checker:
+    """The one checker ``acheck`` uses for ``settings`` (None: ``CONLI_*``), built on first use.
+
+    Concurrent first calls build it once (the others wait for it), so four calls at once
+    load the model once, not four times. Every shared checker is closed at interpreter exit
+    (``close_shared_checkers``).
+    """
+    chosen = settings if settings is not None else Settings()
+    key = chosen.model_dump_json()
+    with _shared_lock:
+        if key in _shared:
+            return _shared[key]
+        building = _building.setdefault(key, threading.Lock())
+    with building:  # one build per settings; other settings build alongside
+        with _shared_lock:
+            if key in _shared:
+                return _shared[key]
+        built = Checker(chosen)
+        with _shared_lock:
+            if not _at_exit:
+                _at_exit.append(atexit.register(close_shared_checkers))
+            _shared[key] = built
+            _building.pop(key, None)
+        return built
+
+
+def close_shared_checkers() -> None:
+    """Close every shared checker (after the checks they run finish); the next use rebuilds."""
+    with _shared_lock:
+        closing = list(_shared.values())
+        _shared.clear()
+    for checker in closing:
+        checker.close()
 
 
 async def astream_check(

@@ -1,19 +1,22 @@
 """What one check carries through every layer without threading it through each call.
 
-A check's deadline and its progress listener live in context variables: ``retry`` reads the
-deadline before each attempt, the NLI agent reports progress, and worker threads inherit
-both through ``propagate``.
+A check's deadline, its cancel flag and its progress listener live in context variables:
+``retry`` reads the deadline and the flag before each attempt (``check_deadline``), the NLI
+agent reports progress, and worker threads inherit them through ``propagate``. The flag
+is how a caller that stopped waiting (an ``acheck`` whose task was cancelled) stops the
+check still running in its thread: no model call starts once it is set.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
-from conli.errors import DeadlineExceededError
+from conli.errors import CheckCancelledError, DeadlineExceededError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -22,6 +25,9 @@ Progress = Callable[[str, int, int], None]  # (step, done, total)
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
 _progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "progress", default=None
+)
+_cancelled: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "cancelled", default=None
 )
 
 
@@ -43,8 +49,26 @@ def remaining() -> float | None:
     return None if end is None else end - time.monotonic()
 
 
+def cancellable(flag: threading.Event) -> contextvars.Context:
+    """A copy of the caller's context in which a check stops at its next call once ``flag`` is set.
+
+    Run the check in it (``context.run``, in any thread); ``scope`` inside keeps the flag.
+    """
+    context = contextvars.copy_context()
+    context.run(_cancelled.set, flag)
+    return context
+
+
 def check_deadline() -> None:
-    """Raise ``DeadlineExceededError`` once the check's deadline has passed."""
+    """Raise before a model call that must not start: the check was cancelled or is late.
+
+    ``CheckCancelledError`` once the check's cancel flag is set (``cancellable``);
+    ``DeadlineExceededError`` once its deadline has passed.
+    """
+    flag = _cancelled.get()
+    if flag is not None and flag.is_set():
+        raise CheckCancelledError("the check was cancelled (its caller stopped waiting); "
+                                  "no further model call was started")
     left = remaining()
     if left is not None and left <= 0:
         raise DeadlineExceededError(

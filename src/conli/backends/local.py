@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,9 +168,7 @@ class LocalBackend:
             self._saved, self._put_back = name, None
             return time.perf_counter() - started
         self.complete(Request(messages, max_tokens=1))
-        partial = f".{name}.{os.getpid()}.tmp"  # renamed whole: no reader sees half a file
-        if self._slot_action("save", partial):
-            os.replace(self._state_dir / partial, self._state_dir / name)
+        if save_state(self._state_dir / name, lambda file: self._slot_action("save", file)):
             self._saved = name
         return time.perf_counter() - started
 
@@ -293,6 +293,31 @@ class LocalBackend:
         """Stop the in-process server and free the model (and this process's swap state)."""
         self._server = None
         (self._state_dir / self._swap).unlink(missing_ok=True)
+
+
+def save_state(path: Path, save: Callable[[str], bool]) -> bool:
+    """Have ``save`` write a state file under a fresh name beside ``path``, then rename it there.
+
+    ``save`` gets the temporary file's name in ``path``'s folder (llama.cpp's slot-save
+    folder). The name is unique per call (``tempfile.mkstemp``), not per process, so two
+    backends in one process priming the same prefix never write into one file, and the
+    rename means no reader sees half a state. False, with nothing left behind, when the
+    file cannot be made, ``save`` fails or the rename does: the caller keeps the slot it
+    prefilled, as if no state had been saved.
+    """
+    try:
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(handle)
+    except OSError:
+        return False
+    try:
+        if save(Path(temp).name):
+            os.replace(temp, path)
+            return True
+    except OSError:
+        pass
+    Path(temp).unlink(missing_ok=True)
+    return False
 
 
 def _remove_stale_swaps(state_dir: Path) -> None:
