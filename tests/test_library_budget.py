@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import conli
 from conli import Checker, Settings, acheck, backends
 from conli.backends.fake import ScriptedBackend
 from conli.hook import close_shared_checkers
@@ -121,3 +122,24 @@ def test_shared_checkers_are_closed_at_interpreter_exit(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hallucinated\n"
     assert log.read_text() == "closed\n"
+
+
+@pytest.mark.parametrize("pairs", [("src", "resp"), ["src", "resp"], "src",
+                                   {"source": "src", "response": "resp"}])
+def test_one_pair_given_for_the_list_is_a_type_error(monkeypatch: pytest.MonkeyPatch,
+                                                     pairs: object) -> None:
+    loaded: list[str] = []
+    monkeypatch.setitem(backends._REGISTRY, "never", lambda arg, _s: loaded.append(arg))
+    with pytest.raises(TypeError, match=r"not a list of pairs: pass \[pair\]"):
+        conli.score(pairs, Settings(llm="never"))  # type: ignore[arg-type]
+    assert loaded == []  # refused before any model was loaded
+    with Checker(Settings(word_scores="off", **DETECT),  # type: ignore[arg-type]
+                 backend=scripted.backend()) as checker, pytest.raises(TypeError, match="one "):
+        checker.check_many(pairs)  # type: ignore[arg-type]
+
+
+def test_a_list_of_one_pair_is_checked() -> None:
+    with Checker(Settings(word_scores="off", **DETECT),  # type: ignore[arg-type]
+                 backend=scripted.backend()) as checker:
+        (only,) = checker.check_many([("The library opened in 1962.", "It opened in 1962.")])
+    assert only.verdict == "supported" and only.error is None

@@ -43,7 +43,7 @@ def check_many(
     ``threshold`` overrides its ``threshold``. ``progress``: None shows the bar only when
     stderr is a terminal. Settings that cannot be used raise ``ConfigError`` before any check.
     """
-    given = list(pairs)
+    given = pairs_of(pairs)
     base = settings or checker.plan.settings
     plan = make_plan(base, options(threshold=threshold)) if threshold is not None \
         else make_plan(settings) if settings is not None else None
@@ -70,6 +70,22 @@ def check_many(
             results[futures[future]] = future.result()
             bar.advance(task)
     return [r for r in results if r is not None]
+
+
+def pairs_of(pairs: Iterable[Pair]) -> list[Pair]:
+    """``pairs`` as a list; ``TypeError`` for one pair (or one text) given in its place.
+
+    ``score(("source", "response"))`` would otherwise check the two texts as two pairs and
+    return two error results; it is a mistake in the call, so it fails as one.
+    """
+    if isinstance(pairs, str | bytes | Mapping) or (
+            isinstance(pairs, tuple | list) and len(pairs) == 2
+            and all(isinstance(text, str) for text in pairs)):
+        shown = "one mapping" if isinstance(pairs, Mapping) else \
+            "one text" if isinstance(pairs, str | bytes) else "one (source, response) pair"
+        raise TypeError(f"pairs is {shown}, not a list of pairs: pass [pair], e.g. "
+                        "conli.score([(source, response)])")
+    return list(pairs)
 
 
 def unpack(pair: object, index: int) -> dict[str, Any]:

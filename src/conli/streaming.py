@@ -20,7 +20,8 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -82,6 +83,9 @@ class DoneEvent(BaseModel):
 
 
 Events = AsyncGenerator[SentenceEvent | DoneEvent, None]
+# Entered while a sentence is checked: the service stops its idle clock then (the client
+# may be waiting for that verdict before it sends more).
+Busy = Callable[[], AbstractContextManager[None]]
 
 
 # --- the streamed check -------------------------------------------------------------------
@@ -94,6 +98,7 @@ def stream_check(
     *,
     question: str | None = None,
     plan: Plan | None = None,
+    busy: Busy = nullcontext,
 ) -> Events:
     """Validate the source now, then yield each sentence's verdict as it completes, and a summary.
 
@@ -101,6 +106,7 @@ def stream_check(
     for a bad source or question is raised by this call, before any chunk is read; the reply
     is validated sentence by sentence with the same limits, and the whole reply may not
     exceed ``max_response_chars``. A plan the checker cannot run raises ``ConfigError`` here.
+    Each sentence's check runs inside ``busy()``.
     """
     given = plan if plan is not None else checker.plan
     # a stream reports sentences only: word scores (forward passes when semantic) go unread
@@ -111,7 +117,7 @@ def stream_check(
     source = validate_text(source, name="source", max_chars=limits.max_source_chars)
     if question is not None:
         question = validate_text(question, name="question", max_chars=limits.max_source_chars)
-    return _Stream(checker, source, question, ready).events(chunks)
+    return _Stream(checker, source, question, ready, busy).events(chunks)
 
 
 _NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")
@@ -274,11 +280,12 @@ class _Stream:
     """One streamed check: the cutter reads, this checks each sentence in order and reports."""
 
     def __init__(self, checker: CheckRunner, source: str, question: str | None,
-                 ready: Prepared) -> None:
+                 ready: Prepared, busy: Busy) -> None:
         self.checker, self.source, self.question, self.ready = checker, source, question, ready
         self.language = language_of(ready.plan.settings.language, source)
         self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings, self.language)
         self.running: asyncio.Future[CheckResult] | None = None
+        self.busy = busy
         self.templates: set[str] = set()
         self.notes: list[Note] = []
         self.started = 0.0
@@ -339,8 +346,9 @@ class _Stream:
                              question=self.question)
         work = functools.partial(contextvars.copy_context().run, self.checker.run, checked,
                                  plan=self._ready_now())
-        self.running = asyncio.get_running_loop().run_in_executor(None, work)
-        result = await asyncio.shield(self.running)
+        with self.busy():
+            self.running = asyncio.get_running_loop().run_in_executor(None, work)
+            result = await asyncio.shield(self.running)
         self.templates.update(result.templates)
         self.notes += [note for note in result.notes if note not in self.notes]
         return SentenceEvent(sentence=self._in_utf16(placed(result, item.segment)),
