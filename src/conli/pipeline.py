@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
@@ -24,12 +25,12 @@ from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
 from conli.inputs import CheckInput, check_input
-from conli.many import Pair, check_many, pairs_of
+from conli.many import Pair, check_many
 from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.plan import Plan, for_backend, make_plan, plan_for
 from conli.run_context import Progress, scope
-from conli.streaming import DoneEvent, SentenceEvent, stream_check
+from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
 
@@ -179,6 +180,7 @@ class Checker:
         question: str | None = None,
         settings: Settings | None = None,
         plan: Plan | None = None,
+        busy: Busy = nullcontext,
     ) -> AsyncGenerator[SentenceEvent | DoneEvent, None]:
         """Check a reply as it streams in: each sentence's verdict as soon as it is complete.
 
@@ -189,11 +191,12 @@ class Checker:
         ``SentenceEvent`` (offsets index the whole reply), then one ``DoneEvent``. A bad
         source raises ``InputError`` from this call, before any chunk is read; a
         ``BackendError`` ends the iteration with that error. Closing the iterator stops the
-        reading and starts no further check (one already running finishes first).
+        reading and starts no further check (one already running finishes first). Each
+        sentence's check runs inside ``busy()`` (the service's idle clock stops then).
         """
         given = plan if plan is not None else make_plan(settings) if settings is not None \
             else None
-        return stream_check(self, source, chunks, question=question, plan=given)
+        return stream_check(self, source, chunks, question=question, plan=given, busy=busy)
 
     def prepare(self, plan: Plan | Prepared | Settings | None = None) -> Prepared:
         """The run context and graph for a per-call ``plan`` (None: this checker's own).
@@ -330,10 +333,11 @@ def score(
     """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
 
     For rewrites and judge scores, or to keep the model loaded across calls, use
-    ``Checker(settings).check_many(pairs)``. One pair given in place of the list
-    (``score((source, response))``) is a ``TypeError``, raised before any model loads.
+    ``Checker(settings).check_many(pairs)``.
     """
-    given = pairs_of(pairs)  # a call's mistake fails before any model is loaded
-    with Checker(plan_for(settings, "check")) as checker:
-        return check_many(checker, given, threshold=threshold, max_concurrency=max_concurrency,
+    checker = Checker(plan_for(settings, "check"))
+    try:
+        return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
                           progress=progress)
+    finally:
+        checker.close()

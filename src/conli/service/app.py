@@ -24,13 +24,15 @@ from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service.stream import (
+    Activity,
+    ClientPace,
     Relay,
     StreamChunk,
     StreamClosed,
     StreamLine,
     StreamOpening,
-    idle_limited,
     ndjson_lines,
+    paced,
     read_request,
 )
 from conli.streaming import NDJSON
@@ -95,18 +97,26 @@ async def _left(read: asyncio.Event, receive: "Receive") -> None:
 
 
 async def _open_stream(runner: "Runner", request: "Request", metrics: "Metrics") -> "Response":
-    """Read and validate the opening line, take a slot, then answer as sentences complete."""
-    read = asyncio.Event()
-    body = idle_limited(_body(request, read), runner.settings.service_stream_idle_seconds)
+    """Read and validate the opening line, take a slot, then answer as sentences complete.
+
+    The client may keep the stream waiting only as ``ClientPace`` allows; the server's own
+    work (a check running, a verdict unsent: ``activity``) is not the client's waiting.
+    """
+    settings, read, activity = runner.settings, asyncio.Event(), Activity()
+    pace = ClientPace(activity, idle=settings.service_stream_idle_seconds,
+                      min_rate=settings.service_stream_min_rate)
     try:
-        opening, chunks = await read_request(ndjson_lines(body))
+        opening, chunks = await read_request(ndjson_lines(paced(_body(request, read), pace)),
+                                             pace)
     except StreamClosed:
         return Response(status_code=400)  # gone before it said what to check: nobody to tell
-    events = runner.stream(opening, chunks)
+    events = runner.stream(opening, chunks, activity.busy)
     runner.admit_stream()
-    relay = Relay(events, timeout=runner.settings.service_timeout_seconds,
-                  retry_after=runner.settings.service_retry_after_seconds,
-                  left=_left(read, request.receive), on_end=runner.release_stream)
+    pace.hold_slot()
+    relay = Relay(events, timeout=settings.service_timeout_seconds,
+                  retry_after=settings.service_retry_after_seconds,
+                  left=_left(read, request.receive), on_end=runner.release_stream,
+                  activity=activity)
     return _NDJSONStream(metrics.stream_lines(relay.lines()), headers={"Cache-Control": "no-cache",
                                                  "X-Accel-Buffering": "no"})
 
