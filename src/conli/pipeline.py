@@ -25,7 +25,7 @@ from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
 from conli.inputs import CheckInput, check_input
-from conli.many import Pair, check_many
+from conli.many import Pair, check_many, pairs_of
 from conli.models import CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.plan import Plan, for_backend, make_plan, plan_for
@@ -333,11 +333,10 @@ def score(
     """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
 
     For rewrites and judge scores, or to keep the model loaded across calls, use
-    ``Checker(settings).check_many(pairs)``.
+    ``Checker(settings).check_many(pairs)``. One pair given in place of the list
+    (``score((source, response))``) is a ``TypeError``, raised before any model loads.
     """
-    checker = Checker(plan_for(settings, "check"))
-    try:
-        return check_many(checker, pairs, threshold=threshold, max_concurrency=max_concurrency,
+    given = pairs_of(pairs)  # a call's mistake fails before any model is loaded
+    with Checker(plan_for(settings, "check")) as checker:
+        return check_many(checker, given, threshold=threshold, max_concurrency=max_concurrency,
                           progress=progress)
-    finally:
-        checker.close()
