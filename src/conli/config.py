@@ -9,13 +9,23 @@ Nothing reads the environment at import time.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import threading
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from conli.errors import UnknownSettingWarning
 
 # The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
 PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
@@ -303,6 +313,61 @@ class Settings(
     # has a double underscore, so no other variable reads differently)
     model_config = SettingsConfigDict(env_prefix="CONLI_", extra="forbid", env_ignore_empty=True,
                                       env_nested_delimiter="__")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """pydantic-settings' sources, unchanged; first, name any misspelt ``CONLI_*`` once.
+
+        Every ``Settings()`` reads the environment through here, so this is the one place
+        an unknown variable (which the environment source ignores) can be told about.
+        """
+        warn_unknown_variables(os.environ)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
+
+
+# CONLI_TEST_*: the test suite's own switches, never settings.
+_NOT_SETTINGS = ("CONLI_TEST_",)
+_named: set[str] = set()  # the unknown variables already named in this process
+_named_lock = threading.Lock()
+
+
+def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """Warn (``UnknownSettingWarning``) once a process for each ``CONLI_*`` that is no setting.
+
+    ``CONLI_DETECTOR=cot`` would otherwise be ignored without a word; the warning names the
+    closest setting (``CONLI_DETECTORS``). A warning, not an error: the rest of the
+    settings still hold, a library's caller can filter or raise it (``-W error``), and the
+    CLI prints it as one line. Returns the messages of this call's warnings.
+    """
+    fields = {name.upper(): name for name in Settings.model_fields}
+    told: list[str] = []
+    for variable in sorted(environ):
+        name = variable.upper()
+        field = name.removeprefix("CONLI_").split("__")[0]  # __: a nested setting's part
+        if not name.startswith("CONLI_") or field in fields or name.startswith(_NOT_SETTINGS):
+            continue
+        with _named_lock:
+            if name in _named:
+                continue
+            _named.add(name)
+        told.append(_unknown(variable, field, fields))
+        warnings.warn(told[-1], UnknownSettingWarning, stacklevel=2)
+    return told
+
+
+def _unknown(variable: str, field: str, fields: Mapping[str, str]) -> str:
+    """What to say of ``variable``: not a setting, ignored, and the closest one if any."""
+    close = difflib.get_close_matches(field, list(fields), n=1, cutoff=0.6)
+    hint = f"; did you mean CONLI_{close[0]}?" if close else " (the settings: docs/settings.md)"
+    return f"{variable} is not a conli setting and is ignored{hint}"
+
 
 
 # The groups of ``Settings``, by audience, in the order docs/settings.md lists them.

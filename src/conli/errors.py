@@ -124,6 +124,13 @@ class ModelStoreError(ConliError):
     """The embedded model file could not be assembled or failed its checksum."""
 
 
+class UnknownSettingWarning(UserWarning):
+    """A ``CONLI_*`` variable that is no setting (a typo): ignored, and named once a process.
+
+    Not an error (outside the tree above): the settings that are known still hold.
+    """
+
+
 @dataclass(frozen=True)
 class Boundary:
     """How an error reaches the user: CLI exit code, HTTP status and problem type."""

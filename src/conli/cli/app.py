@@ -23,10 +23,11 @@ import importlib
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conli.errors import EXIT_INTERRUPTED, ConliError, boundary
+from conli.errors import EXIT_INTERRUPTED, ConliError, UnknownSettingWarning, boundary
 from conli.version import __version__
 
 # command -> (module registering it, one-line help shown by ``conli --help``)
@@ -90,8 +91,29 @@ def _run_in_thread(handler: Callable[[argparse.Namespace], int], args: argparse.
     return int(outcome["code"])
 
 
+def _one_line_setting_warnings() -> None:
+    """Show a misspelt ``CONLI_*`` (``UnknownSettingWarning``) as one ``conli: warning:`` line.
+
+    Python's own format adds conli's file, line and source, which say nothing to a user of
+    the command; every other warning keeps it. Installed once a process.
+    """
+    shown = warnings.formatwarning
+    if getattr(shown, "conli", False):
+        return
+
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 line: str | None = None) -> str:
+        if issubclass(category, UnknownSettingWarning):
+            return f"conli: warning: {message}\n"
+        return shown(message, category, filename, lineno, line)
+
+    one_line.conli = True  # type: ignore[attr-defined]
+    warnings.formatwarning = one_line
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; errors print one clear line to stderr and the exit code of ``errors``."""
+    _one_line_setting_warnings()
     given = sys.argv[1:] if argv is None else argv
     args = parser_for(given).parse_args(given)
     try:
