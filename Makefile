@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install wheel settings-doc clean
+.PHONY: demo test quick install wheel settings-doc clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ test: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+## The quick loop while working: lint, types, layering and every test but the real-model ones.
+quick: $(VENV)/.installed-dev
+	$(BIN)/ruff check src tests eval
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/pytest -m "not model"
 
 ## Build dist/conli-<version>-py3-none-any.whl, to install with its extras where there is no
 ## clone: pip install 'dist/conli-0.1.0-py3-none-any.whl[openai]' (conli is not on PyPI).

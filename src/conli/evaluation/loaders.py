@@ -1,4 +1,4 @@
-"""Read every evaluation format into one ``Example`` type (``conli.example``).
+"""Read every evaluation format into one ``Example`` type (``conli.training.example``).
 
 Formats: the CoNLI TSV suites (``<task>_raw_response.tsv`` + ``src/<DataID>.txt``), HaluEval
 QA and summarization JSONL (one record gives a grounded and a hallucinated example),
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.errors import InputError
-from conli.example import Example as Example  # the type every loader returns
+from conli.training.example import Example as Example  # the type every loader returns
 
 
 class DataFormatError(InputError):

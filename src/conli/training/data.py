@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conli.example import Example
 from conli.models import SentenceResult
 from conli.segment import Segment
+from conli.training.example import Example
 
 FORMAT = "conli-features-1"
 FUSED = "fused"

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from conli.example import Example
 from conli.segment import select_claims, split_response
+from conli.training.example import Example
 from conli.training.perturb import intrinsic_variant
 
 KINDS = ("intrinsic", "foreign", "unsupported")

@@ -1,7 +1,7 @@
 """One labelled example of a data set: what evaluation, training and calibration all read.
 
-Its own module, below them all: the loaders (``evaluation.loaders``) build it, and training
-and calibration read it without importing the evaluation harness that runs the pipeline.
+Kept with the training data it labels: the loaders (``evaluation.loaders``) build it, and
+training and calibration read it without importing the evaluation harness.
 """
 
 from __future__ import annotations
