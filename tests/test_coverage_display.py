@@ -15,6 +15,7 @@ from conli.backends import register_backend
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
+from conli.cli.check import format_text
 from conli.config import Settings
 from conli.models import (
     CheckResult,
@@ -111,7 +112,7 @@ def _section(text: str, first: str) -> list[str]:
 
 
 def test_text_marks_each_point_and_the_coverage_error(checked: CheckResult) -> None:
-    text = cli.format_text(checked)
+    text = format_text(checked)
     section = _section(text, "coverage:")
     assert section[0] == "coverage: uncovered (2 of 4 points not covered), score 0.00"
     assert ("  [NO ] uncovered   history 2: A new reading room opened in 2019 "
@@ -124,7 +125,7 @@ def test_text_marks_each_point_and_the_coverage_error(checked: CheckResult) -> N
 
 
 def test_text_lists_words_not_in_the_source_under_their_sentence(checked: CheckResult) -> None:
-    lines = cli.format_text(checked).splitlines()
+    lines = format_text(checked).splitlines()
     flagged = lines.index("[BAD] A private charity runs it with volunteers.")
     assert lines[flagged + 2] == "        words not in the source: private, charity, volunteers"
     listed = [line for line in lines if "words not in the source" in line]
@@ -132,7 +133,7 @@ def test_text_lists_words_not_in_the_source_under_their_sentence(checked: CheckR
 
 
 def test_text_shows_coverage_additions_under_the_rewrite(checked: CheckResult) -> None:
-    text = cli.format_text(checked)
+    text = format_text(checked)
     assert text.index("rewrite (") < text.index("coverage additions:")
     additions = _section(text, "coverage additions:")
     assert additions[1:3] == ["  [added] history 2: A new reading room opened in 2019",
@@ -142,7 +143,7 @@ def test_text_shows_coverage_additions_under_the_rewrite(checked: CheckResult) -
 
 
 def test_text_never_shows_an_unverified_point_as_covered(checked: CheckResult) -> None:
-    text = cli.format_text(_crafted(checked))
+    text = format_text(_crafted(checked))
     row = next(line for line in text.splitlines() if "funding 2:" in line)
     assert row == ("  [?? ] unverified  funding 2: Entry costs five dollars "
                    "(closest: sentence 2)")
@@ -151,7 +152,7 @@ def test_text_never_shows_an_unverified_point_as_covered(checked: CheckResult) -
 
 
 def test_text_semantic_words_are_exactly_those_from_one_half(checked: CheckResult) -> None:
-    text = cli.format_text(_crafted(checked))
+    text = format_text(_crafted(checked))
     assert [line for line in text.splitlines() if "words not in the source" in line] == [
         "        words not in the source: private 0.50, charity 0.83"]
 
@@ -159,16 +160,16 @@ def test_text_semantic_words_are_exactly_those_from_one_half(checked: CheckResul
 def test_text_without_points_shows_only_the_score_line(checked: CheckResult) -> None:
     result = checked.model_copy(update={"coverage": Coverage(score=0.625),
                                         "mitigation": Mitigation(status="disabled")})
-    lines = cli.format_text(result).splitlines()
+    lines = format_text(result).splitlines()
     coverage = [line for line in lines if "coverage" in line]
     assert coverage == ["coverage score: 0.62 (share of the source's content words the "
                         "response uses)"]
     assert not any(line.startswith("  [") for line in lines)
-    assert "coverage" not in cli.format_text(result.model_copy(update={"coverage": None}))
+    assert "coverage" not in format_text(result.model_copy(update={"coverage": None}))
 
 
 def test_text_escapes_model_and_input_text(checked: CheckResult) -> None:
-    text = cli.format_text(_crafted(checked))
+    text = format_text(_crafted(checked))
     assert not re.search("[\x1b\x07\x9b\u202e]", text)
     assert "\\u202e" in text and "\\x1b]0;pwned\\x07opened." in text and "\\x9b31m" in text
 

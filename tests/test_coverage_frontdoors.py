@@ -21,9 +21,9 @@ import conli
 from conli import pipeline
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
-from conli.batch import local as batch
 from conli.batch.local import run
 from conli.batch.work import make_worker
+from conli.cli import batch as batch_cli
 from conli.cli.app import main
 from conli.config import Settings
 from conli.pipeline import Checker
@@ -247,7 +247,7 @@ def test_batch_points_give_coverage_and_bad_points_give_error_records(tmp_path: 
 
 
 def test_batch_cli_fix_coverage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "get_backend", lambda _spec, _settings: cover_backend())
+    monkeypatch.setattr(batch_cli, "get_backend", lambda _spec, _settings: cover_backend())
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text(_line("r1", json.dumps(POINTS)) + "\n" + _line("r2", "[]") + "\n",
                    encoding="utf-8")

@@ -21,7 +21,7 @@ import pytest
 from conli.agents.structured import ECHO_CHARS, ask_structured
 from conli.backends import get_backend
 from conli.backends.fake import ScriptedBackend
-from conli.cli import app as cli
+from conli.cli.check import format_text
 from conli.config import Settings
 from conli.errors import (
     AuthenticationError,
@@ -47,7 +47,7 @@ RESPONSE = "The library opened in 1962. The council runs it."
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conli.cli.app", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "conli.cli", *args], cwd=ROOT,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -203,7 +203,7 @@ def test_text_output_escapes_control_characters_from_model_reasons() -> None:
     settings = Settings(judge=False, entity_level=False, mitigate=False)
     result = Checker(settings, backend=ScriptedBackend(responder=respond)).check(
         SOURCE, "The library opened in 1963.")
-    text = cli.format_text(result)
+    text = format_text(result)
     assert "\x1b" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07\\x1b[2J no" in text
 
@@ -214,7 +214,7 @@ def test_text_output_escapes_control_characters_from_model_reasons() -> None:
 def test_ctrl_c_during_check_exits_130_promptly_with_one_line(files: list[str]) -> None:
     with serve(lambda r: Reply(200, openai_chat("{}"), delay=30)) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "conli.cli.app", "check", *files, "--llm",
+            [sys.executable, "-m", "conli.cli", "check", *files, "--llm",
              f"vllm:{server.url}/v1#m"], cwd=ROOT, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),

@@ -42,7 +42,8 @@ def results(tmp_path: Path) -> Path:
     ]
     src, out = tmp_path / "in.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    settings = Settings(nli_prompt="v1")  # v1 answers quote the evidence shown below
+    # v1 answers quote the evidence shown below; the rubric judge gives the 2 and 5 shown
+    settings = Settings(nli_prompt="v1", judge_mode="rubric")
     work = make_worker(settings, "rewrite", scripted.backend(), with_judge=True)
     run(src, out, work, concurrency=1, progress=False)
     return out

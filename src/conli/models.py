@@ -83,8 +83,6 @@ class Judgement(BaseModel):
     evidence_in_source: bool | None = Field(
         None, description="the quoted evidence occurs in the source (None: nothing quoted)"
     )
-    evidence_span: SourceSpan | None = Field(
-        None, description="where the quoted evidence stands in the source (None: not found)")
     reasoning: str = ""
     entity: Entity | None = None
     error: str | None = None

@@ -171,7 +171,7 @@ def _source_span(sentence: SentenceResult, source: str, mentions: SourceMentions
     for judgement in sentence.judgements:
         if judgement.entity is not None or not judgement.evidence:
             continue
-        located = judgement.evidence_span or _span(judgement.evidence, source, mentions)
+        located = _span(judgement.evidence, source, mentions)
         if located is None:
             continue
         if judgement.label == "contradiction":

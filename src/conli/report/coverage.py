@@ -1,7 +1,7 @@
 """The audit report's coverage and word-level parts (seed 001): points, word marks, legend.
 
 ``conli.report.html`` calls these on a result as the JSON dict it holds; they return what the
-templates (``templates/report/coverage.html``) show, as plain values: the templates escape
+templates (``report/templates/coverage.html``) show, as plain values: the templates escape
 every piece of text. A word whose offsets do not fit its text is not marked; a point whose
 verdict is not ``covered`` or ``uncovered`` is shown unverified, never covered.
 """

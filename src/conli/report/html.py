@@ -4,7 +4,7 @@ Each response is shown with its flagged sentences highlighted (from their offset
 reason and quoted evidence on hover and below, its words not in the source marked, the
 points it had to cover (``report_coverage``), the rewrite as a word diff, and the judge
 scores before/after; a summary table and a legend come first. The page is rendered from the
-Jinja templates in ``templates/report`` with autoescape on, so every piece of input text is
+Jinja templates in ``report/templates`` with autoescape on, so every piece of input text is
 escaped (and never evaluated), and a Content-Security-Policy forbids scripts and outside
 requests. What is read, and what is skipped as malformed, is ``report_input``'s part; a
 file with no valid record at all is an error, and nothing is written.
@@ -36,7 +36,7 @@ from conli.report.coverage import (
 )
 from conli.report.records import Malformed, Record, iter_results, record_name
 
-TEMPLATE_DIR = Path(__file__).parent / "templates" / "report"
+TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
 
 
