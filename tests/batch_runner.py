@@ -2,7 +2,8 @@
 
 ``fake`` answers like a model (``tests.scripted``); ``failing`` fails every call as an
 overloaded server does (HTTP 503), and appends a line to the file ``--llm failing:FILE``
-names for each call, so a test can count the calls a run made.
+names for each call, so a test can count the calls a run made; ``garbage`` answers every
+call 200, with a web page instead of the JSON asked for (a wrong endpoint).
 """
 
 import os
@@ -29,7 +30,13 @@ def _failing(arg: str, _settings: Settings) -> Backend:
     return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=concurrency)
 
 
+def _garbage(_arg: str, _settings: Settings) -> Backend:
+    return ScriptedBackend(responder=lambda m: "<html><body>Welcome to nginx!</body></html>",
+                           judges_batches=True)
+
+
 register_backend("failing", _failing)
+register_backend("garbage", _garbage)
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

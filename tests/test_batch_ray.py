@@ -77,9 +77,16 @@ def _logging(arg: str, _settings: BackendSettings) -> Backend:
     return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=4)
 
 
-def _failing(_arg: str, _settings: BackendSettings) -> Backend:
-    return ScriptedBackend(responder=lambda m: TransientBackendError("HTTP 503: overloaded"),
-                           judges_batches=True)  # one call per record: four attempts
+def _failing(arg: str, _settings: BackendSettings) -> Backend:
+    """Fails every call (HTTP 503); with ``arg``, each call is also a line in that file."""
+
+    def respond(messages: list[Message]) -> TransientBackendError:
+        if arg:
+            with _log_lock, open(arg, "a", encoding="utf-8") as log:
+                log.write("call\n")
+        return TransientBackendError("HTTP 503: overloaded")
+
+    return ScriptedBackend(responder=respond, judges_batches=True)  # one call per record
 
 
 def _dead(_arg: str, _settings: BackendSettings) -> Backend:
@@ -245,17 +252,20 @@ def test_a_dead_backend_stops_the_run_and_an_unbuildable_one_is_raised(
 def test_a_backend_failing_every_call_stops_the_run_as_locally(
     cluster: str, tmp_path: Path
 ) -> None:
-    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src, out, calls = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "calls.log"
     records = _records(12)
     _write_jsonl(src, records)
-    summary = _ray(src, out, "ray-failing", "check", actors=1, concurrency=1,
+    summary = _ray(src, out, f"ray-failing:{calls}", "check", actors=1, concurrency=1,
                    batch_stop_after_failures=3)
     assert summary.exit_code == 3 and summary.stopped
     assert "3 records in a row failed on the backend" in summary.stopped
     rows = _out(out)
     assert [r["id"] for r in rows] == ["r0", "r1", "r2"]  # the rest are left for a re-run
     assert all(r["usage"] == {"calls": 0, "failed_calls": 4} for r in rows)
-    assert summary.failed_calls == 12 and summary.calls == 0
+    # every call the backend got, those of a record already running at the stop too
+    made = calls.read_text(encoding="utf-8").count("call")
+    assert summary.failed_calls == made >= 12 and summary.calls == 0
+    assert made <= 12 + 4 * 2  # and the stop started no record: at most two blocks were out
 
     again = _ray(src, out, "ray-scripted", "check")
     assert (again.processed, again.errors, again.exit_code) == (12, 0, 0)

@@ -292,7 +292,9 @@ class BatchSettings(BaseModel):
     )
     batch_stop_after_failures: int = Field(
         5, ge=0, description="stop the run (exit 3) after this many records in a row failed on "
-        "the backend; those not run stay out of OUT for a re-run (0: never stop)")
+        "the backend, or when the first this many all ended unverified on invalid answers (a "
+        "backend that answers, but never as asked); those not run stay out of OUT for a re-run "
+        "(0: never stop)")
 
 
 class Settings(

@@ -20,8 +20,9 @@ from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.prompts import defuse, render
 
-__all__ = ["Asked", "CallRecord", "ask_structured", "exact_items_schema", "parse_json_model",
-           "usage_of"]  # CallRecord and usage_of live in backends.calls; kept importable here
+# CallRecord and usage_of live in backends.calls; kept importable here
+__all__ = ["INVALID_ANSWER", "Asked", "CallRecord", "ask_structured", "exact_items_schema",
+           "parse_json_model", "usage_of"]
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -29,6 +30,10 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 # asked for (a server that ignores max_tokens, or garbage): it is refused unparsed.
 MAX_CHARS_PER_TOKEN = 16
 ECHO_CHARS = 2000  # how much of an invalid answer a re-ask shows the model again
+# How an answer that never validated is named in the error a step records (a judgement's,
+# the judge's): ``conli batch`` reads it to tell a backend answering garbage from a check
+# that was unverified for another reason.
+INVALID_ANSWER = "invalid answer"
 
 
 @dataclass
@@ -106,7 +111,7 @@ def ask_structured(
                 check(value)
             return Asked(value, None, calls, completion)
         except ValueError as exc:
-            error = f"invalid answer: {exc}"
+            error = f"{INVALID_ANSWER}: {exc}"
             if completion.finish_reason == "length":
                 error += " (the answer was cut off at the token limit)"
         if attempt < max_reasks:

@@ -32,6 +32,7 @@ from conli.batch.records import (
     Summary,
     count_lines,
     read_records,
+    settle_stop,
     stop_reason,
     stopped_record,
 )
@@ -53,6 +54,7 @@ def run(
     concurrency: int,
     progress: bool = True,
     stop_after: int = 0,
+    backend: str = "the backend",
 ) -> Summary:
     """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
 
@@ -63,14 +65,16 @@ def run(
 
     An error that every later record would share (``work`` raises it: bad credentials, a
     backend that cannot start) is written for its record and stops the run; so do
-    ``stop_after`` records in a row that failed on the backend (0: never). Nothing after
-    that record is written, so a re-run runs it.
+    ``stop_after`` records in a row that failed on the backend (0: never), and the first
+    ``stop_after`` records all ending unverified on invalid answers from ``backend`` (they
+    are made retryable failures in OUT). Nothing after that record is written, so a re-run
+    runs it; records already running finish, and their model calls are counted.
     """
     if not in_path.is_file():
         raise InputError(f"cannot read input file {str(in_path)!r}")
     started = time.perf_counter()
     writer = OutLog(out_path)
-    summary = Summary(earlier_errors=writer.failed, stop_after=stop_after)
+    summary = Summary(earlier_errors=writer.failed, stop_after=stop_after, backend=backend)
     intake = Intake(writer.done)
     total = max(count_lines(in_path) - len(intake.done), 0)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
@@ -115,7 +119,11 @@ def run(
                 for future, _ in queue:
                     future.cancel()  # not started: left out of OUT for a re-run
             write_ready(keep=0)
-            if not summary.stopped:
+            if summary.stopped:
+                pool.shutdown(wait=True)  # those running finish: their calls are counted
+                _count_unwritten(queue, summary)
+                settle_stop(writer, summary)
+            else:
                 writer.put_in_order(intake.line_of)
             bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
     except KeyboardInterrupt:
@@ -128,6 +136,15 @@ def run(
         writer.close()
         summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _count_unwritten(queue: deque[tuple[Future[Record], Record]], summary: Summary) -> None:
+    """Count the calls of the records that ran, or began to, but were not written."""
+    for future, record in queue:
+        if future.cancelled():
+            continue  # never started
+        error = future.exception()
+        summary.add_unwritten(future.result() if error is None else stopped_record(record, error))
 
 
 def _finished(record: Record) -> Future[Record]:

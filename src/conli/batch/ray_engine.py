@@ -10,7 +10,9 @@ and running ``concurrency`` records at a time in threads. The driver streams the
 back and is OUT's only writer: it skips any key already written, so a block that Ray runs
 again after its actor died (Ray restarts the actor and retries the task) is written once.
 Ray Data keeps the blocks in IN's order and the driver writes pass 1's error records in
-their place, so OUT is in IN's order, as locally.
+their place, so OUT is in IN's order, as locally. A run that stops sets a flag
+(``RunFlag``): the reader reads on no further and the actors start no further record,
+while those already running finish, so the summary counts every model call, as locally.
 
 Ray is imported here only; ``conli.batch.local`` imports this module for ``--engine ray`` alone,
 and this module builds on ``conli.batch.work``, never on ``conli.batch.local``.
@@ -46,6 +48,7 @@ from conli.batch.records import (
     Summary,
     parse_line,
     record_key,
+    settle_stop,
     stop_reason,
     stopped_record,
 )
@@ -91,6 +94,27 @@ def make_plan(settings: Settings, mode: Mode, *, with_judge: bool = False,
     return Plan(settings, factory, arg, mode, with_judge, concurrency, cpus_per_actor)
 
 
+@ray.remote(num_cpus=0)
+class RunFlag:
+    """Set by the driver when the run stops; the reader and the actors read it."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        """The run stops: read no further, start no further record."""
+        self._set = True
+
+    def is_set(self) -> bool:
+        """Whether the run has stopped."""
+        return self._set
+
+
+def _is_set(flag: Any) -> bool:
+    """Whether ``flag`` (a ``RunFlag`` handle, or None) is set."""
+    return flag is not None and bool(ray.get(flag.is_set.remote()))
+
+
 # --- IN: one Ray Data source, numbered exactly as the local engine numbers lines -----------
 
 
@@ -99,12 +123,13 @@ class JsonlLines(FileBasedDatasource):
 
     The same lines and numbers as ``conli.batch.records.read_records``, streamed in chunks, so an
     error record names the same line whichever engine wrote it. With ``wanted`` (a bitmap
-    of line numbers) only those lines are read out.
+    of line numbers) only those lines are read out; once ``stop`` is set, no more.
     """
 
-    def __init__(self, path: str, *, wanted: bytes | None = None) -> None:
+    def __init__(self, path: str, *, wanted: bytes | None = None, stop: Any = None) -> None:
         super().__init__(path)
         self._wanted = wanted
+        self._stop = stop
 
     def _read_stream(self, f: Any, path: str) -> Iterator[pa.Table]:
         numbers: list[int] = []
@@ -116,6 +141,8 @@ class JsonlLines(FileBasedDatasource):
                 if len(numbers) >= _ROWS_PER_READ:
                     yield _lines_table(numbers, texts)
                     numbers, texts = [], []
+                    if _is_set(self._stop):
+                        return
         if numbers:
             yield _lines_table(numbers, texts)
 
@@ -172,10 +199,12 @@ class CheckActor:
     Its threads are shared by the blocks it holds at once (``_CALLS_PER_ACTOR``). Every
     record comes back as its OUT line; ``stop`` carries the error that should end the run
     (``make_worker``'s only exceptions), ``broken`` one that kept the actor from starting.
+    A record not started before ``run_flag`` was set comes back with no line at all.
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, run_flag: Any = None) -> None:
         self._backend: Backend | None = None
+        self._flag = run_flag
         self._broken: BaseException | None = None
         limit = plan.concurrency or 1
         try:
@@ -201,6 +230,8 @@ class CheckActor:
         if self._broken is not None:
             exc = self._broken
             return b"", f"{type(exc).__name__}: {exc}", str(boundary(exc).exit_code)
+        if _is_set(self._flag):
+            return b"", "", ""  # the run stopped before this record began
         if isinstance(item, str):  # pass 1 admitted only readable lines: IN changed since
             return json_line({"id": None, "line": number, "ok": False, "retryable": False,
                               "error": {"type": "InputError", "message": item}}), "", ""
@@ -262,8 +293,9 @@ def run_ray(
     """
     started = time.perf_counter()
     writer = OutLog(out_path)
-    summary = Summary(earlier_errors=writer.failed,
+    summary = Summary(earlier_errors=writer.failed, backend=plan.settings.llm,
                       stop_after=plan.settings.batch_stop_after_failures)
+    flag = RunFlag.remote()  # type: ignore[attr-defined]
     intake = Intake(writer.done)
     written: set[str] = set()
     bar = progress_bar(progress)
@@ -298,8 +330,9 @@ def run_ray(
             bar.update(task, total=len(held) + to_run)
             if to_run:
                 block_bytes = _block_rows(plan) * to_run_bytes // max(to_run, 1)
-                for row in _pass_two(in_uri, bytes(wanted), plan, actors=actors,
-                                     block_bytes=block_bytes):
+                rows = _pass_two(in_uri, bytes(wanted), plan, actors=actors,
+                                 block_bytes=block_bytes, flag=flag)
+                for row in rows:
                     if row["broken"]:
                         error_class = ConfigError if row["broken"] == "2" else \
                             BackendUnavailableError
@@ -309,8 +342,12 @@ def run_ray(
                     if emit(json.loads(row["out"])) and row["stop"] and not summary.stopped:
                         summary.stopped = row["stop"]
                     if summary.stopped:
+                        flag.set.remote()
+                        _count_unwritten(rows, summary)
                         break
-            if not summary.stopped:
+            if summary.stopped:
+                settle_stop(writer, summary)
+            else:
                 while held:
                     emit(held.popleft())
                 writer.put_in_order(intake.line_of)
@@ -322,23 +359,34 @@ def run_ray(
     return summary
 
 
+def _count_unwritten(rows: Iterator[dict[str, Any]], summary: Summary) -> None:
+    """The rest of the rows after a stop: none is written, each that ran has its calls counted.
+
+    The flag is set, so only the records already running come back with a line.
+    """
+    for row in rows:
+        if row["out"] and not row["broken"]:
+            summary.add_unwritten(json.loads(row["out"]))
+
+
 def _block_rows(plan: Plan) -> int:
     """Records per block: one actor call's worth of threads, so each block is soon done."""
     return plan.concurrency or plan.settings.batch_concurrency or plan.settings.max_concurrency
 
 
 def _pass_two(in_uri: str, wanted: bytes, plan: Plan, *, actors: int,
-              block_bytes: int) -> Iterator[dict[str, Any]]:
+              block_bytes: int, flag: Any) -> Iterator[dict[str, Any]]:
     """The results of the wanted lines of IN, as the actors finish their blocks.
 
     Blocks of about ``block_bytes`` (one actor call's worth of records) spread the records
     over the actors. The read needs no CPU, so the actors may hold every CPU there is.
+    Once ``flag`` is set, the read ends and no record starts.
     """
     dataset = (
-        _read(JsonlLines(in_uri, wanted=wanted), in_uri)
+        _read(JsonlLines(in_uri, wanted=wanted, stop=flag), in_uri)
         .map_batches(
             CheckActor,
-            fn_constructor_kwargs={"plan": plan},
+            fn_constructor_kwargs={"plan": plan, "run_flag": flag},
             batch_size=None,
             compute=ray.data.ActorPoolStrategy(
                 size=actors, max_concurrent_calls_per_actor=_CALLS_PER_ACTOR,

@@ -2,7 +2,7 @@
 
 ``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
 ``OutLog`` resumes from OUT, appends to it and puts it in IN's order at the end of a run,
-``Summary`` counts a run, and
+``Summary`` counts a run (and says when to stop it), and
 ``CountingBackend`` counts the model calls of each record, failed ones too.
 ``conli.batch.local`` (threads) and ``conli.batch.ray_engine`` (Ray actors) do the scheduling.
 """
@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from conli.agents.structured import INVALID_ANSWER
 from conli.backends.base import Backend, Completion, Request
-from conli.errors import EXIT_INTERRUPTED, boundary
+from conli.errors import EXIT_INTERRUPTED, OutputParseError, boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
 
 Record = dict[str, Any]
@@ -37,7 +38,11 @@ class Summary:
 
     ``earlier_errors``: failed records OUT already held (kept, not run again), so the exit
     code and the summary speak for all of OUT. ``stop_after``: stop the run once that many
-    records in a row failed retryably (the backend could not be used), 0 never.
+    records in a row failed retryably (the backend could not be used), or once the run's
+    first that many all ended unverified on invalid answers (``invalid_answer``: the backend
+    answers, but never as asked); 0 never. ``backend`` names it in that message. Every
+    model call is counted, those of records that ran but were not written too
+    (``in_flight``: the run stopped before their turn).
     """
 
     processed: int = 0
@@ -55,6 +60,11 @@ class Summary:
     stopped: str | None = None  # the error that ended the run early
     stop_after: int = 0
     failing_in_a_row: int = 0
+    backend: str = "the backend"
+    in_flight: int = 0
+    unanswered: list[str] = field(default_factory=list)  # keys: the first, invalid answers
+    unanswered_outcomes: Counter[str] = field(default_factory=Counter)  # and their buckets
+    answered: bool = False  # a record got a valid answer: the invalid-answer stop is off
 
     @property
     def exit_code(self) -> int:
@@ -73,21 +83,49 @@ class Summary:
     def add(self, record: Record) -> None:
         """Count one written record."""
         self.processed += 1
+        self._count_calls(record)
         if not record.get("ok"):
             self.errors += 1
-            usage = record.get("usage") or {}
-            self.calls += usage.get("calls", 0)
-            self.failed_calls += usage.get("failed_calls", 0)
             self._count_failure(record)
             return
         self.failing_in_a_row = 0
         self.outcomes[outcome(record)] += 1
-        usage = record["result"].get("usage", {})
-        self.calls += usage.get("calls", 0)
-        self.failed_calls += usage.get("failed_attempts", 0)
+        self._count_answers(record)
+
+    def add_unwritten(self, record: Record) -> None:
+        """Count the calls of a record that ran but is not in OUT: the run stopped first."""
+        if any(_calls_of(record)):
+            self.in_flight += 1
+            self._count_calls(record)
+
+    def _count_calls(self, record: Record) -> None:
+        calls, failed = _calls_of(record)
+        self.calls, self.failed_calls = self.calls + calls, self.failed_calls + failed
+        usage = (record.get("result") or {}).get("usage") or {}
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.cached_tokens += usage.get("cached_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def _count_answers(self, record: Record) -> None:
+        """Stop once the run's first ``stop_after`` records all ended on invalid answers.
+
+        Only until a record gets a valid answer: a backend that answered as asked once is
+        not misconfigured, and a weak model's odd invalid answer stays the ``unverified``
+        verdict it is. A record that asked the model nothing says nothing either way.
+        """
+        if self.answered or not self.stop_after or not any(_calls_of(record)):
+            return
+        error = invalid_answer(record)
+        if error is None:
+            self.answered = True
+            return
+        self.unanswered.append(record_key(record))
+        self.unanswered_outcomes[outcome(record)] += 1
+        if len(self.unanswered) >= self.stop_after and not self.stopped:
+            self.stopped = (f"the first {len(self.unanswered)} records all ended unverified: "
+                            f"the backend {self.backend} answered, but never as asked (last: "
+                            f"{error}); check that it is a chat model that can answer JSON "
+                            f"({STOP_SETTING} sets how many)")
 
     def _count_failure(self, record: Record) -> None:
         """A retryable failure (the backend) adds to the run of them; bad input does not."""
@@ -117,6 +155,9 @@ class Summary:
             f"{self.prompt_tokens:,} prompt tokens ({self.cached_tokens:,} cached), "
             f"{self.completion_tokens:,} generated",
         ]
+        if self.in_flight:
+            lines.append(f"  records running when the run stopped: {self.in_flight} (their "
+                         "calls are counted above; the records are left out of OUT)")
         if self.stopped:
             lines.append(f"  stopped early: {self.stopped}; fix it and re-run to resume")
         if self.interrupted:
@@ -135,6 +176,56 @@ def outcome(record: Record) -> str:
     judged = result.get("judge", {})
     score = judged.get("score")
     return f"score {int(score + 0.5)}" if score else "unverified"
+
+
+def _calls_of(record: Record) -> tuple[int, int]:
+    """A record's model calls: (answered, failed), from its result or its failure's tally."""
+    if record.get("ok"):
+        usage = record["result"].get("usage") or {}
+        return usage.get("calls", 0), usage.get("failed_attempts", 0)
+    usage = record.get("usage") or {}
+    return usage.get("calls", 0), usage.get("failed_calls", 0)
+
+
+def invalid_answer(record: Record) -> str | None:
+    """The error an ok record ended unverified on, if only invalid model answers made it so.
+
+    ``agents.structured`` re-asks once for an answer that does not validate, then records
+    an ``INVALID_ANSWER`` error where the answer was wanted: on each judgement it leaves
+    unverified, on the judge's result. A record counts when nothing in it was verified
+    and every error it shows is such an answer; one unverified for another reason does not.
+    """
+    result = record.get("result") or {}
+    if "verdict" in result:  # check, rewrite
+        verified = result["verdict"] != "unverified"
+        errors = [j.get("error") for s in result.get("sentences", [])
+                  for j in s.get("judgements", []) if j.get("verdict") == "unverified"]
+    else:  # judge
+        judge = result.get("judge") or {}
+        verified = judge.get("status") != "unverified" and not _nothing_verified(judge)
+        errors = [judge.get("error")]
+    if verified or not errors or not all(e and INVALID_ANSWER in e for e in errors):
+        return None
+    return str(errors[-1])
+
+
+def _nothing_verified(judge: Record) -> bool:
+    """The grounded judge scored from sentences every one of which is unverified."""
+    checked = [s for s in (judge.get("audit") or {}).get("sentences", []) if s.get("checked")]
+    return bool(checked) and all(s.get("verdict") == "unverified" for s in checked)
+
+
+def settle_stop(log: OutLog, summary: Summary) -> None:
+    """After a stop on invalid answers, make those records retryable failures in OUT.
+
+    They were written ``ok`` (unverified), so a re-run would keep them; stopped as a failing
+    backend's run is, they run again once the backend is fixed.
+    """
+    if summary.stop_after and len(summary.unanswered) >= summary.stop_after:
+        log.fail(summary.unanswered, OutputParseError(
+            f"the backend {summary.backend} never answered as asked; the run was stopped"))
+        summary.errors += len(summary.unanswered)
+        summary.outcomes -= summary.unanswered_outcomes
 
 
 # --- failed records -----------------------------------------------------------------------
@@ -285,6 +376,16 @@ class OutLog:
             raise ValueError(f"{self.path} is closed")
         self._writer.write(record)
         self.keys.append(record_key(record))
+
+    def fail(self, keys: list[str], error: BaseException) -> None:
+        """Rewrite the records of ``keys`` as ``error``'s failures (atomic), OUT closed after."""
+        self.close()
+        wanted = set(keys)
+        records = [{**{k: v for k, v in r.items() if k not in ("ok", "result")},
+                    **failure(error), "usage": dict(zip(("calls", "failed_calls"), _calls_of(r),
+                                                        strict=True))}
+                   if record_key(r) in wanted else r for r in read_log(self.path, _as_record)]
+        _rewrite(self.path, records)
 
     def close(self) -> None:
         """Close the appender, if one was opened."""

@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="records at once; with --engine ray, per actor (default: the "
                              "backend's)")
     parser.add_argument("--stop-after-failures", type=int, metavar="N",
-                        help="stop (exit 3) after N records in a row failed on the backend; "
+                        help="stop (exit 3) after N records in a row failed on the backend, "
+                             "or when the first N all ended unverified on invalid answers; "
                              "0: never (default 5, or CONLI_BATCH_STOP_AFTER_FAILURES)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--engine", choices=ENGINES, default="local",
@@ -144,6 +145,6 @@ def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:
     try:
         work = make_worker(settings, args.mode, backend, with_judge=args.judge)
         return run(in_path, args.output, work, concurrency=limit, progress=not args.no_progress,
-                   stop_after=settings.batch_stop_after_failures)
+                   stop_after=settings.batch_stop_after_failures, backend=settings.llm)
     finally:
         backend.close()
