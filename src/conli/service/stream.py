@@ -87,9 +87,9 @@ class Activity:
         self._change(-1)
 
     def changed(self) -> asyncio.Future[None]:
-        """A future done at the next ``begin`` or ``end``."""
+        """A future done at the next ``begin`` or ``end`` (cancel it to stop waiting)."""
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._waiters = [*(w for w in self._waiters if not w.done()), waiter]  # none piles up
         return waiter
 
     def _change(self, by: int) -> None:
