@@ -149,3 +149,12 @@ def test_conli_judge_json_names_the_mode_and_scores_each_candidate(tmp_path: Pat
     assert scores[0] == 5.0 and scores[1] < 3
     assert [text["response"] for text in out["texts"]] == [str(good), str(bad)]
     assert out["texts"][1]["judge"]["audit"]["sentences"][1]["verdict"] == "hallucinated"
+
+
+def test_a_text_whose_every_sentence_could_not_be_checked_is_unverified_not_scored() -> None:
+    def garbage(messages: list[Any]) -> str:
+        return REASONING if kind_of(messages) == "reasoning" else "not an answer"
+
+    judged = _judged(garbage, "grounded")
+    assert judged.status == "unverified" and judged.score is None
+    assert judged.error is not None and "could be checked" in judged.error

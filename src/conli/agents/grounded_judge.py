@@ -173,6 +173,12 @@ def grounded_judge(
 ) -> tuple[JudgeResult, list[CallRecord]]:
     """Score ``text`` from its checked ``sentences``; the model writes only the reasoning."""
     scale = configured_scale(settings)
+    checked = [s for s in sentences if s.checked]
+    if checked and all(s.verdict == "unverified" for s in checked):
+        return JudgeResult(  # nothing was checked: a score would rest on no verdict at all
+            status="unverified", mode="grounded", error="no sentence of the text could be "
+            "checked against the source, so there is no verdict to score from",
+            template=f"{TEMPLATE}+{scale.version}"), []
     score, share, findings = grounded_score(sentences, scale)
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",

@@ -57,6 +57,8 @@ def format_text(result: CheckResult) -> str:
                      else f"unverified ({judged.error})")
             lines += ["", f"judge score, {label}: {printable(score)}",
                       f"  {printable(judged.reasoning)}"]
+            lines += [f'  - "{printable(e.sentence)}": {printable(e.problem)}'
+                      for e in judged.errors if judged.mode == "grounded"]
             lines += [f"  note: {printable(judged.note)}"] if judged.note else []
     usage = result.usage
     lines += [
