@@ -43,7 +43,9 @@ def test_json_output_is_the_documented_result_object(files, capsys):
     first = result["sentences"][0]
     assert {"text", "start", "end", "verdict", "detector", "reasons", "entities"} <= set(first)
     assert result["refined_text"] == "The library opened in 1962."
-    assert result["judge_raw"]["score"] == 2 and result["judge_refined"]["score"] == 5
+    raw, refined = result["judge_raw"], result["judge_refined"]
+    assert (raw["mode"], raw["score"], refined["score"]) == ("grounded", 2.625, 5)
+    assert raw["audit"]["sentences"][1]["verdict"] == "hallucinated"
     assert {"usage", "timings", "templates"} <= set(result)
 
 

@@ -126,6 +126,7 @@ def test_a_built_in_detector_that_declares_options_keeps_them(
             super().__init__()
             self.strict = options.strict
 
+    registry, declared = dict(detectors._REGISTRY), dict(detectors._OPTIONS)
     monkeypatch.setattr(nli, "SentenceNLI", WithOptions)
     try:
         importlib.reload(detectors)
@@ -137,4 +138,9 @@ def test_a_built_in_detector_that_declares_options_keeps_them(
     finally:
         monkeypatch.undo()
         importlib.reload(detectors)
+        # what other tests registered (the scored and word detectors) stays registered
+        detectors._REGISTRY.clear()
+        detectors._REGISTRY.update(registry)
+        detectors._OPTIONS.clear()
+        detectors._OPTIONS.update(declared)
     assert detectors.build(["sentence_nli"])["sentence_nli"].__class__ is nli.SentenceNLI

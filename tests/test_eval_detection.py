@@ -123,7 +123,7 @@ def test_refused_input_is_unverified_not_dropped() -> None:
 def test_rewrite_report_with_a_scripted_editor() -> None:
     examples = load_jsonl(FIXTURE)
     backend = fake_backend()
-    full = Checker(Settings(llm="local"), backend)
+    full = Checker(Settings(llm="local", judge_mode="rubric"), backend)  # the scores below
     again = Checker(Settings(llm="local", mitigate=False, judge=False), backend)
     outcomes = detection.run_detection(full, examples)
     report = rewrite_report(outcomes, examples, redetect(again, outcomes, examples))

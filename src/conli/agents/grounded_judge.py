@@ -175,9 +175,10 @@ def grounded_judge(
     scale = configured_scale(settings)
     checked = [s for s in sentences if s.checked]
     if checked and all(s.verdict == "unverified" for s in checked):
+        why = next((r for s in checked for r in s.reasons), "no detector judged it")
         return JudgeResult(  # nothing was checked: a score would rest on no verdict at all
             status="unverified", mode="grounded", error="no sentence of the text could be "
-            "checked against the source, so there is no verdict to score from",
+            f"checked against the source, so there is no verdict to score from: {why}",
             template=f"{TEMPLATE}+{scale.version}"), []
     score, share, findings = grounded_score(sentences, scale)
     errors = errors_of(findings, sentences, text)
