@@ -65,6 +65,9 @@ def reply(state: ChatState) -> dict[str, Any]:
 def fake_model(messages: list[Message]) -> str:
     """Answers conli's prompts like a model would (offline stand-in for a real backend)."""
     system, last = messages[0]["content"], messages[-1]["content"]
+    if "You write the reasoning" in system:  # the grounded judge explains its findings
+        return json.dumps({"reasoning": "The source says the city council runs it, not a "
+                                        "charity."})
     if "You grade how faithful" in system:
         wrong = "charity" in last.split("<text>")[-1]
         errors = [{"sentence": "It is run by a private charity.", "source": "the city council",

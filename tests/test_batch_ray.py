@@ -25,7 +25,7 @@ from conli.backends import register_backend  # noqa: E402
 from conli.backends.base import Backend, Message  # noqa: E402
 from conli.backends.fake import ScriptedBackend  # noqa: E402
 from conli.batch.local import run  # noqa: E402
-from conli.batch.ray_engine import make_plan, run_ray  # noqa: E402
+from conli.batch.ray_engine import actor_job, run_ray  # noqa: E402
 from conli.batch.records import Summary, record_key  # noqa: E402
 from conli.batch.work import make_worker  # noqa: E402
 from conli.config import BackendSettings, Settings  # noqa: E402
@@ -154,7 +154,7 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
 
 def _ray(src: Path, out: Path, llm: str, mode: str = "rewrite", *, actors: int = 2,
          concurrency: int = 2, **settings: Any) -> Summary:
-    plan = make_plan(Settings(llm=llm, **settings), mode,  # type: ignore[arg-type]
+    plan = actor_job(Settings(llm=llm, **settings), mode,  # type: ignore[arg-type]
                      concurrency=concurrency)
     return run_ray(str(src), out, plan, actors=actors, progress=False)
 

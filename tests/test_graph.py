@@ -144,7 +144,8 @@ def test_nothing_flagged_skips_mitigation_and_judges_once(settings):
     assert result.refined_text == "The Riverside bridge opened in 1998."
     assert result.judge_refined == result.judge_raw
     assert "mitigate" not in result.usage_by_step
-    assert result.usage_by_step["judge"].calls == 1
+    assert "judge" not in result.usage_by_step  # grounded: nothing flagged, nothing to ask
+    assert result.judge_refined is not None and result.judge_refined.score == 5
 
 
 def test_failed_mitigation_keeps_the_raw_text_and_says_so(settings):
@@ -163,7 +164,8 @@ def test_judge_failure_is_unverified_with_no_score(settings):
             return json.dumps({"errors": [], "score": 0})
         return rule_responder()(messages)
 
-    result = run(ScriptedBackend(responder=respond), settings)
+    rubric = settings.model_copy(update={"judge_mode": "rubric"})
+    result = run(ScriptedBackend(responder=respond), rubric)
     assert result.judge_refined is not None
     assert result.judge_refined.status == "unverified" and result.judge_refined.score is None
 
@@ -171,7 +173,7 @@ def test_judge_failure_is_unverified_with_no_score(settings):
 def test_result_records_templates_usage_and_timings(settings):
     result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
     # one claim per call (the scripted backend's batch is 1): "auto" picks the v3 prompt
-    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_rubric.v2"} <= set(
+    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_grounded.v1"} <= set(
         result.templates
     )
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())

@@ -182,12 +182,14 @@ def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
     source, response = "The library opened in 1962.", "It opened in 1962. It is run by a charity."
     checked = check_input(source, response, max_source_chars=1000, max_response_chars=1000)
     checker = _checker(respond)
-    graded = judge_only(checker.backend, checked, checker.settings, checker)
+    graded = judge_only(checker, checked, checker.plan)
     assert graded.judge.mode == "grounded" and graded.judge.score == load_scale()(0.375)
     assert graded.usage.calls >= 2  # detection, then the reasoning
-    rubric = judge_only(checker.backend, checked, checker.settings.model_copy(
+    rubric = judge_only(checker, checked, checker.settings.model_copy(
         update={"judge_mode": "rubric"}))
-    assert rubric.judge.mode == "rubric" and rubric.judge.score == 5
+    # the rubric says 5, but detection flagged a sentence: bounded at 4
+    assert rubric.judge.mode == "rubric" and rubric.judge.score == 4
+    assert rubric.judge.bounded_from == 5
     worker = make_worker(checker.settings, "judge", checker.backend)
     record = worker({"id": "r1", "source": source, "response": response})
     assert record["result"]["judge"]["mode"] == "grounded"

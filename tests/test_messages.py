@@ -52,14 +52,20 @@ def test_a_missing_text_says_it_is_missing() -> None:
 
 
 def test_every_setting_the_product_names_exists() -> None:
-    """Scan every string the product holds (messages, help, docstrings) for CONLI_ names."""
+    """Scan every string the product holds (messages, help, docstrings) for CONLI_ names.
+
+    config.py names two that are not settings on purpose: the misspelling its unknown-variable
+    warning catches (CONLI_DETECTOR) and the test suite's own prefix it exempts.
+    """
     unknown: dict[str, set[str]] = {}
+    meant = {"config.py": {"CONLI_DETECTOR", "CONLI_TEST_"}}
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 bad = {name for name in _named(node.value) - set(PROVIDER_VARIABLES)
                        if name.split("__")[0] not in SETTING_VARIABLES
                        or ("__" in name and name.split("__")[0] not in NESTED_SETTINGS)}
+                bad -= meant.get(str(path.relative_to(SRC)), set())
                 if bad:
                     unknown.setdefault(str(path.relative_to(SRC)), set()).update(bad)
     assert unknown == {}

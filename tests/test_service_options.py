@@ -31,10 +31,10 @@ def test_allowed_options_change_only_that_request(url: str) -> None:
     barred = httpx.post(f"{url}/v1/check", json={**body, "options": {"threshold": 0.99}},
                         headers=AUTH).json()
     assert plain["threshold"] is None and barred["threshold"] == 0.99
-    rubric = httpx.post(f"{url}/v1/judge", json={"source": SOURCE, "response": RESPONSE},
-                        headers=AUTH).json()
-    grounded = httpx.post(f"{url}/v1/judge", headers=AUTH, json={
-        "source": SOURCE, "response": RESPONSE, "options": {"judge_mode": "grounded"}}).json()
+    grounded = httpx.post(f"{url}/v1/judge", json={"source": SOURCE, "response": RESPONSE},
+                          headers=AUTH).json()
+    rubric = httpx.post(f"{url}/v1/judge", headers=AUTH, json={
+        "source": SOURCE, "response": RESPONSE, "options": {"judge_mode": "rubric"}}).json()
     assert rubric["judge"]["mode"] == "rubric" and grounded["judge"]["mode"] == "grounded"
     chosen = httpx.post(f"{url}/v1/check", json={**body, "options": {"detector": "cot"}},
                         headers=AUTH)

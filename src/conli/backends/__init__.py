@@ -68,12 +68,21 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_backend(spec: str, settings: BackendSettings) -> Backend:
-    """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``."""
+def backend_factory(spec: str) -> tuple[Factory, str]:
+    """The factory a spec names and the text after its ``name:`` (``ConfigError`` if unknown).
+
+    For a caller that builds the backend elsewhere (Ray ships the factory to its actors).
+    """
     name, _, arg = spec.partition(":")
     factory = _REGISTRY.get(name.strip().lower())
     if factory is None:
         raise ConfigError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
+    return factory, arg
+
+
+def get_backend(spec: str, settings: BackendSettings) -> Backend:
+    """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``."""
+    factory, arg = backend_factory(spec)
     return factory(arg, settings)
 
 

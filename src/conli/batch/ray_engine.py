@@ -65,7 +65,7 @@ _CALLS_PER_ACTOR = 2  # blocks an actor works on at once, so its threads never w
 
 
 @dataclass(frozen=True)
-class Plan:
+class ActorJob:
     """What every actor needs to build its backend and worker, exactly as the driver was asked.
 
     ``factory`` is the backend factory the spec names in the driver's registry, shipped to
@@ -83,15 +83,11 @@ class Plan:
     cpus_per_actor: float = 1.0
 
 
-def make_plan(settings: Settings, mode: Mode, *, with_judge: bool = False,
-              concurrency: int | None = None, cpus_per_actor: float = 1.0) -> Plan:
-    """The plan for ``settings.llm``; an unknown backend is a ``ConfigError``, as locally."""
-    name, _, arg = settings.llm.partition(":")
-    factory = backends._REGISTRY.get(name.strip().lower())
-    if factory is None:
-        raise ConfigError(f"unknown backend {name!r}; valid backends: "
-                          f"{', '.join(backends.backend_names())}")
-    return Plan(settings, factory, arg, mode, with_judge, concurrency, cpus_per_actor)
+def actor_job(settings: Settings, mode: Mode, *, with_judge: bool = False,
+              concurrency: int | None = None, cpus_per_actor: float = 1.0) -> ActorJob:
+    """The job for ``settings.llm``; an unknown backend is a ``ConfigError``, as locally."""
+    factory, arg = backends.backend_factory(settings.llm)
+    return ActorJob(settings, factory, arg, mode, with_judge, concurrency, cpus_per_actor)
 
 
 @ray.remote(num_cpus=0)
@@ -202,17 +198,17 @@ class CheckActor:
     A record not started before ``run_flag`` was set comes back with no line at all.
     """
 
-    def __init__(self, plan: Plan, run_flag: Any = None) -> None:
+    def __init__(self, job: ActorJob, run_flag: Any = None) -> None:
         self._backend: Backend | None = None
         self._flag = run_flag
         self._broken: BaseException | None = None
-        limit = plan.concurrency or 1
+        limit = job.concurrency or 1
         try:
-            settings = _actor_settings(plan)
-            self._backend = plan.factory(plan.arg, settings)
-            self._work = make_worker(settings, plan.mode, self._backend,
-                                     with_judge=plan.with_judge)
-            limit = (plan.concurrency or settings.batch_concurrency
+            settings = _actor_settings(job)
+            self._backend = job.factory(job.arg, settings)
+            self._work = make_worker(settings, job.mode, self._backend,
+                                     with_judge=job.with_judge)
+            limit = (job.concurrency or settings.batch_concurrency
                      or self._backend.capabilities.max_concurrency)
         except Exception as exc:  # reported with the first block, raised by the driver
             self._broken = exc
@@ -246,12 +242,12 @@ class CheckActor:
             self._backend.close()
 
 
-def _actor_settings(plan: Plan) -> Settings:
+def _actor_settings(job: ActorJob) -> Settings:
     """The driver's settings; the embedded model's threads follow the CPUs Ray reserved."""
-    settings = plan.settings
+    settings = job.settings
     if "local_threads" in settings.model_fields_set:
         return settings
-    threads = max(1, round(plan.cpus_per_actor))
+    threads = max(1, round(job.cpus_per_actor))
     return adjusted(settings, local_threads=threads)
 
 
@@ -275,7 +271,7 @@ def ray_session(address: str | None) -> Iterator[None]:
 def run_ray(
     in_uri: str,
     out_path: Path,
-    plan: Plan,
+    job: ActorJob,
     *,
     actors: int = 1,
     progress: bool = True,
@@ -293,8 +289,8 @@ def run_ray(
     """
     started = time.perf_counter()
     writer = OutLog(out_path)
-    summary = Summary(earlier_errors=writer.failed, backend=plan.settings.llm,
-                      stop_after=plan.settings.batch_stop_after_failures)
+    summary = Summary(earlier_errors=writer.failed, backend=job.settings.llm,
+                      stop_after=job.settings.batch_stop_after_failures)
     flag = RunFlag.remote()  # type: ignore[attr-defined]
     intake = Intake(writer.done)
     written: set[str] = set()
@@ -329,8 +325,8 @@ def run_ray(
                     to_run_bytes += size
             bar.update(task, total=len(held) + to_run)
             if to_run:
-                block_bytes = _block_rows(plan) * to_run_bytes // max(to_run, 1)
-                rows = _pass_two(in_uri, bytes(wanted), plan, actors=actors,
+                block_bytes = _block_rows(job) * to_run_bytes // max(to_run, 1)
+                rows = _pass_two(in_uri, bytes(wanted), job, actors=actors,
                                  block_bytes=block_bytes, flag=flag)
                 for row in rows:
                     if row["broken"]:
@@ -369,12 +365,12 @@ def _count_unwritten(rows: Iterator[dict[str, Any]], summary: Summary) -> None:
             summary.add_unwritten(json.loads(row["out"]))
 
 
-def _block_rows(plan: Plan) -> int:
+def _block_rows(job: ActorJob) -> int:
     """Records per block: one actor call's worth of threads, so each block is soon done."""
-    return plan.concurrency or plan.settings.batch_concurrency or plan.settings.max_concurrency
+    return job.concurrency or job.settings.batch_concurrency or job.settings.max_concurrency
 
 
-def _pass_two(in_uri: str, wanted: bytes, plan: Plan, *, actors: int,
+def _pass_two(in_uri: str, wanted: bytes, job: ActorJob, *, actors: int,
               block_bytes: int, flag: Any) -> Iterator[dict[str, Any]]:
     """The results of the wanted lines of IN, as the actors finish their blocks.
 
@@ -386,13 +382,13 @@ def _pass_two(in_uri: str, wanted: bytes, plan: Plan, *, actors: int,
         _read(JsonlLines(in_uri, wanted=wanted, stop=flag), in_uri)
         .map_batches(
             CheckActor,
-            fn_constructor_kwargs={"plan": plan, "run_flag": flag},
+            fn_constructor_kwargs={"job": job, "run_flag": flag},
             batch_size=None,
             compute=ray.data.ActorPoolStrategy(
                 size=actors, max_concurrent_calls_per_actor=_CALLS_PER_ACTOR,
                 max_tasks_in_flight_per_actor=_CALLS_PER_ACTOR,
                 enable_true_multi_threading=True),
-            num_cpus=plan.cpus_per_actor,
+            num_cpus=job.cpus_per_actor,
         )
     )
     dataset.context.target_max_block_size = max(block_bytes, 1)
@@ -452,7 +448,7 @@ def run_batch_ray(args: argparse.Namespace, settings: Settings) -> Summary:
     else:
         check_paths(Path(args.input), args.output)
         in_uri = str(Path(args.input).resolve())
-    plan = make_plan(settings, args.mode, with_judge=args.judge, concurrency=args.concurrency,
+    job = actor_job(settings, args.mode, with_judge=args.judge, concurrency=args.concurrency,
                      cpus_per_actor=cpus)
     with ray_session(args.address):
-        return run_ray(in_uri, args.output, plan, actors=actors, progress=not args.no_progress)
+        return run_ray(in_uri, args.output, job, actors=actors, progress=not args.no_progress)
