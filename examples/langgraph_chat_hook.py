@@ -3,10 +3,12 @@
     chat (a chat model answers from the retrieved source) -> conli (subgraph) -> reply
 
 conli is added with ``check_node(checker)``: it reads ``source`` and ``response`` from the
-app's state, validates them as every front door does, keeps the check deadline, and writes
-back ``verdict``, ``sentences``, ``refined_text``, ``mitigation`` and the judge scores; the app
-keeps its own context. The chat node and the model are fakes so this runs without a network or a
-GPU; swap in your chat model and ``Checker(Settings(llm=...))``.
+app's state (in a ``MessagesState`` app: the last AI message and this turn's tool results),
+validates them as every front door does, keeps the check deadline, and writes back
+``verdict``, ``sentences``, ``refined_text``, ``mitigation`` and the judge scores; the app
+keeps its own context. The reply node sends ``reply_text``: the rewrite, or a refusal when
+every sentence was removed. The chat node and the model are fakes so this runs without a
+network or a GPU; swap in your chat model and ``Checker(Settings(llm=...))``.
 
 Then the same chat model streams its reply: a node forwards the chunks to conli's
 ``astream_check`` as they arrive and passes each sentence's verdict on to the app's own
@@ -30,10 +32,11 @@ from conli import Checker, Settings, acheck, check_node
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.graph.state import CheckOutput
-from conli.hook import astream_check
+from conli.hook import astream_check, reply_text
 
 SOURCE = "The Riverside Public Library opened in 1962. It is run by the city council."
 DRAFT = "The library opened in 1962. It is run by a private charity."
+DECLINED = "I could not give an answer that the source supports."
 
 
 class ChatState(CheckOutput, total=False):
@@ -58,8 +61,12 @@ async def fake_chat_stream(question: str) -> AsyncIterator[str]:
 
 
 def reply(state: ChatState) -> dict[str, Any]:
-    """Send the rewritten text: only the unsupported sentences were changed."""
-    return {"answer": state["refined_text"]}
+    """Send the rewritten text (only the unsupported sentences were changed), never nothing.
+
+    ``reply_text`` is None when every sentence was removed: decline instead of sending an
+    empty message.
+    """
+    return {"answer": reply_text(state) or DECLINED}
 
 
 def fake_model(messages: list[Message]) -> str:

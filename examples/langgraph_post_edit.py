@@ -7,8 +7,9 @@
 The app keeps its own runtime context (``AppContext``, which carries the chat model);
 conli's node brings its own dependencies (``check_node(checker)``). The reply goes out as
 drafted when every sentence is supported, as rewritten when each flagged sentence was
-removed or rewritten and re-checked, and is declined otherwise: a check that could not
-complete never passes an answer.
+removed or rewritten and re-checked (``reply_text``: unless every sentence was removed,
+which leaves nothing to send), and is declined otherwise: a check that could not complete
+never passes an answer.
 
 Run with any configured backend (``--llm`` or ``CONLI_LLM``; the default is the embedded
 model):
@@ -33,6 +34,7 @@ from conli import Checker, check_node
 from conli.backends.base import Backend, Message, Request
 from conli.errors import ConliError, boundary
 from conli.frontdoor import add_session_flags, session_settings
+from conli.hook import reply_text
 from conli.inputs import read_input
 from conli.models import Mitigation, SentenceResult, Verdict
 
@@ -83,9 +85,9 @@ def route(state: ChatState) -> Literal["send", "send_rewrite", "decline"]:
     mitigation = state["mitigation"]
     fixed = mitigation.status == "rewritten" and all(
         c.action == "remove" or c.rewrite_verdict == "supported" for c in mitigation.changes)
-    if state["verdict"] == "hallucinated" and fixed and state["refined_text"].strip():
+    if state["verdict"] == "hallucinated" and fixed and reply_text(state) is not None:
         return "send_rewrite"
-    return "decline"
+    return "decline"  # unchecked, not fixed, or every sentence removed: nothing to send
 
 
 def send(state: ChatState) -> dict[str, Any]:
@@ -94,8 +96,8 @@ def send(state: ChatState) -> dict[str, Any]:
 
 
 def send_rewrite(state: ChatState) -> dict[str, Any]:
-    """Send the rewrite: only the flagged sentences changed."""
-    return {"reply": state["refined_text"]}
+    """Send the rewrite: only the flagged sentences changed (``route`` saw it is not empty)."""
+    return {"reply": reply_text(state)}
 
 
 def decline(state: ChatState) -> dict[str, Any]:

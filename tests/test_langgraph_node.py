@@ -13,16 +13,19 @@ from types import ModuleType
 from typing import Any, TypedDict
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 
 from conli import Checker, Settings, check_node
 from conli.backends.base import Message
 from conli.backends.fake import Reply, ScriptedBackend
 from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, InputError
+from conli.hook import reply_text
 from conli.models import Mitigation, SentenceResult, Verdict
 from tests import scripted
+from tests.conftest import rule_responder
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,3 +215,143 @@ def test_the_post_edit_example_reports_bad_input_with_the_front_doors_exit_code(
     assert code == 2 and "source is empty" in capsys.readouterr().err
     calls = conli.backend.calls  # type: ignore[attr-defined]
     assert [c[0]["content"] for c in calls] == [example.ANSWER_SYSTEM]  # the app's, not conli's
+
+
+# --- a chat app's state: LangGraph's MessagesState (issue 45) -----------------------------
+
+class ChatHostState(MessagesState, total=False):
+    """A chat app's state: its messages plus the keys conli's node writes."""
+
+    verdict: Verdict
+    sentences: list[SentenceResult]
+    refined_text: str
+    mitigation: Mitigation
+
+
+def chat_app(conli_node: Any, schema: Any = ChatHostState) -> Any:
+    app = StateGraph(schema)
+    app.add_node("conli", conli_node)
+    app.add_edge(START, "conli")
+    app.add_edge("conli", END)
+    return app.compile()
+
+
+def conversation(source: str, answer: str) -> list[Any]:
+    """An earlier turn (its tool result is not this answer's source), then this turn."""
+    return [
+        HumanMessage("What is the weather?"),
+        AIMessage("", tool_calls=[{"name": "weather", "args": {}, "id": "w1"}]),
+        ToolMessage("It is raining in FALSE town.", tool_call_id="w1"),
+        AIMessage("It is raining."),
+        HumanMessage("Who runs the library?"),
+        AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "s1"}]),
+        ToolMessage(source, tool_call_id="s1"),
+        AIMessage(answer),
+    ]
+
+
+def test_a_chat_states_last_answer_is_checked_against_this_turns_tool_results() -> None:
+    conli = checker()
+    state = chat_app(check_node(conli)).invoke({"messages": conversation(SOURCE, BAD)})
+    assert state["verdict"] == "hallucinated"
+    assert [s.verdict for s in state["sentences"]] == ["supported", "hallucinated"]
+    assert state["refined_text"] == "The library opened in 1962. It is run by a true charity."
+    prompts = "\n".join(m["content"] for call in conli.backend.calls  # type: ignore[attr-defined]
+                        for m in call)
+    assert "city council" in prompts and "raining" not in prompts  # only this turn's tool
+
+
+def test_chat_messages_as_dicts_and_several_tool_results_are_read_too() -> None:
+    class DictChat(TypedDict, total=False):
+        messages: list[dict[str, Any]]  # no reducer: the dicts stay dicts
+        verdict: Verdict
+        sentences: list[SentenceResult]
+
+    first, second = SOURCE.split(". ", 1)
+    messages = [
+        {"role": "user", "content": "Who runs the library?"},
+        {"role": "tool", "content": first + ".", "tool_call_id": "a"},
+        {"type": "tool", "content": [{"type": "text", "text": second}], "tool_call_id": "b"},
+        {"role": "assistant", "content": [{"type": "text", "text": BAD}]},
+    ]
+    conli = checker()
+    state = chat_app(check_node(conli), DictChat).invoke({"messages": messages})
+    assert [s.verdict for s in state["sentences"]] == ["supported", "hallucinated"]
+    prompts = "\n".join(m["content"] for call in conli.backend.calls  # type: ignore[attr-defined]
+                        for m in call)
+    assert f"{first}.\n\n{second}" in prompts  # one source, a blank line between results
+
+
+def test_explicit_and_custom_keys_win_over_the_messages() -> None:
+    class Custom(ChatHostState, total=False):
+        answer: str
+        context: str
+
+    node = check_node(checker(), response_key="answer", source_key="context")
+    state = chat_app(node, Custom).invoke(
+        {"messages": conversation("The library is closed.", GOOD),  # ignored: keys win
+         "answer": BAD, "context": SOURCE})
+    assert [s.verdict for s in state["sentences"]] == ["supported", "hallucinated"]
+    # without the custom keys in the state, the node falls back to the messages
+    state = chat_app(node, Custom).invoke({"messages": conversation(SOURCE, BAD)})
+    assert state["refined_text"] == "The library opened in 1962. It is run by a true charity."
+
+
+def test_a_state_with_neither_keys_nor_messages_says_which_keys_it_has_and_reads() -> None:
+    class Other(TypedDict, total=False):
+        draft: str
+        doc: str
+        verdict: Verdict
+
+    conli = checker()
+    with pytest.raises(InputError) as raised:
+        chat_app(check_node(conli), Other).invoke({"draft": BAD, "doc": SOURCE})
+    message = str(raised.value)
+    assert "no response and no source" in message
+    assert "['doc', 'draft']" in message  # the state's keys
+    assert "'response'" in message and "'source'" in message and "'messages'" in message
+    assert conli.backend.calls == []  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match=r"no source .*'messages'.*'my_doc'"):  # custom keys
+        chat_app(check_node(conli, source_key="my_doc")).invoke(
+            {"messages": [HumanMessage("Who runs it?"), AIMessage(GOOD)]})
+
+
+def test_reply_text_is_the_rewrite_or_none_when_every_sentence_was_removed() -> None:
+    removing = Checker(Settings(_env_file=None), backend=ScriptedBackend(
+        responder=rule_responder(bad=("FALSE",)), judges_batches=True))
+    everything_wrong = "It is run by a FALSE charity."
+    state = chat_app(check_node(removing)).invoke(
+        {"messages": conversation(SOURCE, everything_wrong)})
+    assert state["mitigation"].status == "rewritten" and state["refined_text"].strip() == ""
+    assert reply_text(state) is None  # the app falls back instead of sending nothing
+    fixed = chat_app(check_node(checker())).invoke({"messages": conversation(SOURCE, BAD)})
+    assert reply_text(fixed) == "The library opened in 1962. It is run by a true charity."
+    result = checker().check(SOURCE, BAD)
+    assert reply_text(result) == result.refined_text.strip() != ""
+
+
+def test_the_post_edit_example_declines_when_every_sentence_was_removed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load_example()
+    wrong = "It is run by a FALSE charity."
+    removes = rule_responder(bad=("FALSE",))
+
+    def respond(messages: list[Message]) -> Reply:
+        if messages[0]["content"] == example.ANSWER_SYSTEM:
+            return wrong
+        return removes(messages)
+
+    source = tmp_path / "source.txt"
+    source.write_text(SOURCE, encoding="utf-8")
+    conli = Checker(Settings(_env_file=None),
+                    backend=ScriptedBackend(responder=respond, judges_batches=True))
+    assert example.main(["--source", str(source), "--question", "Who runs the library?"],
+                        checker=conli) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == f"[decline] {example.DECLINED}"  # never an empty message
+
+
+def test_the_chat_hook_examples_reply_falls_back_when_every_sentence_was_removed() -> None:
+    example = load_script(ROOT / "examples" / "langgraph_chat_hook.py", "langgraph_chat_hook")
+    assert example.reply({"refined_text": "  "}) == {"answer": example.DECLINED}
+    assert example.reply({"refined_text": GOOD}) == {"answer": GOOD}

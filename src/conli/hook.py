@@ -18,12 +18,13 @@ import asyncio
 import atexit
 import functools
 import threading
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import aclosing
-from typing import Protocol
+from typing import Any, Protocol
 
 from conli.config import Settings
-from conli.graph.state import CheckInput, NodeOutput
+from conli.errors import InputError
+from conli.graph.state import NodeOutput
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run_context import cancellable
@@ -140,31 +141,129 @@ async def astream_check(
 class CheckNode(Protocol):
     """A LangGraph node: reads the host's state, returns the keys conli writes."""
 
-    def __call__(self, state: CheckInput) -> NodeOutput:
+    def __call__(self, state: Mapping[str, Any]) -> NodeOutput:
         """Check ``state``'s response against its source."""
         ...
 
 
-def check_node(checker: Checker, *, settings: Settings | None = None) -> CheckNode:
-    """A node that checks the state's ``response`` against its ``source``.
+def check_node(
+    checker: Checker,
+    *,
+    settings: Settings | None = None,
+    response_key: str = "response",
+    source_key: str = "source",
+) -> CheckNode:
+    """A node that checks the state's response against its source.
 
-    It reads ``source``, ``response`` and, if present, ``question`` and ``points``; bad
-    input raises ``InputError`` before any model call, a backend that cannot be used
-    raises ``BackendError``, and a check past its deadline raises ``DeadlineExceededError``.
+    The response is the state's ``response_key`` when the state has it, else the last AI
+    message's content in ``messages`` (LangGraph's ``MessagesState``: LangChain message
+    objects, or dicts with ``role``/``type`` and ``content``). The source is the state's
+    ``source_key`` when the state has it, else the tool messages' contents after the last
+    human message, a blank line between them. ``question`` is the state's ``question``, else
+    the last human message; ``points`` is read if present. A state that gives no response
+    or no source raises ``InputError`` naming its keys; other bad input raises
+    ``InputError`` before any model call, a backend that cannot be used raises
+    ``BackendError``, and a check past its deadline raises ``DeadlineExceededError``.
     ``settings`` overrides the checker's for this node (e.g. detect only), as in ``check``.
     """
 
-    def conli(state: CheckInput) -> NodeOutput:
+    # Annotated as a plain mapping, not a TypedDict: LangGraph would read a TypedDict hint
+    # as the node's input schema and hand it only those keys (no ``messages``, no custom key).
+    def conli(state: Mapping[str, Any]) -> NodeOutput:
+        source, response, question = chat_inputs(state, response_key=response_key,
+                                                 source_key=source_key)
         result = checker.check(
-            state.get("source"),  # type: ignore[arg-type]  # validated in check
-            state.get("response"),  # type: ignore[arg-type]
-            question=state.get("question"),
+            source,  # type: ignore[arg-type]  # validated in check
+            response,  # type: ignore[arg-type]
+            question=question,
             points=state.get("points"),
             settings=settings,
         )
         return node_output(result)
 
     return conli
+
+
+_ROLES = {"human": "human", "user": "human", "ai": "ai", "assistant": "ai",
+          "tool": "tool", "function": "tool"}
+
+
+def _role(message: object) -> str | None:
+    """``human``, ``ai`` or ``tool`` for a LangChain message object or a message dict."""
+    if isinstance(message, Mapping):
+        kind = message.get("role", message.get("type"))
+    else:
+        kind = getattr(message, "type", None)
+    return _ROLES.get(kind) if isinstance(kind, str) else None
+
+
+def _text(message: object) -> str:
+    """A message's text: its string content, or its text blocks joined."""
+    content = (message.get("content") if isinstance(message, Mapping)
+               else getattr(message, "content", None))
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(block if isinstance(block, str) else str(block.get("text", ""))
+                       for block in content
+                       if isinstance(block, str) or (isinstance(block, Mapping)
+                                                     and block.get("type") == "text"))
+    return ""
+
+
+def chat_inputs(
+    state: Mapping[str, Any], *, response_key: str = "response", source_key: str = "source",
+) -> tuple[object, object, str | None]:
+    """``(source, response, question)`` as ``check_node`` reads them from ``state``.
+
+    Explicit keys win when the state has them (even empty: ``check`` then refuses them);
+    otherwise they come from ``messages``. Raises ``InputError`` naming the state's keys
+    when the state gives no response or no source at all.
+    """
+    messages = state.get("messages")
+    chat = list(messages) if isinstance(messages, list | tuple) else []
+    roles = [_role(m) for m in chat]
+    humans = [i for i, role in enumerate(roles) if role == "human"]
+    after = humans[-1] + 1 if humans else 0
+    if response_key in state:
+        response: object = state[response_key]
+    else:
+        ai = [m for m, role in zip(chat, roles, strict=True) if role == "ai"]
+        response = _text(ai[-1]) if ai else None
+    if source_key in state:
+        source: object = state[source_key]
+    else:
+        tools = [_text(m) for m, role in zip(chat[after:], roles[after:], strict=True)
+                 if role == "tool"]
+        source = "\n\n".join(tools) if tools else None
+    question = state.get("question")
+    if question is None and humans:
+        question = _text(chat[humans[-1]]) or None
+    missing = [name for name, value in (("response", response), ("source", source))
+               if value is None]
+    if missing:
+        raise InputError(
+            f"check_node found no {' and no '.join(missing)} in the state (its keys: "
+            f"{sorted(map(str, state))}); it reads the response from {response_key!r}, else "
+            f"the last AI message in 'messages', and the source from {source_key!r}, else "
+            f"the tool messages after the last human message in 'messages'")
+    return source, response, question if isinstance(question, str) else None
+
+
+def reply_text(result: CheckResult | Mapping[str, object]) -> str | None:
+    """The text to send after a check: the rewrite, or None when it is empty.
+
+    ``result`` is a ``CheckResult`` or the state ``check_node`` wrote (its ``check_result``,
+    else its ``refined_text``). When every sentence was removed the rewrite is empty: None
+    tells the app to fall back (a refusal, say) rather than send an empty message.
+    """
+    if not isinstance(result, CheckResult):
+        whole = result.get("check_result")
+        text = (whole.refined_text if isinstance(whole, CheckResult)
+                else result.get("refined_text"))
+    else:
+        text = result.refined_text
+    return text.strip() if isinstance(text, str) and text.strip() else None
 
 
 def node_output(result: CheckResult) -> NodeOutput:
