@@ -23,6 +23,8 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 #    (1-5, a distribution's mean where the backend gives one) with ``errors`` tied to
 #    sentences and the ``dropped_errors`` count.
 # 5: ``passed`` (the user's bar, ``Settings.threshold``) and the ``threshold`` it used.
+# 6: the judge's ``audit`` record, ``bounded_from``, ``second_opinion``, ``review`` and the
+#    ``emptied`` status; the result's ``language`` and ``notes`` (steps skipped, and why).
 RESULT_SCHEMA_VERSION = "6"
 
 
