@@ -1,7 +1,7 @@
 """The command line, ``conli``: one module a subcommand, each loaded only when it runs.
 
-``main`` is the console script's entry point (``conli.cli:main``); the parser and the
-dispatch live in ``conli.cli.app``.
+The console script (``conli.cli.app:main``) and ``python -m conli.cli`` run the parser and
+the dispatch in ``conli.cli.app``; ``main`` here is the same, for code that imports it.
 """
 
 from __future__ import annotations
