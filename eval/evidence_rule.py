@@ -138,17 +138,6 @@ def read_records(path: Path, categories: Sequence[str]) -> list[Record]:
     return records
 
 
-def held_out(records: Sequence[Record], skip: int) -> list[Record]:
-    """``records`` without the first ``skip`` of each set (as ``judge_auroc`` skips them)."""
-    seen: Counter[str] = Counter()
-    kept = []
-    for record in records:
-        seen[record.dataset] += 1
-        if seen[record.dataset] > skip:
-            kept.append(record)
-    return kept
-
-
 def response(verdicts: Iterable[str]) -> str:
     """The response's prediction from its checked sentences' verdicts (as the evaluation)."""
     verdicts = list(verdicts)
@@ -521,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
 
     records = read_records(args.predictions, args.categories)
+    from conli.evaluation.rule import held_out
+
     examples = {"fused": held_out(records, args.skip), "cot": records}
     checks: dict[str, Any] = {"stored predictions": check_stored(records)}
     if args.cot_run:

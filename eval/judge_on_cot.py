@@ -45,7 +45,7 @@ from typing import Any
 
 from conli.agents.grounded_judge import Scale, evidence, finding, load_scale
 from conli.evaluation.judge_eval import stored_grounded_scores
-from conli.evaluation.rule import Paired, decide
+from conli.evaluation.rule import Paired, decide, held_out
 from conli.models import CheckResult, Entity, Judgement, SentenceResult
 
 SKIP = 37
@@ -124,17 +124,6 @@ def read_examples(path: Path, scale: Scale, counts: Counter[str]) -> list[Exampl
         out.append(Example(record["example_id"], record["dataset"], gold, fused, scale(share),
                            sentences))
     return out
-
-
-def held_out(examples: Sequence[Example], skip: int) -> list[Example]:
-    """``examples`` without the first ``skip`` of each set (as ``judge_auroc`` skips them)."""
-    seen: Counter[str] = Counter()
-    kept = []
-    for example in examples:
-        seen[example.dataset] += 1
-        if seen[example.dataset] > skip:
-            kept.append(example)
-    return kept
 
 
 def decision(examples: Sequence[Example], draws: int) -> dict[str, Any]:

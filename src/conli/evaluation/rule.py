@@ -16,11 +16,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 Metric = Literal["auroc", "bacc"]
 DRAWS = 2000
 SEED = 0
+
+
+class InSet(Protocol):
+    """Anything that names the dev set it belongs to."""
+
+    @property
+    def dataset(self) -> str:
+        """The set's name."""
+        ...
+
+
+Item = TypeVar("Item", bound=InSet)
+
+
+def held_out(items: Sequence[Item], skip: int) -> list[Item]:
+    """``items`` without the first ``skip`` of each set, in order.
+
+    A stored run's first examples of each set are the ones a shipped classifier was trained
+    on (``conli eval judge-auroc --skip``): what is left is scored held out.
+    """
+    seen: dict[str, int] = {}
+    kept = []
+    for item in items:
+        seen[item.dataset] = seen.get(item.dataset, 0) + 1
+        if seen[item.dataset] > skip:
+            kept.append(item)
+    return kept
 
 
 @dataclass(frozen=True)
