@@ -21,6 +21,7 @@ from conli.batch.work import make_worker
 from conli.cli.app import main
 from conli.config import Settings
 from conli.report.html import write_report
+from conli.report.review import script, script_hash
 from tests import scripted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,12 +77,19 @@ def test_report_highlights_explains_diffs_and_scores(results: Path) -> None:
     assert all("not found in the source: &#34;quoted source&#34;" in title for title in marks)
 
 
+def _without_own_script(page: str) -> str:
+    """The page less its one script, the marks' own, which the CSP allows by its hash."""
+    own = f"<script>{script()}</script>"
+    assert page.count(own) == 1 and script_hash() in page
+    return page.replace(own, "")
+
+
 def test_report_escapes_every_input_and_is_self_contained(results: Path) -> None:
-    page = _render(results)
+    page = _without_own_script(_render(results))
     assert "<script" not in page.lower() and "<img" not in page.lower()
     assert "&lt;script&gt;" in page and "&lt;img src=x onerror=" in page
     assert 'title="' in page and '"tag"' not in page  # quotes escaped inside attributes too
-    assert not re.search(r'\b(src|href)\s*=\s*"', page)  # no external assets at all
+    assert not re.search(r'\b(src|href)\s*=\s*"(?!#r\d+")', page)  # only in-page links
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
 
 
@@ -187,6 +195,36 @@ def test_report_accepts_a_bare_check_result_and_judge_mode(results: Path, tmp_pa
                       encoding="utf-8")
     page = _render(judged)
     assert "malformed" not in page and re.search(r"before <b>\d</b> → after <b>\d</b>", page)
+
+
+def test_report_opens_with_the_records_that_need_a_look(results: Path, tmp_path: Path) -> None:
+    flagged, plain = _row(results, "flagged"), _row(results, "plain")
+    judge = plain["result"]["judge_raw"]
+    audit = {"judged_at": "2026-11-26T10:00:00Z", "conli_version": "9.9", "commit": "abc1234",
+             "backend": "scripted", "model": "m", "detectors": ["fused"],
+             "artifacts": {"fused": "fused.v1"}, "template": "grounded.v1", "sentences": []}
+    review = {**plain, "id": "disputed", "result": {**plain["result"], "judge_refined": {
+        **judge, "review": ["the rubric judge differs by 2.0"], "audit": audit}}}
+    emptied = {**plain, "id": "emptied", "result": {**plain["result"], "judge_refined": {
+        **judge, "status": "emptied", "score": None}}}
+    path = tmp_path / "audit.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (plain, flagged, review, emptied)),
+                    encoding="utf-8")
+    page = _render(path)
+    index = re.search(r'<details class="index" open>(.*?)</details>', page, re.S)
+    assert index is not None
+    listed = re.findall(r'<a href="#(r\d)">([^<]*)</a> <span class="muted">([^<]*)</span>',
+                        index.group(1))
+    assert listed == [("r2", "flagged", "hallucinated"),
+                      ("r3", "disputed", "review: the rubric judge differs by 2.0"),
+                      ("r4", "emptied", "emptied by the rewrite")]
+    assert all(f'id="{anchor}"' in page for anchor, _, _ in listed)  # each link lands
+    assert _summary_row(page, "records that need a look") == "3"
+    assert _summary_row(page, "emptied by the rewrite (left out of the mean)") == "1"
+    assert _summary_row(page, "mean judge score after").endswith("(n=3)")
+    assert "after <b>emptied</b>" in page and "for review: the rubric judge differs" in page
+    assert "<th>commit</th>" not in page and "<th>conli</th><td>9.9 abc1234</td>" in page
+    assert "<th>artifacts</th><td>fused: fused.v1</td>" in page
 
 
 # --- what conli report reads: check --json as written, batch's error records ---------------
@@ -308,14 +346,14 @@ def test_report_escapes_hostile_text_and_never_evaluates_it(results: Path,
               "error": {"type": HOSTILE, "message": HOSTILE}}
     path = tmp_path / "hostile.jsonl"
     path.write_text(f"{json.dumps(hostile)}\n{json.dumps(failed)}\n", encoding="utf-8")
-    page = _render(path)
+    page = _without_own_script(_render(path))
     assert "<script" not in page.lower() and "<img" not in page.lower()
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
     shown = "{{ 7*7 }} {% if true %}IF{% endif %} {# c #}"  # as written, not evaluated
     flagged = sum(s["verdict"] == "hallucinated" for s in sentences)
-    # id, mode, source, each flag's title and listed reason, the judge, the failed record's
-    # response, error type and message
-    places = 3 + 2 * flagged + 1 + 3
+    # id (heading, section data, index), mode, source, each flag's title and listed reason,
+    # the judge, the failed record's response, error type and message
+    places = 5 + 2 * flagged + 1 + 3
     assert page.count(shown) == places
     assert "49" not in page.replace("#49", "")
 

@@ -2,12 +2,14 @@
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, its words not in the source marked, the
-points it had to cover (``report_coverage``), the rewrite as a word diff, and the judge
-scores before/after; a summary table and a legend come first. The page is rendered from the
-Jinja templates in ``report/templates`` with autoescape on, so every piece of input text is
-escaped (and never evaluated), and a Content-Security-Policy forbids scripts and outside
-requests. What is read, and what is skipped as malformed, is ``report_input``'s part; a
-file with no valid record at all is an error, and nothing is written.
+points it had to cover (``report_coverage``), the rewrite as a word diff, the judge scores
+before/after with their provenance, and each sentence for the auditor to mark (``review``);
+a summary table, an index of the records that need a look, and a legend come first. The
+page is rendered from the Jinja templates in ``report/templates`` with autoescape on, so
+every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
+allows one script, the marks' own (by its hash), and no outside request. What is read, and
+what is skipped as malformed, is ``report_input``'s part; a file with no valid record at all
+is an error, and nothing is written.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from conli.report.coverage import (
     marked,
 )
 from conli.report.records import Malformed, Record, iter_results, record_name
+from conli.report.review import attention, judges, provenance, review_rows, script, script_hash
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
@@ -121,13 +124,24 @@ def _shown(score: float | None) -> str:
     return "–" if score is None else f"{round(score, 1):g}"
 
 
-def _scores(record: Record) -> tuple[float | None, float | None]:
-    """Judge scores (before, after); judge mode gives one score, shown as both."""
+def _judged(record: Record) -> tuple[Any, Any]:
+    """The judge results (before, after); judge mode gives one result, shown as both."""
     result = record.get("result", {})
     if "judge" in result:
-        only = _score(result["judge"])
-        return only, only
-    return _score(result.get("judge_raw")), _score(result.get("judge_refined"))
+        return result["judge"], result["judge"]
+    return result.get("judge_raw"), result.get("judge_refined")
+
+
+def _scores(record: Record) -> tuple[float | None, float | None]:
+    """Judge scores (before, after); None where a judge gave none (emptied, unverified)."""
+    before, after = _judged(record)
+    return _score(before), _score(after)
+
+
+def _status_or_score(judged: Any) -> str:
+    """A judge result as shown: ``emptied`` or ``unverified`` by name, never as a number."""
+    status = judged.get("status") if isinstance(judged, dict) else None
+    return str(status) if status in ("emptied", "unverified") else _shown(_score(judged))
 
 
 def _flagged(result: Record) -> list[Record]:
@@ -200,11 +214,13 @@ def record_view(record: Record, number: int) -> Record:
     response = _response_of(record)
     flagged = _flagged(result)
     words = flagged_words(result.get("word_scores"), len(response))
-    before, after = _scores(record)
+    judged = _judged(record)
     source = record.get("source")
     return {
         "anchor": anchor, "name": record_name(record), "verdict": verdict,
-        "mode": str(record.get("mode") or ""),
+        "id": str(record.get("id")), "mode": str(record.get("mode") or ""),
+        "passed": result.get("passed") if isinstance(result.get("passed"), bool) else None,
+        "attention": attention(record, verdict),
         "error": None if error is None else {"type": _text(error.get("type")),
                                              "message": _text(error.get("message"))},
         "response": highlight(response, flagged, anchor, words) if response else None,
@@ -212,10 +228,13 @@ def record_view(record: Record, number: int) -> Record:
         "coverage": coverage_section(result),
         "rewrite": _rewrite(result, response),
         "additions": additions_section(result),
-        "scores": None if before is None and after is None else (_shown(before), _shown(after)),
+        "scores": None if judged == (None, None) else tuple(map(_status_or_score, judged)),
         "reasonings": [(key, _text(result[key]["reasoning"]))
                        for key in ("judge", "judge_raw", "judge_refined")
                        if isinstance(result.get(key), dict) and result[key].get("reasoning")],
+        "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
+        "provenance": provenance(result),
+        "marks": review_rows(result),
         "source": source if isinstance(source, str) else None,
     }
 
@@ -230,6 +249,9 @@ class Tally:
     points: int = 0
     uncovered: int = 0
     scores: dict[str, list[float]] = field(default_factory=lambda: {"before": [], "after": []})
+    emptied: int = 0
+    passed: Counter[bool] = field(default_factory=Counter)
+    needs_look: list[tuple[str, str, list[str]]] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
 
     def add(self, record: Record | Malformed) -> None:
@@ -237,8 +259,14 @@ class Tally:
         if isinstance(record, Malformed):
             self.malformed.append(record)
             return
-        self.verdicts[_verdict(record)] += 1
+        verdict = _verdict(record)
+        self.verdicts[verdict] += 1
+        why = attention(record, verdict)
+        if why:  # anchored as record_view numbers the records: r1, r2, ...
+            self.needs_look.append((f"r{self.records}", record_name(record), why))
         result = record.get("result") or {}
+        if isinstance(result.get("passed"), bool):
+            self.passed[result["passed"]] += 1
         self.flagged += sum(s.get("verdict") == "hallucinated"
                             for s in result.get("sentences") or [])
         self.rewritten += len((result.get("mitigation") or {}).get("changes") or [])
@@ -248,6 +276,7 @@ class Tally:
         before, after = _scores(record)
         self.scores["before"] += [before] if before else []
         self.scores["after"] += [after] if after else []
+        self.emptied += (_judged(record)[1] or {}).get("status") == "emptied"
 
     @property
     def records(self) -> int:
@@ -268,10 +297,16 @@ def _summary(tally: Tally) -> Record:
              ("sentences rewritten or removed", tally.rewritten),
              ("mean judge score before", _mean(tally.scores["before"])),
              ("mean judge score after", _mean(tally.scores["after"]))]
+    rows += [("emptied by the rewrite (left out of the mean)", tally.emptied)] \
+        if tally.emptied else []
+    rows += [("passed / not passed", f"{tally.passed[True]} / {tally.passed[False]}")] \
+        if tally.passed else []
+    rows += [("records that need a look", len(tally.needs_look))]
     rows += [("points uncovered / given", f"{tally.uncovered} / {tally.points}")] \
         if tally.points else []
     return {"rows": rows, "malformed": tally.malformed[:_LISTED],
-            "more": max(0, len(tally.malformed) - _LISTED), "legend": legend()}
+            "more": max(0, len(tally.malformed) - _LISTED), "legend": legend(),
+            "needs_look": tally.needs_look}
 
 
 @dataclass(frozen=True)
@@ -320,6 +355,7 @@ def write_report(results: Path, out: TextIO, *, title: str = "conli audit report
     counts = counts or tally(results)
     page = _environment().get_template("page.html")
     for chunk in page.generate(title=title, file_name=results.name, summary=_summary(counts),
-                               records=_views(results)):
+                               records=_views(results), script=script(),
+                               script_hash=script_hash()):
         out.write(chunk)
     return Written(counts.records, counts.malformed)
