@@ -158,3 +158,29 @@ def test_a_text_whose_every_sentence_could_not_be_checked_is_unverified_not_scor
     judged = _judged(garbage, "grounded")
     assert judged.status == "unverified" and judged.score is None
     assert judged.error is not None and "could be checked" in judged.error
+
+
+def test_every_cli_front_door_takes_judge_mode(tmp_path: Path) -> None:
+    """``check`` and ``batch`` take ``--judge-mode`` as ``judge`` does, and record it."""
+    src, resp = tmp_path / "s.txt", tmp_path / "r.txt"
+    src.write_text(SOURCE, "utf-8")
+    resp.write_text("The library opened in 1962. It charges FALSE two dollars.", "utf-8")
+    (tmp_path / "in.jsonl").write_text(json.dumps(
+        {"id": "a", "source": SOURCE, "response": resp.read_text()}) + "\n")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
+    environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
+
+    def conli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tests.cli_runner", *args, "--llm", "fake"],
+                              cwd=ROOT, env=environment, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+
+    checked = conli("check", "--source", str(src), "--response", str(resp), "--json",
+                    "--judge-mode", "rubric")
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["judge_refined"]["mode"] == "rubric"
+    batched = conli("batch", str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl"),
+                    "--mode", "judge", "--judge-mode", "both", "--no-progress")
+    assert batched.returncode == 0, batched.stderr
+    judged = json.loads((tmp_path / "out.jsonl").read_text())["result"]["judge"]
+    assert judged["mode"] == "grounded" and judged["second_opinion"]["mode"] == "rubric"

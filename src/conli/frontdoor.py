@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import get_args
 
 from pydantic import BaseModel, ValidationError
 
-from conli.config import Settings
+from conli.config import JudgeMode, Settings
 from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.graph.runner import CheckRunner
@@ -67,6 +68,14 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
         "(or CONLI_CALIBRATION)")
 
 
+def add_judge_mode_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--judge-mode``: which judge scores 1-5 (``agents.judging``); same at every front door."""
+    parser.add_argument("--judge-mode", choices=get_args(JudgeMode),
+                        help="grounded: from detection's verdicts (default, or "
+                        "CONLI_JUDGE_MODE); rubric: the model's rubric score, bounded by "
+                        "detection; both: grounded with the rubric's beside it")
+
+
 def add_threshold_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--threshold``: the bar a result's ``passed`` sets on its support score (``conli.gate``)."""
     parser.add_argument(
@@ -89,7 +98,8 @@ def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
     """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
     return settings_from({"llm": args.llm, "detectors": args.detector,
                           "calibration": getattr(args, "calibration", None),
-                          "threshold": getattr(args, "threshold", None), **overrides})
+                          "threshold": getattr(args, "threshold", None),
+                          "judge_mode": getattr(args, "judge_mode", None), **overrides})
 
 
 def settings_from(overrides: Mapping[str, object]) -> Settings:

@@ -18,6 +18,7 @@ from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
 from conli.frontdoor import (
     MODES,
     add_fail_on_flag,
+    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,
@@ -38,11 +39,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="check: detect only; rewrite: detect and rewrite; "
                              "judge: 1-5 score only")
     parser.add_argument("--judge", action="store_true",
-                        help="in check/rewrite mode, also score before/after with the rubric judge")
+                        help="in check/rewrite mode, also score before/after with the judge "
+                        "(--judge-mode)")
     parser.add_argument("--fix-coverage", action="store_true",
                         help="in rewrite mode, add one checked sentence for each uncovered point "
                              "of a record's points")
     add_session_flags(parser)
+    add_judge_mode_flag(parser)
     gate = parser.add_argument_group("gate (--mode check or rewrite; every record in OUT counts)")
     add_threshold_flag(gate)
     add_fail_on_flag(gate)

@@ -20,6 +20,7 @@ from conli.errors import EXIT_GATE_FAILED, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import (
     add_fail_on_flag,
+    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,
@@ -99,11 +100,12 @@ def add_parser(subparsers: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the result object as JSON")
     check.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     add_session_flags(check)
+    add_judge_mode_flag(check)
     add_threshold_flag(check)
     add_fail_on_flag(check)
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
-    check.add_argument("--no-judge", action="store_true", help="skip the 1-5 rubric judge")
+    check.add_argument("--no-judge", action="store_true", help="skip the 1-5 judge")
     check.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     check.set_defaults(handler=run_check, in_thread=True)
 

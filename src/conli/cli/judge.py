@@ -14,13 +14,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from conli.cli.display import printable
-from conli.config import JudgeMode
 from conli.errors import InputError
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import JudgeOnlyResult, add_session_flags, judge_only, session_settings
+from conli.frontdoor import (
+    JudgeOnlyResult,
+    add_judge_mode_flag,
+    add_session_flags,
+    judge_only,
+    session_settings,
+)
 from conli.inputs import check_input, read_input
 from conli.models import JudgeResult
 from conli.pipeline import Checker
@@ -35,10 +40,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--response", required=True, action="append", metavar="FILE",
                         help="a text to score (repeatable: several candidates, one source)")
     parser.add_argument("--question", help="the question the texts answer (text)")
-    parser.add_argument("--judge-mode", choices=get_args(JudgeMode),
-                        help="grounded: from detection's verdicts (default, or "
-                        "CONLI_JUDGE_MODE); rubric: the model's rubric score, bounded by "
-                        "detection; both: grounded with the rubric's beside it")
+    add_judge_mode_flag(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--output", "-o", type=Path, help="write the report here instead")
     add_session_flags(parser)
@@ -49,7 +51,7 @@ def run_judge(args: argparse.Namespace) -> int:
     """Validate every text before any model call, then judge each in turn."""
     if args.source == "-" and "-" in args.response:
         raise InputError("only one of --source and --response can read stdin")
-    settings = session_settings(args, judge_mode=args.judge_mode)
+    settings = session_settings(args)
     if args.output:
         ensure_writable(args.output)
     source = read_input(args.source, "source")
