@@ -115,9 +115,11 @@ def test_the_default_bound_is_the_max_concurrency_setting() -> None:
 def test_a_threshold_for_the_call_and_a_bad_one_refused_before_any_check() -> None:
     backend = _backend(scripted.responder())
     checker = Checker(_settings(), backend=backend)
-    [result] = checker.check_many([(SOURCE, "It opened in 1962.")], threshold=0.5)
-    assert result.result is not None and result.result.threshold == 0.5
-    assert result.passed is False  # the scripted model reports no scores: nothing passes a bar
+    [result] = checker.check_many([(SOURCE, "It opened in 1962.")])
+    assert result.result is not None and result.result.threshold is None
+    # the scripted model reports no log-probabilities: a bar on its 1-or-0 scores is refused
+    with pytest.raises(ConfigError, match="reports no log-probabilities"):
+        checker.check_many([(SOURCE, "It opened in 1962.")], threshold=0.5)
     with pytest.raises(ConfigError, match="threshold"):
         checker.check_many([(SOURCE, "It opened in 1962.")], threshold=1.5)
     with pytest.raises(ConfigError, match="max_concurrency"):
@@ -139,8 +141,10 @@ def test_conli_score_detects_only_and_gives_score_verdict_passed() -> None:
     register_backend("fake-many", lambda _arg, _settings: backend)
     results = conli.score([(SOURCE, "It opened in 1962."), (SOURCE, "It charges FALSE fees.")],
                           Settings(llm="fake-many", detectors=["cot"]), progress=False)
+    # no log-probabilities: each score is its verdict as 1 or 0, and says so
     assert [(r.score, r.verdict, r.passed) for r in results] == [
-        (None, "supported", True), (None, "hallucinated", False)]
+        (1.0, "supported", True), (0.0, "hallucinated", False)]
+    assert all(r.result is not None and r.result.score_method == "verdict" for r in results)
     flagged = results[1].result
     assert flagged is not None and flagged.mitigation.status == "disabled"
     assert flagged.judge_raw is None and flagged.judge_refined is None

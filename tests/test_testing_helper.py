@@ -33,8 +33,8 @@ def test_the_failure_names_each_flagged_sentence_with_its_reasons(checker: Check
         assert_grounded(SOURCE, "The library opened in 1962. It charges FALSE two dollars.",
                         checker=checker)
     assert str(failed.value).splitlines() == [
-        "the response is not grounded in its source: verdict hallucinated, support score none "
-        "(no threshold: the verdict must be supported)",
+        "the response is not grounded in its source: verdict hallucinated, support score 0.00 "
+        "by verdict (no threshold: the verdict must be supported)",
         "  sentence 1 hallucinated: 'It charges FALSE two dollars.'",
         "    - contradiction: contradicted by the source Quoted, but not found in the source: "
         '"quoted source"',
@@ -47,8 +47,8 @@ def test_the_failure_says_the_threshold_and_lists_unverified_sentences(checker: 
     with pytest.raises(AssertionError) as failed:
         assert_grounded(SOURCE, response, 0.7, checker=checker, settings=scored)
     assert str(failed.value).splitlines() == [
-        "the response is not grounded in its source: verdict unverified, support score 0.60 "
-        "(threshold 0.7 on every checked sentence's score)",
+        "the response is not grounded in its source: verdict unverified, support score 0.60 by "
+        "classifier (threshold 0.7 on every checked sentence's score)",
         "  sentence 1 scored 0.60, below threshold 0.7: 'It lends books score60.'",
         "  sentence 2 unverified: 'It lends UNSURE records.'",
         "    - could not be checked: None",

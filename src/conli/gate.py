@@ -3,8 +3,9 @@
 ``passed`` is decided once, here, for every front door (``clears``). Only a ``supported``
 result can pass: a ``hallucinated`` one never does, at any threshold, and an ``unverified``
 one never does either. A threshold (``Settings.threshold``) can only make the bar higher:
-every checked sentence then needs a score at or above it, so a sentence without a score (a
-backend that reports no log-probabilities) cannot pass: never fail open. The threshold
+every checked sentence then needs a score at or above it, so a sentence without a score
+that ranks (none, or its verdict standing in as 1 or 0: ``score_method`` verdict) cannot
+pass: never fail open. The threshold
 decides ``passed`` only; the verdicts stay the detectors' (and a calibration's, which
 decides them where one is given).
 
@@ -60,7 +61,8 @@ def clears(verdict: str | None, scores: Iterable[float | None], threshold: float
 
 def passes(result: CheckResult, threshold: float | None) -> bool:
     """Whether ``result`` clears the bar (``clears``) under ``threshold``."""
-    return clears(result.verdict, [s.score for s in result.sentences if s.checked], threshold)
+    return clears(result.verdict, [s.score if s.score_method != "verdict" else None
+                                   for s in result.sentences if s.checked], threshold)
 
 
 def outcome(result: CheckResult) -> Outcome:
@@ -86,7 +88,8 @@ def gate_line(result: CheckResult, fail_on: FailOn) -> str:
     """The one stderr line of a result that failed ``--fail-on``: the test, then why."""
     why = f"verdict {result.verdict}"
     if result.threshold is not None:
-        score = "none" if result.support_score is None else f"{result.support_score:g}"
+        score = "none" if result.support_score is None else \
+            f"{result.support_score:g} by {result.score_method}"
         why += f", support score {score}, threshold {result.threshold:g} not passed"
     return f"--fail-on {fail_on} failed: {FAIL_ON_TESTS[fail_on]}; here: {why}"
 
@@ -102,7 +105,8 @@ def record_outcome(result: Mapping[str, Any], threshold: float | None) -> Outcom
         return None
     if verdict == "unverified":
         return "unverified"
-    scores = [s.get("score") for s in result.get("sentences") or [] if s.get("checked")]
+    scores = [s.get("score") if s.get("score_method") != "verdict" else None
+              for s in result.get("sentences") or [] if s.get("checked")]
     return "passed" if clears(verdict, scores, threshold) else "failed"
 
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from conli.config import Settings
 from conli.errors import InputError
 from conli.graph.state import NodeOutput
+from conli.inputs import Source
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run_context import cancellable
@@ -32,7 +33,7 @@ from conli.streaming import DoneEvent, SentenceEvent
 
 
 async def acheck(
-    source: str,
+    source: Source,
     response: str,
     settings: Settings | None = None,
     *,
@@ -107,7 +108,7 @@ def close_shared_checkers() -> None:
 
 
 async def astream_check(
-    source: str,
+    source: Source,
     chunks: AsyncIterable[str],
     settings: Settings | None = None,
     *,
@@ -158,10 +159,11 @@ def check_node(
     The response is the state's ``response_key`` when the state has it, else the last AI
     message's content in ``messages`` (LangGraph's ``MessagesState``: LangChain message
     objects, or dicts with ``role``/``type`` and ``content``). The source is the state's
-    ``source_key`` when the state has it, else the tool messages' contents after the last
-    human message, a blank line between them. ``question`` is the state's ``question``, else
-    the last human message; ``points`` is read if present. A state that gives no response
-    or no source raises ``InputError`` naming its keys; other bad input raises
+    ``source_key`` when the state has it (a text, or a list of texts: several sources), else
+    the tool messages' contents after the last human message, each one source. ``question``
+    is the state's ``question``, else the last human message; ``points`` is read if
+    present. A state that gives no response or no source raises ``InputError`` naming its
+    keys; other bad input raises
     ``InputError`` before any model call, a backend that cannot be used raises
     ``BackendError``, and a check past its deadline raises ``DeadlineExceededError``.
     ``settings`` overrides the checker's for this node (e.g. detect only), as in ``check``.
@@ -235,7 +237,7 @@ def chat_inputs(
     else:
         tools = [_text(m) for m, role in zip(chat[after:], roles[after:], strict=True)
                  if role == "tool"]
-        source = "\n\n".join(tools) if tools else None
+        source = (tools[0] if len(tools) == 1 else tools) if tools else None
     question = state.get("question")
     if question is None and humans:
         question = _text(chat[humans[-1]]) or None

@@ -4,15 +4,17 @@
 applies to a source or response, so a text one door refuses, every door refuses. The points
 a response must cover (seed 001) are read here too: a JSON list of strings, or perspectives
 ``{"name": [points]}`` (a list is one perspective called ``points``), each point checked as
-a source is.
+a source is. Several sources (a list) are joined into the one text the models read, with a
+``SourceMap`` to trace spans back to their own source.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
 
@@ -23,6 +25,9 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # The setting that raises each text's limit, named in the refusal (points have a fixed one).
 LIMIT_SETTINGS = {"source": "CONLI_MAX_SOURCE_CHARS", "question": "CONLI_MAX_SOURCE_CHARS",
                   "response": "CONLI_MAX_RESPONSE_CHARS"}
+MAX_SOURCES = 1_000  # chunks in one check; their joined length has the source's limit
+# What a check reads a response against: one text, or several (a RAG app's chunks).
+Source = str | Sequence[str]
 
 
 def decode_text(data: bytes, *, name: str) -> str:
@@ -84,6 +89,48 @@ def validate_text(text: object, *, name: str, max_chars: int) -> str:
     return text
 
 
+SOURCE_JOINER = "\n\n"
+
+
+def read_sources(paths: Sequence[str]) -> str | list[str]:
+    """Read one source file as its text, several as a list (``--source`` repeated)."""
+    texts = [read_input(path, "source" if len(paths) == 1 else f"source {path!r}")
+             for path in paths]
+    return texts[0] if len(texts) == 1 else texts
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where each source starts in the joined text the models read (``starts[0]`` is 0).
+
+    Several sources (a RAG app's retrieved chunks) are read as one text, joined by a blank
+    line in order: a check of several costs what a check of their joined text costs, and
+    keeps one prompt prefix for the prompt cache. One source is the map ``(0,)``.
+    """
+
+    starts: tuple[int, ...] = (0,)
+
+    @classmethod
+    def joined(cls, chunks: Sequence[str]) -> tuple[str, SourceMap]:
+        """The chunks joined by a blank line, and where each one starts."""
+        starts, at = [], 0
+        for chunk in chunks:
+            starts.append(at)
+            at += len(chunk) + len(SOURCE_JOINER)
+        return SOURCE_JOINER.join(chunks), cls(tuple(starts))
+
+    def place(self, start: int, end: int) -> tuple[int, int, int]:
+        """``(source, start, end)`` of a joined-text span, within the source it starts in.
+
+        A span that runs past its source's end (across the joiner) is cut there.
+        """
+        index = bisect_right(self.starts, start) - 1
+        offset = self.starts[index]
+        if index + 1 < len(self.starts):
+            end = min(end, self.starts[index + 1] - len(SOURCE_JOINER))
+        return index, start - offset, end - offset
+
+
 @dataclass(frozen=True)
 class CheckInput:
     """A source and response (and optional question) that passed ``validate_text``.
@@ -92,10 +139,11 @@ class CheckInput:
     takes only this type, so no text reaches a model unvalidated and none is validated twice.
     """
 
-    source: str
+    source: str  # several sources arrive joined (``source_map`` says where each starts)
     response: str
     question: str | None = None
     points: dict[str, list[str]] | None = None
+    source_map: SourceMap = field(default_factory=SourceMap)
 
 
 def check_input(
@@ -107,15 +155,40 @@ def check_input(
     question: object = None,
     points: object = None,
 ) -> CheckInput:
-    """Validate the texts of one check; ``InputError`` names the first problem."""
+    """Validate the texts of one check; ``InputError`` names the first problem.
+
+    ``source`` is one text or a list of texts (``sources``: each validated, and their
+    joined length held to ``max_source_chars``).
+    """
+    joined, where = validate_sources(source, max_source_chars)
     return CheckInput(
-        source=validate_text(source, name="source", max_chars=max_source_chars),
+        source=joined,
+        source_map=where,
         response=validate_text(response, name="response", max_chars=max_response_chars),
         question=None if question is None else validate_text(
             question, name="question", max_chars=max_source_chars
         ),
         points=None if points is None else parse_points(points),
     )
+
+
+def validate_sources(source: object, max_chars: int) -> tuple[str, SourceMap]:
+    """One source validated as it is, or a list of sources each validated and joined."""
+    if not isinstance(source, list | tuple):
+        return validate_text(source, name="source", max_chars=max_chars), SourceMap()
+    if not source:
+        raise EmptyInputError("sources is an empty list")
+    if len(source) > MAX_SOURCES:
+        raise InputTooLargeError(f"sources has {len(source)} items, over the limit of "
+                                 f"{MAX_SOURCES}")
+    chunks = [validate_text(text, name=f"sources[{i}]", max_chars=max_chars)
+              for i, text in enumerate(source)]
+    joined, where = SourceMap.joined(chunks)
+    if len(joined) > max_chars:
+        raise InputTooLargeError(
+            f"sources have {len(joined):,} characters joined, over the limit of "
+            f"{max_chars:,}; raise {LIMIT_SETTINGS['source']} if you mean it")
+    return joined, where
 
 
 # --- points --------------------------------------------------------------------------------

@@ -15,6 +15,13 @@ from conli.config import Language
 Verdict = Literal["supported", "hallucinated", "unverified"]
 CoverageVerdict = Literal["covered", "uncovered", "unverified"]
 NLILabel = Literal["entailment", "contradiction", "neutral"]
+# How a sentence's ``score`` was made, from most to least informative: a detector's own
+# probability (a trained classifier such as fused, or a plugin), the label token's
+# log-probability, the share of sampled looks that passed it (a backend without
+# log-probabilities, ``nli_looks`` > 1), or its verdict as 1 or 0 (such a backend with one
+# look: it ranks only as the verdict does).
+ScoreMethod = Literal["classifier", "logprobs", "looks", "verdict"]
+SCORE_METHODS: tuple[ScoreMethod, ...] = ("classifier", "logprobs", "looks", "verdict")
 
 # 2: judgements and sentences name the ``detector`` that made them (was ``level``).
 # 3: ``coverage`` (points and their verdicts) and ``word_scores``; both optional.
@@ -25,7 +32,9 @@ NLILabel = Literal["entailment", "contradiction", "neutral"]
 # 5: ``passed`` (the user's bar, ``Settings.threshold``) and the ``threshold`` it used.
 # 6: the judge's ``audit`` record, ``bounded_from``, ``second_opinion``, ``review`` and the
 #    ``emptied`` status; the result's ``language`` and ``notes`` (steps skipped, and why).
-RESULT_SCHEMA_VERSION = "6"
+# 7: several sources: each sentence's ``evidence`` (the spans its verdict quotes, by source
+#    index and offsets within that source); ``score_method`` (how ``score`` was made).
+RESULT_SCHEMA_VERSION = "7"
 
 
 # --- what a check returns ---------------------------------------------------------------
@@ -70,6 +79,12 @@ class SourceSpan(BaseModel):
     start: int = Field(ge=0, description="offset in that source, in code points")
     end: int = Field(ge=0)
     text: str = Field(description="the source's own words there")
+
+
+class EvidenceSpan(SourceSpan):
+    """A source span a sentence's verdict quotes, and what it does to the sentence."""
+
+    relation: Literal["supports", "contradicts"]
 
 
 class Judgement(BaseModel):
@@ -128,8 +143,12 @@ class SentenceResult(BaseModel):
     score: float | None = Field(
         None, description="lowest P(entailment) over this sentence's scored checks"
     )
+    score_method: ScoreMethod | None = Field(None, description="how ``score`` was made")
     entities: list[Entity] = Field(default_factory=list)
     judgements: list[Judgement] = Field(default_factory=list)
+    evidence: list[EvidenceSpan] = Field(
+        default_factory=list, description="the source spans its verdict quotes: the source "
+        "(the chunk's index) and offsets within it; empty where none was quoted or found")
 
 
 class SentenceChange(BaseModel):
@@ -383,6 +402,9 @@ class CheckResult(BaseModel):
     support_score: float | None = Field(
         None, description="lowest sentence score: a continuous P(grounded), for AUROC/thresholds"
     )
+    score_method: ScoreMethod | None = Field(
+        None, description="how the scores were made: the least informative method among the "
+        "checked sentences' (classifier, logprobs, looks, verdict)")
     passed: bool = Field(
         False, description="clears the user's bar: never when unverified; with a threshold, "
         "every checked sentence has a score at or above it; without one, verdict supported")

@@ -24,9 +24,9 @@ from conli.errors import ConfigError, ContextOverflowError
 from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
-from conli.inputs import CheckInput, check_input
+from conli.inputs import CheckInput, Source, check_input
 from conli.many import Pair, check_many, pairs_of
-from conli.models import CheckResult, Mitigation, PairResult
+from conli.models import SCORE_METHODS, CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
 from conli.plan import Plan, for_backend, make_plan, plan_for
 from conli.run_context import Progress, scope
@@ -61,6 +61,7 @@ class Checker:
             detectors=detectors.build(names, self.settings.detector_options),
             calibration=calibration_for(self.settings, self.backend, names),
         )
+        refuse_a_threshold_without_scores(self.settings, self.backend, names)
         self._graphs = {tuple(names): build_graph(names)}
         self._prepared = Prepared(plan, deps, self._graphs[tuple(names)])
         self._pool: ThreadPoolExecutor | None = None
@@ -86,7 +87,7 @@ class Checker:
 
     def check(
         self,
-        source: str,
+        source: Source,
         response: str,
         *,
         question: str | None = None,
@@ -132,7 +133,8 @@ class Checker:
         self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
         inputs = {"source": checked.source, "response": checked.response,
-                  "question": checked.question, "points": checked.points}
+                  "question": checked.question, "points": checked.points,
+                  "source_map": checked.source_map}
         with scope(ready.plan.deadline, progress):
             state = ready.graph.invoke(inputs, context=deps)
         result = _to_result(state, self.backend, time.perf_counter() - started)
@@ -174,7 +176,7 @@ class Checker:
 
     def astream(
         self,
-        source: str,
+        source: Source,
         chunks: AsyncIterable[str],
         *,
         question: str | None = None,
@@ -224,6 +226,7 @@ class Checker:
         names = detectors.resolve(resolved)
         if tuple(names) not in self._graphs:
             self._graphs[tuple(names)] = build_graph(names)
+        refuse_a_threshold_without_scores(resolved, self.backend, names)
         deps = replace(self._prepared.deps, settings=resolved,
                        detectors=detectors.build(names, resolved.detector_options),
                        calibration=calibration_for(resolved, self.backend, names))
@@ -277,6 +280,27 @@ def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> A
     return applied
 
 
+def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
+                                      names: list[str]) -> None:
+    """A threshold needs scores that rank: ``ConfigError`` before any model call otherwise.
+
+    The NLI detectors score a claim from the backend's log-probabilities; without them
+    one look's score is its verdict as 1 or 0 (``score_method`` verdict), which a threshold
+    could only repeat. Several looks (their share) or any other detector's scores rank.
+    """
+    capabilities = backend.capabilities
+    if settings.threshold is None or capabilities.logprobs or settings.nli_looks > 1 \
+            or not set(names) <= detectors.SCORED_BY_LOGPROBS:
+        return
+    raise ConfigError(
+        f"--threshold needs a support score that ranks, and {backend.name} "
+        f"({backend.model}) reports no log-probabilities: its only score would be each "
+        "sentence's verdict as 1 or 0. Set CONLI_NLI_LOOKS=3 (the share of three sampled "
+        "verdicts, score_method looks; three NLI calls a claim), use a backend that reports "
+        "log-probabilities (local, openai, vllm), or gate on the verdict alone (--fail-on "
+        "without --threshold)")
+
+
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
     calls: list[CallRecord] = state.get("calls", [])
     sentences = state["sentences"]
@@ -285,9 +309,11 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         | {j.template for s in sentences for j in s.judgements if j.template is not None}
     )
     scores = [s.score for s in sentences if s.score is not None]
+    methods = {s.score_method for s in sentences if s.score_method is not None}
     return CheckResult(
         verdict=response_verdict(s.verdict for s in sentences),
         support_score=min(scores) if scores else None,
+        score_method=max(methods, key=SCORE_METHODS.index) if methods else None,
         backend=backend.name,
         model=backend.model,
         sentences=sentences,
@@ -307,7 +333,7 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
 
 
 def check(
-    source: str,
+    source: Source,
     response: str,
     settings: Settings | None = None,
     *,

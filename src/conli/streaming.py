@@ -31,7 +31,7 @@ from conli import errors
 from conli.config import Settings
 from conli.gate import response_verdict
 from conli.graph.runner import CheckRunner, Prepared
-from conli.inputs import CheckInput, validate_text
+from conli.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
 from conli.models import CheckResult, Entity, Note, SentenceResult, UsageTotals, Verdict
 from conli.plan import Plan, make_plan, options
 from conli.segment import (
@@ -93,7 +93,7 @@ Busy = Callable[[], AbstractContextManager[None]]
 
 def stream_check(
     checker: CheckRunner,
-    source: str,
+    source: Source,
     chunks: AsyncIterable[str],
     *,
     question: str | None = None,
@@ -114,10 +114,10 @@ def stream_check(
                           tuning={"word_scores": "off"})
     ready = checker.prepare(make_plan(given.settings, detect_only))
     limits = ready.plan.settings
-    source = validate_text(source, name="source", max_chars=limits.max_source_chars)
+    joined, where = validate_sources(source, limits.max_source_chars)
     if question is not None:
         question = validate_text(question, name="question", max_chars=limits.max_source_chars)
-    return _Stream(checker, source, question, ready, busy).events(chunks)
+    return _Stream(checker, (joined, where), question, ready, busy).events(chunks)
 
 
 _NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")
@@ -279,10 +279,11 @@ class _Cutter:
 class _Stream:
     """One streamed check: the cutter reads, this checks each sentence in order and reports."""
 
-    def __init__(self, checker: CheckRunner, source: str, question: str | None,
-                 ready: Prepared, busy: Busy) -> None:
-        self.checker, self.source, self.question, self.ready = checker, source, question, ready
-        self.language = language_of(ready.plan.settings.language, source)
+    def __init__(self, checker: CheckRunner, source: tuple[str, SourceMap],
+                 question: str | None, ready: Prepared, busy: Busy) -> None:
+        (self.source, self.source_map), self.question = source, question
+        self.checker, self.ready = checker, ready
+        self.language = language_of(ready.plan.settings.language, self.source)
         self.cutter = _Cutter(ready.deps.nlp, ready.plan.settings, self.language)
         self.running: asyncio.Future[CheckResult] | None = None
         self.busy = busy
@@ -343,7 +344,7 @@ class _Stream:
     async def _check(self, item: _Completed) -> SentenceEvent:
         """Run the graph on this sentence alone in a worker thread; the loop keeps reading."""
         checked = CheckInput(source=self.source, response=item.segment.text,
-                             question=self.question)
+                             question=self.question, source_map=self.source_map)
         work = functools.partial(contextvars.copy_context().run, self.checker.run, checked,
                                  plan=self._ready_now())
         with self.busy():

@@ -17,6 +17,7 @@ Pass a long-lived ``checker`` (e.g. a session fixture) to load the model once pe
 from __future__ import annotations
 
 from conli.config import Settings
+from conli.inputs import Source
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
 from conli.plan import plan_for
@@ -25,7 +26,7 @@ __all__ = ["assert_grounded"]
 
 
 def assert_grounded(
-    source: str,
+    source: Source,
     response: str,
     threshold: float | None = None,
     *,
@@ -56,7 +57,8 @@ def failure_message(result: CheckResult) -> str:
     """Why ``result`` did not pass: the bar, then each sentence that kept it from passing."""
     bar = ("no threshold: the verdict must be supported" if result.threshold is None
            else f"threshold {result.threshold:g} on every checked sentence's score")
-    score = "none" if result.support_score is None else f"{result.support_score:.2f}"
+    score = "none" if result.support_score is None else \
+        f"{result.support_score:.2f} by {result.score_method}"
     lines = [f"the response is not grounded in its source: verdict {result.verdict}, "
              f"support score {score} ({bar})"]
     for sentence in result.sentences:
@@ -72,12 +74,13 @@ def _why(sentence: SentenceResult, threshold: float | None) -> str | None:
     """What keeps ``sentence`` from passing (None: nothing)."""
     if not sentence.checked:
         return None
-    shown = "" if sentence.score is None else f" (score {sentence.score:.2f})"
+    ranks = sentence.score is not None and sentence.score_method != "verdict"
+    shown = f" (score {sentence.score:.2f})" if ranks and sentence.score is not None else ""
     if sentence.verdict in ("hallucinated", "unverified"):
         return f"{sentence.verdict}{shown}"
     if threshold is None:
         return None
-    if sentence.score is None:
+    if sentence.score is None or not ranks:
         return f"has no score to hold to threshold {threshold:g}"
     if sentence.score < threshold:
         return f"scored {sentence.score:.2f}, below threshold {threshold:g}"

@@ -30,7 +30,6 @@ from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.models import AuditSentence, JudgeAudit, JudgeResult, SentenceResult, SourceSpan
-from conli.ner.grounding import SourceMentions
 from conli.version import __version__, source_commit
 
 FLAGGED_BOUND = 4.0  # the rubric's "one detail cannot be verified": the most a flagged text gets
@@ -55,7 +54,7 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     """Score ``text`` (whose checked ``sentences`` detection judged) in ``judge_mode``."""
     mode = settings.judge_mode
     if not text.strip():
-        return _audited(emptied(settings), source, text, sentences, provenance), []
+        return _audited(emptied(settings), text, sentences, provenance), []
     if mode == "rubric":
         result, calls = rubric(backend, source, text, sentences, settings)
     else:
@@ -63,7 +62,7 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
         if mode == "both":
             second, more = rubric(backend, source, text, sentences, settings)
             result, calls = with_second_opinion(result, second), calls + more
-    return _audited(result, source, text, sentences, provenance), calls
+    return _audited(result, text, sentences, provenance), calls
 
 
 def emptied(settings: Settings) -> JudgeResult:
@@ -119,10 +118,10 @@ def with_second_opinion(grounded: JudgeResult, second: JudgeResult) -> JudgeResu
     return grounded.model_copy(update={"second_opinion": second, "review": review})
 
 
-def _audited(result: JudgeResult, source: str, text: str, sentences: Sequence[SentenceResult],
+def _audited(result: JudgeResult, text: str, sentences: Sequence[SentenceResult],
              provenance: Provenance) -> JudgeResult:
     """``result`` with its audit record (the second opinion shares the text's)."""
-    audit = audit_record(result.template, source, text, sentences, provenance)
+    audit = audit_record(result.template, text, sentences, provenance)
     second = result.second_opinion
     if second is not None:
         second = second.model_copy(update={"audit": audit.model_copy(
@@ -130,17 +129,16 @@ def _audited(result: JudgeResult, source: str, text: str, sentences: Sequence[Se
     return result.model_copy(update={"audit": audit, "second_opinion": second})
 
 
-def audit_record(template: str, source: str, text: str, sentences: Sequence[SentenceResult],
+def audit_record(template: str, text: str, sentences: Sequence[SentenceResult],
                  provenance: Provenance) -> JudgeAudit:
     """Who scored ``text``, with what and when, and each sentence as an auditor checks it."""
-    mentions = SourceMentions(source)
     cursor = 0
     rows = []
     for sentence in sentences:
         span = sentence_span(sentence.text, text[cursor:]) if sentence.text else None
         start, end = (cursor + span[0], cursor + span[1]) if span else (cursor, cursor)
         cursor = end
-        rows.append(_audit_sentence(sentence, start, end, source, mentions))
+        rows.append(_audit_sentence(sentence, start, end))
     return JudgeAudit(
         judged_at=datetime.now(UTC).isoformat(timespec="seconds"), conli_version=__version__,
         commit=source_commit(), backend=provenance.backend, model=provenance.model,
@@ -148,10 +146,9 @@ def audit_record(template: str, source: str, text: str, sentences: Sequence[Sent
         nli_prompt=provenance.nli_prompt, template=template, sentences=rows)
 
 
-def _audit_sentence(sentence: SentenceResult, start: int, end: int, source: str,
-                    mentions: SourceMentions) -> AuditSentence:
+def _audit_sentence(sentence: SentenceResult, start: int, end: int) -> AuditSentence:
     found = finding(sentence)
-    relation, span = _source_span(sentence, source, mentions)
+    relation, span = _source_span(sentence)
     reason = found.reason if found else (sentence.reasons[0] if sentence.reasons else "")
     return AuditSentence(index=sentence.index, text=sentence.text, start=start, end=end,
                          checked=sentence.checked, verdict=sentence.verdict,
@@ -159,30 +156,17 @@ def _audit_sentence(sentence: SentenceResult, start: int, end: int, source: str,
                          source_span=span, reason=reason)
 
 
-def _source_span(sentence: SentenceResult, source: str, mentions: SourceMentions
-                 ) -> tuple[str, SourceSpan | None]:
-    """The source span the sentence's deciding sentence-level judgement quotes, if found.
+def _source_span(sentence: SentenceResult) -> tuple[str, SourceSpan | None]:
+    """The source span the sentence's verdict rests on (``evidence``, found at merge).
 
-    ``supports`` for an entailment's quote, ``contradicts`` for a contradiction's; a quote
-    the source does not hold is never shown as the source's ("no_span_found").
+    ``contradicts`` first, then ``supports``; "no_span_found" when the verdict quoted
+    nothing the sources hold.
     """
     if not sentence.checked:
         return "not_checked", None
-    for judgement in sentence.judgements:
-        if judgement.entity is not None or not judgement.evidence:
-            continue
-        located = _span(judgement.evidence, source, mentions)
-        if located is None:
-            continue
-        if judgement.label == "contradiction":
-            return "contradicts", located
-        if judgement.label == "entailment" and sentence.verdict == "supported":
-            return "supports", located
+    for relation in ("contradicts", "supports"):
+        for span in sentence.evidence:
+            if span.relation == relation:
+                return relation, SourceSpan(source=span.source, start=span.start,
+                                            end=span.end, text=span.text)
     return "no_span_found", None
-
-
-def _span(quote: str, source: str, mentions: SourceMentions) -> SourceSpan | None:
-    found = mentions.locate(quote)
-    if found is None:
-        return None
-    return SourceSpan(start=found[0], end=found[1], text=source[found[0]:found[1]])

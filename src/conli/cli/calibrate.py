@@ -83,7 +83,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     finally:
         checker.close()
     by_id = {e.id: e for e in examples}
-    scored = [Scored(o.gold, o.predicted, o.support_score,
+    # a verdict standing in as 1 or 0 is no score to fit a cut on (fit_calibration refuses)
+    scored = [Scored(o.gold, o.predicted,
+                     o.support_score if o.result and o.result.score_method != "verdict" else None,
                      rows_of(by_id[o.example_id], o.result.sentences) if o.result else None)
               for o in outcomes]
     fused = load_model(checker.settings.fused_model or FUSED_ARTIFACT) if "fused" in names \

@@ -26,7 +26,7 @@ from conli.frontdoor import (
     session_settings,
 )
 from conli.gate import fails, gate_line
-from conli.inputs import check_input, read_input, read_points
+from conli.inputs import check_input, read_input, read_points, read_sources
 from conli.models import CheckResult
 from conli.pipeline import Checker
 
@@ -84,7 +84,9 @@ def add_parser(subparsers: Any) -> None:
     """Register ``conli check`` on the CLI's subparsers."""
     check: argparse.ArgumentParser = subparsers.add_parser(
         "check", help="check one response against its source")
-    check.add_argument("--source", required=True, help="source file, or - for stdin")
+    check.add_argument("--source", required=True, action="append", metavar="FILE",
+                       help="source file, or - for stdin; repeat it for several sources (a "
+                       "RAG app's chunks): each sentence names the source its evidence is in")
     check.add_argument("--response", required=True, help="response file, or - for stdin")
     check.add_argument("--question", help="the question the response answers (text)")
     check.add_argument("--points", help="JSON file of the points the response must cover: a "
@@ -124,13 +126,13 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def run_check(args: argparse.Namespace) -> int:
     """Validate the inputs and the output path before loading any model, then check."""
-    if args.source == "-" and args.response == "-":
+    if [*args.source, args.response].count("-") > 1:
         raise InputError("only one of --source and --response can read stdin")
     settings = _settings(args)
     if args.output:
         ensure_writable(args.output)
     checked = check_input(
-        read_input(args.source, "source"),
+        read_sources(args.source),
         read_input(args.response, "response"),
         question=args.question,
         points=None if args.points is None else read_points(read_input(args.points, "points")),

@@ -26,7 +26,7 @@ from conli.frontdoor import (
     judge_only,
     session_settings,
 )
-from conli.inputs import check_input, read_input
+from conli.inputs import check_input, read_input, read_sources
 from conli.models import JudgeResult
 from conli.pipeline import Checker
 from conli.plan import plan_for
@@ -36,7 +36,8 @@ def add_parser(subparsers: Any) -> None:
     """Register ``conli judge`` on the CLI's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "judge", help="score texts 1-5 against one source, without rewriting")
-    parser.add_argument("--source", required=True, help="source file, or - for stdin")
+    parser.add_argument("--source", required=True, action="append", metavar="FILE",
+                        help="source file, or - for stdin; repeat it for several sources")
     parser.add_argument("--response", required=True, action="append", metavar="FILE",
                         help="a text to score (repeatable: several candidates, one source)")
     parser.add_argument("--question", help="the question the texts answer (text)")
@@ -49,12 +50,12 @@ def add_parser(subparsers: Any) -> None:
 
 def run_judge(args: argparse.Namespace) -> int:
     """Validate every text before any model call, then judge each in turn."""
-    if args.source == "-" and "-" in args.response:
+    if [*args.source, *args.response].count("-") > 1:
         raise InputError("only one of --source and --response can read stdin")
     settings = session_settings(args)
     if args.output:
         ensure_writable(args.output)
-    source = read_input(args.source, "source")
+    source = read_sources(args.source)
     checked = [check_input(source, read_input(path, "response"), question=args.question,
                            max_source_chars=settings.max_source_chars,
                            max_response_chars=settings.max_response_chars)

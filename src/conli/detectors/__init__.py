@@ -44,6 +44,9 @@ PRESETS: dict[str, tuple[str, ...]] = {
     # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
 }
+# the detectors whose sentence scores are the backend's log-probabilities (none without);
+# coverage detectors judge points, not sentences
+SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER})
 _LOADED_ENTRY_POINTS = False
 
 

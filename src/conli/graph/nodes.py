@@ -12,20 +12,25 @@ from conli.agents.cover import add_points
 from conli.agents.judging import Provenance, judge_text
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block
+from conli.detectors import SCORED_BY_LOGPROBS
 from conli.detectors.base import DetectionContext, Detector, overruled, reason_for
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
+from conli.inputs import SourceMap
 from conli.models import (
     Judgement,
     Mitigation,
+    ScoreMethod,
     SentenceResult,
     Verdict,
     WordScore,
 )
+from conli.ner.grounding import SourceMentions
 from conli.segment import select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
+from conli.sources import evidence_of
 from conli.text.language import Language, language_of
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
@@ -83,6 +88,7 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     entities = state.get("entities", {})
     deps = deps_of(runtime)
     detectors = deps.detectors
+    mentions, where = SourceMentions(state["source"]), state.get("source_map", SourceMap())
     results = []
     for segment in state["segments"]:
         result = SentenceResult(
@@ -100,6 +106,7 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             result = _merged(result, counted, detectors)
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
+            result.evidence = evidence_of(result, state["source"], mentions, where)
         results.append(result)
     return {"sentences": results}
 
@@ -151,16 +158,43 @@ def _merged(result: SentenceResult, checks: list[Judgement],
     if not checks:
         reasons = ["could not be checked: no detector judged this sentence"]
     detector = failed[0].detector if failed else None
-    scores = [j.score for j in checks if j.score is not None]
+    score, method = _score_of(checks, verdict)
     return result.model_copy(
         update={
             "verdict": verdict,
             "detector": detector,
             "reasons": reasons,
             "judgements": checks,
-            "score": min(scores) if scores else None,
+            "score": score,
+            "score_method": method,
         }
     )
+
+
+def _score_of(checks: list[Judgement], verdict: Verdict
+              ) -> tuple[float | None, ScoreMethod | None]:
+    """The lowest scored check's P(entailment) and how it was made; else the verdict's 1 or 0.
+
+    A backend without log-probabilities (or a gateway that drops them) scores nothing: the
+    sentence's verdict stands in as 1 or 0, so every checked sentence has a score and says
+    what it is worth. An unverified sentence has none.
+    """
+    scored = [j for j in checks if j.score is not None]
+    if scored:
+        lowest = min(scored, key=lambda j: j.score or 0.0)
+        return lowest.score, _method_of(lowest)
+    if verdict == "unverified":
+        return None, None
+    return (1.0 if verdict == "supported" else 0.0), "verdict"
+
+
+def _method_of(judgement: Judgement) -> ScoreMethod:
+    """A detector's own probability (a trained classifier, a plugin), looks, or logprobs."""
+    if judgement.features or judgement.detector not in SCORED_BY_LOGPROBS:
+        return "classifier"
+    if judgement.looks and all(look.score is None for look in judgement.looks):
+        return "looks"
+    return "logprobs"
 
 
 def _calibrated(result: SentenceResult, applied: Applied) -> SentenceResult:
@@ -270,6 +304,7 @@ def refined_verdicts(
             verdict = change.rewrite_verdict or "unverified"
             out.append(sentence.model_copy(update={
                 "text": change.after, "verdict": verdict, "judgements": [], "score": None,
+                "evidence": [],
                 "reasons": [] if verdict == "supported" else [change.note or "not re-checked"],
             }))
     added = [a for a in (mitigation.added if mitigation else []) if a.added]

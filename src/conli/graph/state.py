@@ -11,6 +11,7 @@ from typing import Annotated, TypedDict
 
 from conli.agents.structured import CallRecord
 from conli.config import Language
+from conli.inputs import SourceMap
 from conli.models import (
     CheckResult,
     Coverage,
@@ -64,6 +65,7 @@ class CheckInput(TypedDict, total=False):
     response: str
     question: str | None
     points: dict[str, list[str]] | None
+    source_map: SourceMap  # several sources: where each starts in ``source``
 
 
 class CheckOutput(TypedDict, total=False):

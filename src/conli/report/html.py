@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from jinja2.ext import Extension
 
 from conli.errors import InputError
+from conli.inputs import SourceMap
 from conli.report.coverage import (
     Pieces,
     Word,
@@ -235,8 +236,15 @@ def record_view(record: Record, number: int) -> Record:
         "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
         "provenance": provenance(result),
         "marks": review_rows(result),
-        "source": source if isinstance(source, str) else None,
+        "source": _source_text(source),
     }
+
+
+def _source_text(source: Any) -> str | None:
+    """The source as shown and marked: one text, or several joined as the models read them."""
+    if isinstance(source, list) and source and all(isinstance(s, str) for s in source):
+        return SourceMap.joined(source)[0]
+    return source if isinstance(source, str) else None
 
 
 @dataclass

@@ -75,7 +75,9 @@ class JudgeRequest(BaseModel):
         "source": _SOURCE, "response": _RESPONSE,
     }]})
 
-    source: str = Field(description="the document the response must be faithful to")
+    source: str | list[str] = Field(
+        description="the document the response must be faithful to, or a list of sources "
+        "(a RAG app's retrieved chunks): each sentence's evidence names the source index")
     response: str = Field(description="the LLM answer to check, rewrite or judge")
     question: str | None = Field(
         None, description="the question the response answers, if any (read with each sentence)"

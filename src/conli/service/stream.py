@@ -205,7 +205,8 @@ class StreamOpening(BaseModel):
         "question": "Who runs the library?",
     }]})
 
-    source: str = Field(description="the document the reply must be faithful to")
+    source: str | list[str] = Field(
+        description="the document the reply must be faithful to, or a list of sources")
     question: str | None = Field(None, description="the question the reply answers, if any")
 
 
