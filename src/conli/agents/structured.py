@@ -85,9 +85,12 @@ def ask_structured(
     schema: dict[str, Any] | None = None,
     top_logprobs: int = 0,
     seed: int | None = None,
+    doubt: Callable[[T], str | None] | None = None,
 ) -> Asked[T]:
     """Call ``backend`` until its answer validates as ``model`` (and passes ``check``).
 
+    ``doubt`` names a problem of a valid answer worth one of the re-asks; if a re-ask does
+    not clear it, the last valid answer stands (the caller weighs what is left).
     ``schema`` may narrow ``model``'s JSON schema for this call (say, exactly N items),
     which backends with constrained decoding enforce while generating. ``seed`` goes to
     every attempt (sampled calls: distinct seeds are distinct samples, in the cache too).
@@ -97,6 +100,7 @@ def ask_structured(
                       temperature=temperature, top_logprobs=top_logprobs, seed=seed)
     calls: list[CallRecord] = []
     error = "no answer"
+    doubted: Asked[T] | None = None
     for attempt in range(max_reasks + 1):
         completion, record = call_model(backend, request, step=step, template=template)
         calls.append(record)
@@ -109,7 +113,10 @@ def ask_structured(
             value = parse_json_model(completion.text, model)
             if check is not None:
                 check(value)
-            return Asked(value, None, calls, completion)
+            complaint = doubt(value) if doubt is not None and attempt < max_reasks else None
+            if complaint is None:
+                return Asked(value, None, calls, completion)
+            error, doubted = complaint, Asked(value, None, list(calls), completion)
         except ValueError as exc:
             error = f"{INVALID_ANSWER}: {exc}"
             if completion.finish_reason == "length":
@@ -121,6 +128,8 @@ def ask_structured(
                 {"role": "assistant", "content": _echo(completion.text)},
                 *reask,
             ])
+    if doubted is not None:  # a re-ask after a doubt failed to validate: the doubted answer
+        return replace(doubted, calls=calls)
     return Asked(None, error, calls)
 
 

@@ -1,0 +1,64 @@
+"""``nli_unquoted`` rejudge: an entailment resting on words the source lacks is asked again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+from conli.pipeline import Checker
+from tests.conftest import REASONING, kind_of
+
+SOURCE = "The bridge is 130 km long. It opened in 1998."
+CLAIM = "The bridge is 310 km long (the source's 130 is a known typo)."
+
+
+def _model(second: dict[str, str]) -> tuple[Any, list[list[Any]]]:
+    """Entailment on an invented quote first; ``second`` when told the quote is absent."""
+    seen: list[list[Any]] = []
+
+    def respond(messages: list[Any]) -> str:
+        if kind_of(messages) != "nli":
+            return REASONING
+        seen.append(messages)
+        told = "is not in the source" in messages[-1]["content"]
+        answer = second if told else {"evidence": "310 km is the verified figure",
+                                      "reasoning": "the errata says so", "label": "entailment"}
+        if '<claim id="' in messages[-1]["content"] or (told and '<claim id="' in
+                                                         messages[-3]["content"]):
+            return json.dumps({"judgements": [{"id": 0, **answer}]})
+        return json.dumps(answer)
+
+    return respond, seen
+
+
+def _check(respond: Any, mode: str) -> Any:
+    settings = Settings(detectors=["sentence_nli"], nli_unquoted=mode,  # type: ignore[arg-type]
+                        mitigate=False, judge=False, word_scores="off")
+    with Checker(settings, backend=ScriptedBackend(responder=respond)) as checker:
+        return checker.check(SOURCE, CLAIM).sentences[0]
+
+
+def test_recorded_by_default_the_label_stands() -> None:
+    respond, seen = _model({})
+    sentence = _check(respond, "record")
+    assert sentence.verdict == "supported" and len(seen) == 1
+    assert sentence.judgements[0].evidence_in_source is False
+
+
+def test_an_entailment_on_an_absent_quote_twice_is_unverified_and_says_why() -> None:
+    respond, seen = _model({"evidence": "310 km is the verified figure", "reasoning": "again",
+                            "label": "entailment"})
+    sentence = _check(respond, "rejudge")
+    assert len(seen) == 2 and "is not in the source" in seen[1][-1]["content"]
+    assert sentence.verdict == "unverified"
+    assert "not in the source" in sentence.reasons[0]
+
+
+def test_a_rejudged_answer_that_quotes_the_source_decides() -> None:
+    respond, _ = _model({"evidence": "The bridge is 130 km long", "reasoning": "130, not 310",
+                         "label": "contradiction"})
+    sentence = _check(respond, "rejudge")
+    assert sentence.verdict == "hallucinated"
+    assert sentence.judgements[0].evidence_in_source is True
