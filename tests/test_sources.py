@@ -135,6 +135,11 @@ def test_check_takes_repeated_sources_and_batch_a_list(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "out.jsonl").read_text("utf-8"))
     assert record["source"] == chunks
     assert record["result"]["sentences"][0]["evidence"][0]["source"] == 1
+    # the report shows (and marks against) the chunks as the models read them
+    done = _conli("report", str(tmp_path / "out.jsonl"), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 0, done.stderr
+    assert 'data-role="source">' + "\n\n".join(chunks) + "</div>" in \
+        (tmp_path / "r.html").read_text("utf-8")
 
 
 def test_the_service_takes_a_list_of_sources_and_names_bad_ones(tmp_path: Path) -> None:
