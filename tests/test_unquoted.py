@@ -62,3 +62,29 @@ def test_a_rejudged_answer_that_quotes_the_source_decides() -> None:
     sentence = _check(respond, "rejudge")
     assert sentence.verdict == "hallucinated"
     assert sentence.judgements[0].evidence_in_source is True
+
+
+def test_an_entity_entailment_whose_quote_lacks_the_entity_is_asked_again() -> None:
+    """The source's own 1962 cannot entail a 1972 it never states."""
+    source = "The library opened in 1962. It has three floors."
+    asked: list[str] = []
+
+    def respond(messages: list[Any]) -> str:
+        if kind_of(messages) != "nli":
+            return REASONING
+        content = messages[-1]["content"]
+        asked.append(content)
+        told = "does not contain" in content
+        entity = "[" in content and "1972" in content
+        label = "neutral" if told else "entailment"
+        return json.dumps({"evidence": "The library opened in 1962", "reasoning": "read",
+                           "label": label if entity or told else "entailment"})
+
+    settings = Settings(detectors=["sentence_nli", "entity_nli"], nli_unquoted="rejudge",
+                        mitigate=False, judge=False, word_scores="off")
+    with Checker(settings, backend=ScriptedBackend(responder=respond)) as checker:
+        sentence = checker.check(source, "The library opened in 1972.").sentences[0]
+    assert any("does not contain '1972'" in text for text in asked)
+    assert sentence.verdict == "hallucinated"
+    entity = [j for j in sentence.judgements if j.entity is not None]
+    assert entity and entity[0].label == "neutral"

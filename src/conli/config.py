@@ -164,10 +164,11 @@ class DetectionSettings(BaseModel):
         "whole", description="what NLI reads of the source: the whole source (in windows when "
         "long), or focus = each claim's best-matching source sentences (experimental)")
     nli_unquoted: Literal["record", "rejudge"] = Field(
-        "record", description="an entailment whose quoted evidence is not in the source: "
-        "record it (evidence_in_source false; the label stands), or rejudge = ask once more "
-        "with the quote's absence named, and leave the claim unverified if the answer still "
-        "rests on words the source lacks (experimental; docs/benchmarks.md)")
+        "record", description="an entailment whose quoted evidence is not in the source (or, "
+        "at the entity level, lacks the tagged entity the source never states): record it "
+        "(evidence_in_source false; the label stands), or rejudge = ask once more with the "
+        "problem named, and leave the claim unverified if the answer still rests on it "
+        "(experimental; docs/benchmarks.md)")
     nli_focus_sentences: int = Field(
         5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
     nli_looks: int = Field(

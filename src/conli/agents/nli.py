@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -26,7 +27,7 @@ from conli.agents.windows import windows_for
 from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import SourceMentions, normalize
 from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report
 from conli.text.language import language_of
@@ -51,8 +52,9 @@ def label_to_verdict(label: NLILabel) -> Verdict:
 
 
 # nli_unquoted rejudge: the claim's judgement after a re-ask still rested on an absent quote
-UNQUOTED = ("the model called it entailment on evidence that is not in the source, and "
-            "asked again it still did: the claim is not verified")
+UNQUOTED = ("the model called it entailment on evidence that cannot carry it (not in the "
+            "source, or without the detail the source does not state), and asked again it "
+            "still did: the claim is not verified")
 
 
 def _verdict(label: NLILabel, evidence: str | None) -> Verdict:
@@ -66,6 +68,26 @@ def _verdict(label: NLILabel, evidence: str | None) -> Verdict:
     if label == "entailment" and evidence is not None and not evidence.strip():
         return "hallucinated"
     return label_to_verdict(label)
+
+
+def unsupported_quote(item: Any, hypothesis: Hypothesis, mentions: SourceMentions
+                      ) -> str | None:
+    """Why an entailment's quote cannot carry it, or None: nothing to doubt.
+
+    Its evidence is not in the source; or, at the entity level, the quote does not hold the
+    tagged entity, which the source itself never states (a changed number, date or name
+    "entailed" by the source's own, different one).
+    """
+    evidence = getattr(item, "evidence", None)
+    if item.label != "entailment" or not evidence:
+        return None
+    if not mentions.quotes(evidence):
+        return "its evidence is not in the source"
+    entity = hypothesis.entity
+    if entity is not None and not mentions.mentions(entity.text) \
+            and normalize(entity.text) not in normalize(evidence):
+        return f"its evidence does not contain {entity.text!r}, which the source does not state"
+    return None
 
 
 def tag_entity(sentence: str, start: int, end: int) -> Trusted:
@@ -283,8 +305,9 @@ class _Call:
         error = "the model gave no judgement for this hypothesis"
         mentions = SourceMentions(source)
         for _ in range(2 if self.settings.max_reasks else 1):
-            asked = self.ask(source, [batch[i] for i in pending], temperature, seed,
-                             doubt=self._unquoted(mentions) if self.rejudges else None)
+            asked_for = [batch[i] for i in pending]
+            asked = self.ask(source, asked_for, temperature, seed,
+                             doubt=self._doubt(mentions, asked_for) if self.rejudges else None)
             calls.extend(asked.calls)
             if asked.value is None:
                 error = asked.error or error
@@ -298,7 +321,8 @@ class _Call:
                 original = pending[item.id]
                 evidence = getattr(item, "evidence", None)
                 quoted = mentions.quotes(evidence) if evidence else None
-                unquoted = self.rejudges and item.label == "entailment" and quoted is False
+                unquoted = self.rejudges and bool(
+                    unsupported_quote(item, batch[original], mentions))
                 answered[original] = Judgement(
                     detector=self.detector,
                     hypothesis=batch[original].text,
@@ -332,16 +356,17 @@ class _Call:
         return self.settings.nli_unquoted == "rejudge" and self.prompt.quotes_evidence
 
     @staticmethod
-    def _unquoted(mentions: SourceMentions) -> Callable[[BaseModel], str | None]:
+    def _doubt(mentions: SourceMentions, asked: list[Hypothesis]
+               ) -> Callable[[BaseModel], str | None]:
         """The doubt worth a re-ask: an entailment resting on words the source lacks."""
 
         def doubt(answer: BaseModel) -> str | None:
             for item in answer.judgements:  # type: ignore[attr-defined]
-                evidence = getattr(item, "evidence", None)
-                if item.label == "entailment" and evidence and not mentions.quotes(evidence):
-                    return (f"judgement {item.id} says entailment, but its evidence is not in "
-                            "the source. Quote the source's own words that state the claim, "
-                            "or choose neutral if the source does not state it")
+                problem = unsupported_quote(item, asked[item.id], mentions)
+                if problem:
+                    return (f"judgement {item.id} says entailment, but {problem}. Quote the "
+                            "source's own words that state it, or choose neutral if the "
+                            "source does not state it")
             return None
 
         return doubt
