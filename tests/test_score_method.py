@@ -71,3 +71,13 @@ def test_the_cli_refuses_the_threshold_with_the_reason(tmp_path: Path) -> None:
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "reports no log-probabilities" in done.stderr
+
+
+def test_the_service_refuses_a_threshold_it_cannot_score() -> None:
+    httpx = pytest.importorskip("httpx")
+    from tests.test_service import AUTH, KEY, serving
+
+    body = {"source": SOURCE, "response": RESPONSE, "options": {"threshold": 0.5}}
+    with serving(Settings(service_api_keys=[KEY])) as url:
+        answer = httpx.post(f"{url}/v1/check", json=body, headers=AUTH)
+    assert 400 <= answer.status_code < 500 and "log-probabilities" in answer.text
