@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from conli.evaluation.rule import Paired, decide
+from conli.version import source_commit
 
 Score = Callable[[Mapping[str, Any]], float]
 METHODS: dict[str, Score] = {
@@ -117,8 +117,7 @@ def main() -> None:
     sets = by_set(rows)
     worth = decide(paired(sets, "looks", "verdict"))
     loses = decide(paired(sets, "looks", "logprobs"))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = source_commit()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(
         {"examples": sum(len(s["gold"]) for s in sets.values()), "commit": commit,

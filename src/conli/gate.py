@@ -59,9 +59,14 @@ def clears(verdict: str | None, scores: Iterable[float | None], threshold: float
     return bool(given) and all(s is not None and s >= threshold for s in given)
 
 
+def ranking_score(score: float | None, method: str | None) -> float | None:
+    """``score`` where it ranks; None for none, or a verdict standing in as 1 or 0."""
+    return None if method == "verdict" else score
+
+
 def passes(result: CheckResult, threshold: float | None) -> bool:
     """Whether ``result`` clears the bar (``clears``) under ``threshold``."""
-    return clears(result.verdict, [s.score if s.score_method != "verdict" else None
+    return clears(result.verdict, [ranking_score(s.score, s.score_method)
                                    for s in result.sentences if s.checked], threshold)
 
 
@@ -105,7 +110,7 @@ def record_outcome(result: Mapping[str, Any], threshold: float | None) -> Outcom
         return None
     if verdict == "unverified":
         return "unverified"
-    scores = [s.get("score") if s.get("score_method") != "verdict" else None
+    scores = [ranking_score(s.get("score"), s.get("score_method"))
               for s in result.get("sentences") or [] if s.get("checked")]
     return "passed" if clears(verdict, scores, threshold) else "failed"
 

@@ -17,6 +17,7 @@ Pass a long-lived ``checker`` (e.g. a session fixture) to load the model once pe
 from __future__ import annotations
 
 from conli.config import Settings
+from conli.gate import ranking_score
 from conli.inputs import Source
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
@@ -74,14 +75,14 @@ def _why(sentence: SentenceResult, threshold: float | None) -> str | None:
     """What keeps ``sentence`` from passing (None: nothing)."""
     if not sentence.checked:
         return None
-    ranks = sentence.score is not None and sentence.score_method != "verdict"
-    shown = f" (score {sentence.score:.2f})" if ranks and sentence.score is not None else ""
+    score = ranking_score(sentence.score, sentence.score_method)
+    shown = "" if score is None else f" (score {score:.2f})"
     if sentence.verdict in ("hallucinated", "unverified"):
         return f"{sentence.verdict}{shown}"
     if threshold is None:
         return None
-    if sentence.score is None or not ranks:
+    if score is None:
         return f"has no score to hold to threshold {threshold:g}"
-    if sentence.score < threshold:
-        return f"scored {sentence.score:.2f}, below threshold {threshold:g}"
+    if score < threshold:
+        return f"scored {score:.2f}, below threshold {threshold:g}"
     return None

@@ -29,6 +29,7 @@ from conli.evaluation.detection import run_detection
 from conli.evaluation.loaders import FORMATS, load_file
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
+from conli.gate import ranking_score
 from conli.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
@@ -85,7 +86,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     by_id = {e.id: e for e in examples}
     # a verdict standing in as 1 or 0 is no score to fit a cut on (fit_calibration refuses)
     scored = [Scored(o.gold, o.predicted,
-                     o.support_score if o.result and o.result.score_method != "verdict" else None,
+                     ranking_score(o.support_score, o.result.score_method if o.result else None),
                      rows_of(by_id[o.example_id], o.result.sentences) if o.result else None)
               for o in outcomes]
     fused = load_model(checker.settings.fused_model or FUSED_ARTIFACT) if "fused" in names \

@@ -38,7 +38,15 @@ from conli.report.coverage import (
     marked,
 )
 from conli.report.records import Malformed, Record, iter_results, record_name
-from conli.report.review import attention, judges, provenance, review_rows, script, script_hash
+from conli.report.review import (
+    attention,
+    judge_items,
+    judges,
+    provenance,
+    review_rows,
+    script,
+    script_hash,
+)
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
@@ -230,9 +238,8 @@ def record_view(record: Record, number: int) -> Record:
         "rewrite": _rewrite(result, response),
         "additions": additions_section(result),
         "scores": None if judged == (None, None) else tuple(map(_status_or_score, judged)),
-        "reasonings": [(key, _text(result[key]["reasoning"]))
-                       for key in ("judge", "judge_raw", "judge_refined")
-                       if isinstance(result.get(key), dict) and result[key].get("reasoning")],
+        "reasonings": [(key, _text(judge["reasoning"])) for key, judge in judge_items(result)
+                       if judge.get("reasoning")],
         "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
         "provenance": provenance(result),
         "marks": review_rows(result),

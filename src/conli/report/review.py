@@ -34,10 +34,15 @@ def script_hash() -> str:
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
-def judges(result: Record) -> list[Record]:
-    """The judge results a record holds (judge mode's one, or before and after a rewrite)."""
-    return [result[key] for key in ("judge", "judge_raw", "judge_refined")
+def judge_items(result: Record) -> list[tuple[str, Record]]:
+    """The judge results a record holds, by key (judge mode's one, or before and after)."""
+    return [(key, result[key]) for key in ("judge", "judge_raw", "judge_refined")
             if isinstance(result.get(key), dict)]
+
+
+def judges(result: Record) -> list[Record]:
+    """The judge results a record holds, in ``judge_items``' order."""
+    return [judge for _, judge in judge_items(result)]
 
 
 def sentences_of(result: Record) -> list[Record]:
