@@ -47,7 +47,8 @@ from typing import Any
 # groups: spaCy's NORP) and Skill are descriptions, not names, and are left out.
 DECISIVE = ("Quantity", "DateTime", "Person", "Location", "Organization", "Event", "Product")
 NLI = ("sentence_nli", "entity_nli")
-RULES: dict[str, tuple[str, ...]] = {"a": ("a",), "b": ("b",), "a+b": ("a", "b")}
+RULES: dict[str, tuple[str, ...]] = {"a": ("a",), "b": ("b",), "a+b": ("a", "b"),
+                                      "c": ("c",)}
 ACTIONS = ("unverified", "flag")
 SKIP = 37  # fused.v1's training rows: the first 291 of the run (37 of three sets, 36 of five)
 
@@ -63,11 +64,16 @@ class Sentence:
     evidence: str
     evidence_in_source: bool | None
     absent: tuple[tuple[str, str], ...]  # decisive entities not in the source: (text, category)
+    text: str = ""
+    # (c) what the product's rule finds unstated: every claim re-tagged, values normalised
+    unstated: tuple[tuple[str, str], ...] = ()
 
     def fires(self, rule: str) -> bool:
-        """Whether rule ``a`` or ``b`` finds the model's word empty here."""
+        """Whether rule ``a``, ``b`` or ``c`` finds the model's word empty here."""
         if rule == "a":
             return self.label == "entailment" and self.evidence_in_source is False
+        if rule == "c":
+            return bool(self.unstated)
         return bool(self.absent)
 
     def reason(self, rules: Iterable[str]) -> str:
@@ -79,6 +85,9 @@ class Sentence:
         if "b" in rules and self.fires("b"):
             said.append("the source never states " + ", ".join(
                 f"\"{text}\" ({category})" for text, category in self.absent))
+        if "c" in rules and self.fires("c"):
+            said.append("the source never states (c) " + ", ".join(
+                f"\"{text}\" ({category})" for text, category in self.unstated))
         return "; ".join(said)
 
 
@@ -111,14 +120,15 @@ def sentence_of(raw: Mapping[str, Any], categories: Sequence[str]) -> Sentence:
         else:
             cot = "hallucinated" if features["nli_flagged"] else "supported"
         return Sentence(raw["index"], fused["verdict"], cot, fused.get("label"),
-                        fused.get("evidence", ""), fused.get("evidence_in_source"), absent)
+                        fused.get("evidence", ""), fused.get("evidence_in_source"), absent,
+                        raw.get("text", ""))
     nli = [j["verdict"] for j in judgements if j["detector"] in NLI]
     cot = ("supported" if nli and all(v == "supported" for v in nli)
            else "unverified" if not nli or "unverified" in nli else "hallucinated")
     lead = next((j for j in judgements if j["detector"] == "sentence_nli"),
                 judgements[0] if judgements else {})
     return Sentence(raw["index"], None, cot, lead.get("label"), lead.get("evidence", ""),
-                    lead.get("evidence_in_source"), absent)
+                    lead.get("evidence_in_source"), absent, raw.get("text", ""))
 
 
 def read_records(path: Path, categories: Sequence[str]) -> list[Record]:
@@ -200,7 +210,7 @@ def firing(records: Sequence[Record], verdict_of: Verdicts) -> dict[str, Any]:
             supported = [s for s in record.sentences if verdict_of(s) == "supported"]
             counts["sentences"] += len(record.sentences)
             counts["supported"] += len(supported)
-            for rule in ("a", "b"):  # whatever the verdict: how often the result shows it
+            for rule in ("a", "b", "c"):  # whatever the verdict: how often the result shows it
                 counts[f"{rule}:any verdict"] += sum(s.fires(rule) for s in record.sentences)
             for rule, parts in RULES.items():
                 hits = sum(any(s.fires(r) for r in parts) for s in supported)
@@ -329,6 +339,29 @@ def fired_sentence_gold(records: Sequence[Record], verdict_of: Verdicts,
                     counts[f"{rule}:known"] += 1
                     counts[f"{rule}:hallucinated"] += bool(label)
     return dict(counts)
+
+
+def retag(records: Sequence[Record], data_dir: Path) -> list[Record]:
+    """Rule (c) as the product runs it: each claim tagged by the default NER, looked up
+    with ``SourceMentions.unstated`` (numbers, dates and names normalised)."""
+    from dataclasses import replace
+
+    from conli.config import Settings
+    from conli.evaluation.loaders import DATASETS, load_dataset
+    from conli.ner import get_recognizer
+    from conli.ner.grounding import SourceMentions
+    from conli.text.nlp import load_pipeline
+
+    sources = {e.id: e.source for name in DATASETS for e in load_dataset(name, data_dir)}
+    ner = get_recognizer(Settings(), load_pipeline())
+    out = []
+    for record in records:
+        mentions = SourceMentions(sources[record.example_id])
+        sentences = [replace(s, unstated=tuple((e.text, e.category) for e in
+                                               mentions.unstated(ner.entities(s.text))))
+                     for s in record.sentences]
+        out.append(replace(record, sentences=sentences))
+    return out
 
 
 def recheck(predictions: Path, data_dir: Path) -> dict[str, int]:
@@ -510,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
 
     records = read_records(args.predictions, args.categories)
+    if args.data_dir:
+        records = retag(records, args.data_dir)
     from conli.evaluation.rule import held_out
 
     examples = {"fused": held_out(records, args.skip), "cot": records}

@@ -23,7 +23,8 @@ def _edges(detectors: list[str]) -> set[tuple[str, str]]:
 
 def test_coverage_is_the_node_after_merge_and_routes_to_the_edit() -> None:
     edges = _edges(["sentence_nli", "entity_nli"])
-    assert ("entity_nli", "merge") in edges and ("merge", "coverage") in edges
+    assert ("entity_nli", "ground") in edges and ("ground", "merge") in edges
+    assert ("merge", "coverage") in edges
     assert {("coverage", "mitigate"), ("coverage", "keep")} <= edges
     assert not {target for source, target in edges if source == "merge"} - {"coverage"}
 

@@ -48,7 +48,9 @@ class Entity(BaseModel):
     category: str  # our canonical category, e.g. Quantity
     start: int
     end: int
-    in_source: bool | None = None  # the source states it word for word (None: not looked up)
+    # the source states it: word for word, or the same value written otherwise ("2.4
+    # million" for "2,400,000", "14 June" for "June 14"); None: not looked up
+    in_source: bool | None = None
 
 
 _LEVEL_DETECTORS = {"sentence": "sentence_nli", "entity": "entity_nli"}

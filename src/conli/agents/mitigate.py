@@ -6,6 +6,7 @@ offsets, so every sentence it was not asked about stays byte-identical by constr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -19,6 +20,7 @@ from conli.models import Judgement, Mitigation, SentenceChange, SentenceResult
 from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"
+Unstated = Callable[[str], list[str]]  # a text's names, numbers, dates the source never states
 
 
 def mitigate(
@@ -29,8 +31,13 @@ def mitigate(
     settings: Settings,
     *,
     question: str | None = None,
+    unstated: Unstated | None = None,
 ) -> tuple[str, Mitigation, list[CallRecord]]:
-    """Return the refined text, what changed, and the calls it took."""
+    """Return the refined text, what changed, and the calls it took.
+
+    ``unstated`` names the decisive words of a text the source never states: a rewrite
+    with any is not verified, whatever its check said (``verify_rewrites``).
+    """
     flagged = {s.index: s for s in sentences if s.verdict == "hallucinated"}
     if not flagged:
         return response, Mitigation(status="nothing_flagged"), []
@@ -72,7 +79,7 @@ def mitigate(
     calls = list(asked.calls)
     if settings.verify_rewrites:
         changes, verify_calls = verify_rewrites(backend, source, changes, settings,
-                                                question=question)
+                                                question=question, unstated=unstated)
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
@@ -143,6 +150,7 @@ def verify_rewrites(
     settings: Settings,
     *,
     question: str | None = None,
+    unstated: Unstated | None = None,
 ) -> tuple[list[SentenceChange], list[CallRecord]]:
     """Judge each rewrite against the source; one still unsupported is removed instead.
 
@@ -165,6 +173,12 @@ def verify_rewrites(
     checked = []
     for change in changes:
         judgement = by_index.get(change.index)
+        if judgement is not None and judgement.verdict == "supported" and unstated:
+            absent = unstated(change.after)
+            if absent:
+                judgement = judgement.model_copy(update={
+                    "verdict": "hallucinated",
+                    "reasoning": "the source never states " + ", ".join(absent)})
         if judgement is not None:
             change = _verified(change, judgement, keep_unverified=settings.keep_unverified_rewrites)
         checked.append(change)

@@ -65,14 +65,15 @@ class EntityNLI:
             entities = [
                 e.model_copy(update={"start": e.start + sentence.start,
                                      "end": e.end + sentence.start,
-                                     "in_source": source.mentions(e.text)})
+                                     "in_source": source.states(e.text, e.category)})
                 for e in tagged
             ]
             found.entities[sentence.index] = entities
+            # re-checked: what the source does not state word for word (as measured)
             hypotheses += [
                 Hypothesis(sentence.index, tag_entity(sentence.text, e.start, e.end), entity)
                 for e, entity in zip(tagged, entities, strict=True)
-                if recheck_all or not entity.in_source
+                if recheck_all or not source.mentions(e.text)
             ]
         judgements, found.calls = run_nli(deps.backend, context.source, hypotheses,
                                           kind="entity", settings=deps.settings,

@@ -1,6 +1,6 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-split -> select -> detector ... detector -> merge -> coverage -> [mitigate | keep]
+split -> select -> detector ... detector -> ground -> merge -> coverage -> [mitigate | keep]
 -> [fix_coverage] -> [judge]
 
 The default detectors are the paper's two levels: sentence_nli -> entity_nli.
@@ -74,6 +74,7 @@ def build_graph(
         ("split", nodes.split),
         ("select", nodes.select),
         *((name, nodes.detect(name)) for name in detectors),
+        ("ground", nodes.ground),
         ("merge", nodes.merge),
         ("coverage", nodes.coverage),
         ("mitigate", nodes.mitigate),
@@ -83,7 +84,7 @@ def build_graph(
     ]
     for name, node in steps:
         graph.add_node(name, _timed(name, node))
-    chain = ["split", "select", *detectors, "merge", "coverage"]
+    chain = ["split", "select", *detectors, "ground", "merge", "coverage"]
     graph.add_edge(START, chain[0])
     for before, after in itertools.pairwise(chain):
         graph.add_edge(before, after)

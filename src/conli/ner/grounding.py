@@ -10,12 +10,28 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
+
+from conli.models import Entity
+from conli.ner.values import Values, states, values_of
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _SPACE = re.compile(r"\s+")
 _POSSESSIVE = re.compile(r"'s$")
 _ELLIPSIS = re.compile(r"\.\.\.|…")
 _QUOTE_EDGES = " .,;:\"'"
+_WORD = re.compile(r"\w+")
+# Words of a name that carry none of it: a name is stated when its other words all are.
+_NAME_FILLER = frozenset([
+    "the", "of", "and", "for", "in", "at", "on", "a", "an", "dr", "mr", "mrs", "ms", "prof",
+    "st", "jr", "sr"
+])
+# The categories a claim turns on: names, numbers and dates. PersonType (nationalities,
+# groups) and Skill are descriptions, not names. A number or date category counts only
+# where it holds a value ("1913", "June 14"; not "recently" or "several").
+NAMES = frozenset({"Person", "Location", "Organization", "Event", "Product"})
+VALUED = frozenset({"Quantity", "DateTime"})
+DECISIVE = NAMES | VALUED
 
 
 def normalize(text: str) -> str:
@@ -53,6 +69,20 @@ class SourceMentions:
     def __init__(self, source: str) -> None:
         self._original = source
         self._source, self._offsets = normalize_with_offsets(source)
+        self._values_cache: Values | None = None
+        self._words_cache: frozenset[str] | None = None
+
+    @property
+    def _values(self) -> Values:
+        if self._values_cache is None:
+            self._values_cache = values_of(self._original)
+        return self._values_cache
+
+    @property
+    def _words(self) -> frozenset[str]:
+        if self._words_cache is None:
+            self._words_cache = frozenset(_WORD.findall(self._source))
+        return self._words_cache
 
     def mentions(self, entity_text: str) -> bool:
         """True if the entity's normalized text occurs in the source, bounded by non-words."""
@@ -61,6 +91,26 @@ class SourceMentions:
             return False
         pattern = rf"(?<!\w){re.escape(needle)}(?!\w)"
         return re.search(pattern, self._source) is not None
+
+    def states(self, entity_text: str, category: str) -> bool:
+        """True if the source states the entity: word for word, or as the same value.
+
+        A number or date is stated when every value it holds is among the source's
+        ("2.4 million" = "2,400,000", "four" = "4", "June 14" = "14 June"); a name when each
+        of its words is in the source ("Lind" for "Mara Lind"), in any order.
+        """
+        if self.mentions(entity_text):
+            return True
+        if category in VALUED:
+            claimed = values_of(entity_text)
+            return bool(claimed) and states(self._values, claimed)
+        words = [w for w in _WORD.findall(_POSSESSIVE.sub("", normalize(entity_text)))
+                 if w not in _NAME_FILLER]
+        return bool(words) and all(w in self._words for w in words)
+
+    def unstated(self, entities: Iterable[Entity]) -> list[Entity]:
+        """The decisive entities (``DECISIVE``) the source never states (``states``)."""
+        return [e for e in entities if decisive(e) and not self.states(e.text, e.category)]
 
     def quotes(self, evidence: str) -> bool:
         """True if ``evidence`` is a quote of the source: every part between ellipses occurs.
@@ -86,3 +136,10 @@ class SourceMentions:
     def _parts(evidence: str) -> list[str]:
         parts = [normalize(p).strip(_QUOTE_EDGES) for p in _ELLIPSIS.split(evidence)]
         return [p for p in parts if p]
+
+
+def decisive(entity: Entity) -> bool:
+    """Whether a claim turns on ``entity``: a name, or a number or date that holds a value."""
+    if entity.category in NAMES:
+        return True
+    return entity.category in VALUED and bool(values_of(entity.text))

@@ -1,0 +1,131 @@
+"""A name, number or date the source never states is never ``supported`` (issue 51).
+
+Every model here is obedient: it calls every claim entailed. The rule in ``merge`` must
+flag the sentence anyway, on every detector (built-in, the fused classifier, a plug-in),
+say which words the source never states, and leave values written otherwise alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conli import detectors
+from conli.backends.fake import ScriptedBackend
+from conli.config import Settings
+from conli.detectors.base import Detection, DetectionContext
+from conli.detectors.fused import FusedDetector
+from conli.models import Judgement
+from conli.ner.grounding import SourceMentions
+from conli.ner.values import states, values_of
+from conli.pipeline import Checker
+from tests.conftest import rule_responder
+from tests.readers import ReadingBackend
+
+SOURCE = ("The Harbor Street Library opened in 1931. It cost 2,400,000 dollars and has "
+          "four floors. It reopened on 14 June after repairs.")
+
+
+@pytest.mark.parametrize(("claimed", "source"), [
+    ("2.4 million", "2,400,000"), ("four", "4"), ("June 14", "14 June"), ("4", "four"),
+    ("twenty-one", "21"), ("$5.2bn", "5,200,000,000"), ("the 3rd", "third"),
+])
+def test_a_value_written_otherwise_is_stated(claimed: str, source: str) -> None:
+    assert states(values_of(source), values_of(claimed))
+
+
+@pytest.mark.parametrize(("claimed", "source"), [
+    ("1913", "1931"), ("1930", "1931"), ("June 15", "14 June"), ("4.2 million", "2,400,000"),
+    ("five", "4"),
+])
+def test_a_different_value_is_not(claimed: str, source: str) -> None:
+    assert not states(values_of(source), values_of(claimed))
+
+
+class PassAll:
+    """A plug-in that passes every claim, as an obedient model would."""
+
+    name = "pass_all"
+    supersedes: frozenset[str] = frozenset()
+
+    def detect(self, context: DetectionContext) -> Detection:
+        return Detection(judgements={c.index: [Judgement(
+            detector=self.name, hypothesis=c.text, verdict="supported", score=0.99,
+            reasoning="the source says so")] for c in context.claims})
+
+
+@pytest.fixture
+def pass_all() -> Iterator[None]:
+    detectors.register(PassAll.name, PassAll)
+    yield
+    detectors._REGISTRY.pop(PassAll.name, None)
+
+
+def _check(detector: str, response: str, backend: object | None = None) -> list[dict[str, object]]:
+    settings = Settings(_env_file=None, detectors=[detector], judge=False,  # type: ignore[call-arg]
+                        mitigate=False)
+    chosen = backend or ScriptedBackend(responder=rule_responder())
+    with Checker(settings, backend=chosen) as checker:  # type: ignore[arg-type]
+        result = checker.check(SOURCE, response)
+    return [s.model_dump() for s in result.sentences]
+
+
+@pytest.fixture
+def fused_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused classifier runs for real, then every verdict it gave is turned to a pass."""
+    real = FusedDetector.detect
+
+    def obedient(self: FusedDetector, context: DetectionContext) -> Detection:
+        found = real(self, context)
+        found.judgements = {i: [j.model_copy(update={"verdict": "supported", "score": 0.97})
+                                for j in js] for i, js in found.judgements.items()}
+        return found
+
+    monkeypatch.setattr(FusedDetector, "detect", obedient)
+
+
+@pytest.mark.parametrize("detector", ["cot", "pass_all", "fused"])
+def test_an_unstated_year_is_flagged_whatever_the_detector_said(
+    detector: str, pass_all: None, fused_passes: None
+) -> None:
+    backend = None
+    if detector == "fused":  # it reads itself; its NLI obeys as the others do
+        backend = ReadingBackend()
+        backend._responder = rule_responder()
+    first, second = _check(detector, "The library opened in 1913. It has four floors.", backend)
+    assert first["verdict"] == "hallucinated"
+    assert first["detector"] == "unstated_entities"
+    assert '"1913"' in str(first["reasons"])
+    assert first["score_method"] == "verdict" and first["score"] == 0.0
+    assert second["verdict"] == "supported"  # "four floors": stated
+
+
+@pytest.mark.parametrize("detector", ["cot", "pass_all"])
+def test_values_written_otherwise_pass(detector: str, pass_all: None) -> None:
+    response = ("It cost 2.4 million dollars. It has 4 floors. It reopened on June 14. "
+                "The Harbor Street Library opened in 1931.")
+    assert [s["verdict"] for s in _check(detector, response)] == ["supported"] * 4
+
+
+def test_a_name_the_source_never_states_is_flagged(pass_all: None) -> None:
+    first, = _check("pass_all", "The library was designed by Mara Lind.")
+    assert first["verdict"] == "hallucinated" and "Mara Lind" in str(first["reasons"])
+
+
+def test_a_rewrite_with_an_unstated_value_is_not_verified() -> None:
+    backend = ScriptedBackend(responder=rule_responder(
+        bad=("1913",), rewrite=lambda text: text.replace("1913", "1931 and cost 9 million")))
+    settings = Settings(_env_file=None, detectors=["cot"], judge=False)  # type: ignore[call-arg]
+    with Checker(settings, backend=backend) as checker:
+        result = checker.check(SOURCE, "The library opened in 1913.")
+    change, = result.mitigation.changes
+    assert change.action == "remove" and change.rewrite_verdict == "hallucinated"
+    assert result.refined_text == ""
+
+
+def test_the_entities_say_whether_the_source_states_them() -> None:
+    mentions = SourceMentions(SOURCE)
+    assert mentions.states("2.4 million dollars", "Quantity")
+    assert not mentions.states("1913", "DateTime")
+    assert mentions.states("Harbor Street", "Location")
