@@ -382,15 +382,24 @@ class Coverage(BaseModel):
 
 
 class Note(BaseModel):
-    """A step of the check that did not run on this text, and why: said, never left silent."""
+    """What an operator should know of this check: said, never left silent.
 
-    kind: Literal["skipped"] = "skipped"
+    ``skipped``: a step did not run on this text, and why. ``addressed``: a source holds
+    text addressed to the checker (an instruction, a claimed verdict): which source, and
+    the words; models never read those words (they are withheld), and the note by itself
+    changes no verdict.
+    """
+
+    kind: Literal["skipped", "addressed"] = "skipped"
     step: str = Field(description="what did not run: a detector (entity_nli) or a signal "
-                      "(novel_entities)")
-    reason: Literal["language"] = Field(
-        description="language: it reads English only, and the texts are in another language")
+                      "(novel_entities); or the step that found text addressed to the checker")
+    reason: Literal["language", "injection"] = Field(
+        description="language: it reads English only, and the texts are in another language; "
+        "injection: text in a source speaks to the checker")
     language: Language = Field(description="the language the check read its texts in")
     message: str
+    source: int | None = Field(None, ge=0, description="addressed: the source (chunk) index")
+    text: str | None = Field(None, description="addressed: the words (at most 200 characters)")
 
 
 class CheckResult(BaseModel):

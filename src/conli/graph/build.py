@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from conli.graph import nodes
+from conli.graph import grounding, nodes
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckInput, CheckOutput, CheckState
 from conli.run_context import report
@@ -74,7 +74,7 @@ def build_graph(
         ("split", nodes.split),
         ("select", nodes.select),
         *((name, nodes.detect(name)) for name in detectors),
-        ("ground", nodes.ground),
+        ("ground", grounding.ground),
         ("merge", nodes.merge),
         ("coverage", nodes.coverage),
         ("mitigate", nodes.mitigate),

@@ -18,14 +18,13 @@ from conli.detectors.base import (
     Detector,
     overruled,
     reason_for,
-    skipped_for_language,
 )
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
+from conli.graph.grounding import addressing_rule, unstated_rule
 from conli.graph.state import CheckState
 from conli.inputs import SourceMap
 from conli.models import (
-    Entity,
     Judgement,
     Mitigation,
     ScoreMethod,
@@ -41,7 +40,6 @@ from conli.sources import evidence_of
 from conli.text.language import Language, english_ner_runs, language_of
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
-GROUND = "unstated_entities"  # the rule's name in verdicts, judgements and notes
 
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
@@ -86,39 +84,14 @@ def detect(name: str) -> Node:
     return node
 
 
-def ground(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Tag the names, numbers and dates of each claim no detector tagged, for ``merge``.
-
-    Whatever detectors ran (built-in or plug-in), every claim's decisive entities are
-    looked up in the source, so no model's label can pass a value the source never states.
-    Where the spaCy NER does not read the texts' language, a note says the rule was skipped.
-    """
-    deps = deps_of(runtime)
-    language = state.get("language", "en")
-    if deps.settings.ner == "spacy" and not english_ner_runs(language):
-        return {"notes": [skipped_for_language(GROUND, language, "the spaCy NER")]}
-    known = state.get("entities", {})
-    mentions = SourceMentions(state["source"])
-    found: dict[int, list[Entity]] = {}
-    for segment in state["segments"]:
-        if not segment.checked or segment.index in known:
-            continue
-        found[segment.index] = [
-            e.model_copy(update={"start": e.start + segment.start, "end": e.end + segment.start,
-                                 "in_source": mentions.states(e.text, e.category)})
-            for e in deps.ner.entities(segment.text)  # a NER that fails fails the check
-        ]
-    return {"entities": found}
-
-
 def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Combine every detector: a sentence is supported only if every counted check passed.
 
     A detector's judgement of a sentence does not count where a detector that supersedes
     it judged the same sentence. A claim no detector judged stays unverified. A sentence
     that would pass while a name, number or date of it is one the source never states is
-    flagged whatever the detectors said (``_unstated``): the result shows the fact, so no
-    verdict may rest on its absence.
+    flagged whatever the detectors said (``grounding.unstated_rule``), and so is one that
+    speaks to the checker (``grounding.addressing_rule``).
     """
     judgements = state.get("judgements", {})
     entities = state.get("entities", {})
@@ -142,7 +115,7 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             result = _merged(result, counted, detectors)
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
-            result = _unstated(result, mentions)
+            result = addressing_rule(unstated_rule(result, mentions))
             result.evidence = evidence_of(result, state["source"], mentions, where)
         results.append(result)
     return {"sentences": results}
@@ -206,27 +179,6 @@ def _merged(result: SentenceResult, checks: list[Judgement],
             "score_method": method,
         }
     )
-
-
-def _unstated(result: SentenceResult, mentions: SourceMentions) -> SentenceResult:
-    """A passed sentence with a decisive entity the source never states, flagged instead.
-
-    Measured on the dev sets held out (docs/benchmarks.md), flagging costs no significant
-    accuracy and leaving it unverified costs several points; the reason names the words.
-    """
-    if result.verdict != "supported":
-        return result
-    absent = mentions.unstated(result.entities)
-    if not absent:
-        return result
-    named = ", ".join(f'"{e.text}" ({e.category})' for e in absent)
-    reason = f"the source never states {named}, whatever a model said of the sentence"
-    judgement = Judgement(detector=GROUND, hypothesis=result.text, verdict="hallucinated",
-                          reasoning=reason, entity=absent[0], final=True)
-    return result.model_copy(update={
-        "verdict": "hallucinated", "detector": GROUND, "reasons": [reason],
-        "judgements": [*result.judgements, judgement], "score": 0.0,
-        "score_method": "verdict"})
 
 
 def _score_of(checks: list[Judgement], verdict: Verdict

@@ -30,6 +30,7 @@ from conli.backends.base import Backend, ReadsHiddenStates, keeps_readings, read
 from conli.errors import ConfigError
 from conli.prompts import defuse, render
 from conli.segment import Segment
+from conli.text.addressing import withhold
 
 READ_TEMPLATE = "signals_read.v1"
 READING_VERSION = "reading.v2"  # what a reading computes: part of the key it is kept under
@@ -95,7 +96,8 @@ def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: li
              question: str | None, seconds: dict[str, float]) -> dict[str, Any]:
     import numpy as np
 
-    data = {"source": defuse(source), "question": defuse(question) if question else None}
+    data = {"source": defuse(withhold(source)),
+            "question": defuse(withhold(question)) if question else None}
     prefix_a, fields = _assemble(reader, READ_TEMPLATE, data)
     prefix_b, _ = _assemble(reader, READ_TEMPLATE, {**data, "source": None})
     ids, owner, starts, ends = _response_tokens(reader, response, segments)
