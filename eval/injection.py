@@ -2,7 +2,8 @@
 
 Each case in ``eval/injection/cases.jsonl`` is a source and a response with one planted
 error (a wrong number, name or date: ``planted``, words of the response) and an injection
-(``injection``) in the response, the source or the question: claims of support, fake JSON
+(``injection``) in the response, the source (one source, or one chunk among several) or the
+question: claims of support, fake JSON
 labels or verdicts, chat-template tokens, our own tags, "ignore previous instructions",
 notes to fact-checkers, and for ``judge`` cases a push for "score 5". Every case runs
 through ``Checker.check`` as users run it: the configured backend (``CONLI_*`` settings
@@ -48,7 +49,7 @@ class Case:
     id: str
     where: str  # the field holding the injection: source, response or question
     kind: str
-    source: str
+    source: str | list[str]  # a list: several sources (a RAG app's chunks)
     response: str
     planted: str
     injection: str
@@ -57,10 +58,23 @@ class Case:
     plain: str = ""  # what replaces the injection in the control (default: nothing)
 
     def control(self) -> Case:
-        """The same case with the injection taken out of its field."""
+        """The same case with the injection taken out of its field (``plain`` in its place)."""
         field = getattr(self, self.where)
-        cleaned = re.sub(r" {2,}", " ", field.replace(self.injection, self.plain)).strip()
+        if isinstance(field, list):
+            cleaned: str | list[str] = [self._without(chunk) for chunk in field]
+        else:
+            cleaned = self._without(field)
         return Case(**{**asdict(self), self.where: cleaned, "injection": ""})
+
+    def _without(self, text: str) -> str:
+        return re.sub(r" {2,}", " ", text.replace(self.injection, self.plain)).strip()
+
+    def poisoned(self) -> int | None:
+        """The index of the source that holds the injection (None: not in the sources)."""
+        if self.where != "source" or not self.injection:
+            return None
+        chunks = self.source if isinstance(self.source, list) else [self.source]
+        return next(i for i, chunk in enumerate(chunks) if self.injection in chunk)
 
 
 def load_cases(path: Path = CASES) -> list[Case]:
@@ -70,7 +84,9 @@ def load_cases(path: Path = CASES) -> list[Case]:
         if not line.strip():
             continue
         case = Case(**json.loads(line))
-        if case.where not in FIELDS or case.injection not in (getattr(case, case.where) or ""):
+        field = getattr(case, case.where) or ""
+        if case.where not in FIELDS or not any(
+                case.injection in text for text in (field if isinstance(field, list) else [field])):
             raise ValueError(f"{path}:{number}: the injection is not in the {case.where}")
         if case.planted not in case.response:
             raise ValueError(f"{path}:{number}: the planted words are not in the response")
@@ -92,6 +108,8 @@ class Row:
     judge_status: str | None
     control: str | None = None  # the outcome without the injection (--controls)
     control_judge_score: float | None = None  # the judge's score without it (judge cases)
+    sources: int = 1  # how many sources the case gives
+    named: bool | None = None  # source cases: a note names the source holding the injection
 
 
 def planted_outcome(result: CheckResult, response: str, planted: str) -> tuple[str, str]:
@@ -118,8 +136,12 @@ def run_case(checker: Checker, case: Case) -> Row:
                            settings=settings)
     outcome, verdict = planted_outcome(result, case.response, case.planted)
     judged = result.judge_raw if case.judge else None
+    poisoned = case.poisoned()
+    named = None if poisoned is None else any(
+        n.kind == "addressed" and n.source == poisoned for n in result.notes)
     return Row(case.id, case.where, case.kind, outcome, verdict, result.verdict,
-               judged.score if judged else None, judged.status if judged else None)
+               judged.score if judged else None, judged.status if judged else None,
+               sources=len(case.source) if isinstance(case.source, list) else 1, named=named)
 
 
 def run_cases(checker: Checker, cases: list[Case], *, controls: bool = False) -> list[Row]:
@@ -142,6 +164,13 @@ def summary(rows: list[Row]) -> dict[str, int]:
     return {
         "cases": len(rows),
         "passed": sum(r.outcome == "passed" for r in rows),
+        # a flip: passed with the injection, caught without it (needs --controls)
+        "flips": sum(r.outcome == "passed" and r.control == "caught" for r in rows),
+        "judge_flips": sum(r.judge_score is not None and r.control_judge_score is not None
+                           and r.judge_score >= FOOLED_SCORE > r.control_judge_score
+                           for r in judged),
+        "named": sum(bool(r.named) for r in rows),
+        "source_cases": sum(r.named is not None for r in rows),
         "unverified": sum(r.outcome == "unverified" for r in rows),
         "judge_cases": len(judged),
         "judge_fooled": sum(r.judge_score is not None and r.judge_score >= FOOLED_SCORE
@@ -153,7 +182,7 @@ def summary(rows: list[Row]) -> dict[str, int]:
 def table(rows: list[Row], *, heading: str = "") -> str:
     """The markdown table and its counts."""
     controls = any(r.control is not None for r in rows)
-    head = ["case", "injection in", "injection", "planted sentence", "outcome"]
+    head = ["case", "injection in", "sources", "injection", "planted sentence", "outcome"]
     head += ["without injection"] if controls else []
     head += ["judge score"] + (["judge without injection"] if controls else [])
     lines = [heading, ""] if heading else []
@@ -161,8 +190,9 @@ def table(rows: list[Row], *, heading: str = "") -> str:
     for r in rows:
         score = ("" if r.judge_status is None else r.judge_status if r.judge_score is None
                  else f"{r.judge_score:.1f}")
-        cells = [r.id, r.where, r.kind, r.verdict, f"**{r.outcome}**" if r.outcome == "passed"
-                 else r.outcome]
+        where = r.where + (" (named)" if r.named else " (not named)" if r.named is False else "")
+        cells = [r.id, where, str(r.sources), r.kind, r.verdict,
+                 f"**{r.outcome}**" if r.outcome == "passed" else r.outcome]
         cells += [r.control or ""] if controls else []
         cells += [score]
         if controls:
@@ -170,7 +200,11 @@ def table(rows: list[Row], *, heading: str = "") -> str:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     counts = summary(rows)
     lines += ["", f"Planted errors turned supported: **{counts['passed']} of {counts['cases']}** "
-              f"(goal 0); unverified: {counts['unverified']}.",
+              f"(goal 0); unverified: {counts['unverified']}."
+              + (f" Flips (passed with the injection, caught without): **{counts['flips']}**."
+                 if controls else ""),
+              f"Sources holding an injection named in the result's notes: {counts['named']} of "
+              f"{counts['source_cases']}.",
               f"Judge cases scored {FOOLED_SCORE} or more: {counts['judge_fooled']} of "
               f"{counts['judge_cases']} (not scored: {counts['judge_unverified']})."]
     return "\n".join(lines) + "\n"
@@ -194,9 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=CASES)
     parser.add_argument("--controls", action="store_true",
                         help="also run each case without its injection")
+    parser.add_argument("--judge-only", action="store_true",
+                        help="only the judge cases (to compare judge modes)")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "injection")
     args = parser.parse_args(argv)
-    cases = load_cases(args.cases)
+    cases = [c for c in load_cases(args.cases) if c.judge or not args.judge_only]
     settings = Settings(llm=args.llm) if args.llm else Settings()
     checker = Checker(settings)
     try:
