@@ -140,8 +140,8 @@ def ask_structured(
                 *reask,
             ])
     if doubted is not None:  # a re-ask after a doubt failed to validate: the doubted answer
-        log.info("%s (%s): the re-ask did not validate; the doubted answer stands",
-                 step, template)
+        log.info("%s (%s): the re-ask's answer %s; the doubted answer stands",
+                 step, template, wrong)
         return replace(doubted, calls=calls)
     log.info("%s (%s): no valid answer in %d attempts, the last %s: unverified",
              step, template, len(calls), wrong)
