@@ -303,6 +303,16 @@ class BatchSettings(BaseModel):
         "(0: never stop)")
 
 
+class TelemetrySettings(BaseModel):
+    """What operators see beyond conli's ``conli.*`` loggers: OpenTelemetry events."""
+
+    otel: bool = Field(
+        default=False, description="emit OpenTelemetry's GenAI gen_ai.evaluation.result event "
+        "for each checked text, through the LoggerProvider the application configured (needs "
+        "the otel extra; conli configures no provider or exporter; read when the Checker is "
+        "built)")
+
+
 class Settings(
     BackendSettings,
     DetectionSettings,
@@ -312,6 +322,7 @@ class Settings(
     GenerationSettings,
     ServiceSettings,
     BatchSettings,
+    TelemetrySettings,
     BaseSettings,
 ):
     """Every setting; each can be set as ``CONLI_<FIELD>`` in the environment."""
@@ -381,7 +392,7 @@ def _unknown(variable: str, field: str, fields: Mapping[str, str]) -> str:
 # The groups of ``Settings``, by audience, in the order docs/settings.md lists them.
 SETTING_GROUPS: tuple[type[BaseModel], ...] = (
     BackendSettings, DetectionSettings, RewriteSettings, JudgeSettings, RunSettings,
-    GenerationSettings, ServiceSettings, BatchSettings,
+    GenerationSettings, ServiceSettings, BatchSettings, TelemetrySettings,
 )
 # Defaults computed on the machine, as the reference shows them.
 _SHOWN_DEFAULTS = {

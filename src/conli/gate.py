@@ -11,11 +11,13 @@ decides them where one is given).
 
 A gate (``--fail-on``) reads ``passed``: ``hallucinated`` fails a result that was checked
 and did not pass; ``unverified`` also fails one that could not be checked. ``GateTally``
-counts a batch's results against the same gate.
+counts a batch's results against the same gate. Both decisions are logged at DEBUG on
+``conli.gate``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Any, Literal
 
 from conli.models import CheckResult, Verdict
 
+log = logging.getLogger(__name__)
 Outcome = Literal["passed", "failed", "unverified"]
 FailOn = Literal["hallucinated", "unverified"]
 FAIL_ON: tuple[FailOn, ...] = ("hallucinated", "unverified")
@@ -51,12 +54,20 @@ def clears(verdict: str | None, scores: Iterable[float | None], threshold: float
     ``scores`` are the checked sentences' scores. Hallucinated and unverified never clear
     it, whatever the scores: a threshold cannot pass what the detectors flagged.
     """
-    if verdict != "supported":
-        return False
-    if threshold is None:
-        return True
     given = list(scores)
-    return bool(given) and all(s is not None and s >= threshold for s in given)
+    if verdict != "supported":
+        cleared = False
+    elif threshold is None:
+        cleared = True
+    else:
+        cleared = bool(given) and all(s is not None and s >= threshold for s in given)
+    if log.isEnabledFor(logging.DEBUG):
+        ranked = [s for s in given if s is not None]
+        log.debug("bar: verdict %s, %d scores (lowest %s, %d without one), threshold %s: %s",
+                  verdict, len(given), f"{min(ranked):g}" if ranked else "none",
+                  len(given) - len(ranked), "none" if threshold is None else f"{threshold:g}",
+                  "passed" if cleared else "not passed")
+    return cleared
 
 
 def ranking_score(score: float | None, method: str | None) -> float | None:
@@ -86,7 +97,10 @@ def fails(result: CheckResult, fail_on: FailOn) -> bool:
 
 
 def _gate_fails(seen: Outcome, fail_on: FailOn) -> bool:
-    return seen != "passed" if fail_on == "unverified" else seen == "failed"
+    failed = seen != "passed" if fail_on == "unverified" else seen == "failed"
+    log.debug("gate --fail-on %s: outcome %s: %s", fail_on, seen,
+              "fails" if failed else "holds")
+    return failed
 
 
 def gate_line(result: CheckResult, fail_on: FailOn) -> str:

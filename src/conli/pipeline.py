@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
 
-from conli import detectors
+from conli import detectors, telemetry
 from conli.agents.nli import warm_up
 from conli.agents.structured import CallRecord, usage_of
 from conli.agents.windows import MIN_WINDOW_TOKENS
@@ -20,7 +20,7 @@ from conli.backends.base import Backend
 from conli.backends.calls import usage_by_step
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
-from conli.errors import ConfigError, ContextOverflowError
+from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
@@ -62,6 +62,7 @@ class Checker:
             calibration=calibration_for(self.settings, self.backend, names),
         )
         refuse_a_threshold_without_scores(self.settings, self.backend, names)
+        self._telemetry = telemetry.emitter(self.settings)  # ConfigError without the extra
         self._graphs = {tuple(names): build_graph(names)}
         self._prepared = Prepared(plan, deps, self._graphs[tuple(names)])
         self._pool: ThreadPoolExecutor | None = None
@@ -135,13 +136,20 @@ class Checker:
         inputs = {"source": checked.source, "response": checked.response,
                   "question": checked.question, "points": checked.points,
                   "source_map": checked.source_map}
-        with scope(ready.plan.deadline, progress):
-            state = ready.graph.invoke(inputs, context=deps)
+        try:
+            with scope(ready.plan.deadline, progress):
+                state = ready.graph.invoke(inputs, context=deps)
+        except ConliError as error:
+            if self._telemetry is not None:
+                self._telemetry.failure(error, list(deps.detectors))
+            raise
         result = _to_result(state, self.backend, time.perf_counter() - started)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
         result.threshold = ready.plan.threshold
         result.passed = passes(result, result.threshold)
+        if self._telemetry is not None:
+            self._telemetry.result(result, list(deps.detectors))
         return result
 
     def check_many(

@@ -5,10 +5,13 @@ Every call goes through ``backends.calls`` (deadline, retries of transient failu
 output that still fails validation comes back as an error for the caller to mark
 ``unverified``. A backend that cannot be used
 (``BackendError`` after retries) is not an answer: it propagates and fails the check.
+Each re-ask and each answer left unverified is logged at INFO on ``conli.agents.structured``
+(step, template, attempt and what was wrong in kind; never the texts or the answer).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,6 +28,7 @@ __all__ = ["INVALID_ANSWER", "Asked", "CallRecord", "ask_structured", "exact_ite
            "parse_json_model", "usage_of"]
 
 T = TypeVar("T", bound=BaseModel)
+log = logging.getLogger(__name__)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 # An answer longer than this many characters per token asked for cannot be the answer we
 # asked for (a server that ignores max_tokens, or garbage): it is refused unparsed.
@@ -104,6 +108,7 @@ def ask_structured(
     for attempt in range(max_reasks + 1):
         completion, record = call_model(backend, request, step=step, template=template)
         calls.append(record)
+        checking = False
         try:
             if len(completion.text) > MAX_CHARS_PER_TOKEN * max_tokens + ECHO_CHARS:
                 raise ValueError(
@@ -111,17 +116,23 @@ def ask_structured(
                     f"{max_tokens} tokens can hold"
                 )
             value = parse_json_model(completion.text, model)
+            checking = True
             if check is not None:
                 check(value)
             complaint = doubt(value) if doubt is not None and attempt < max_reasks else None
             if complaint is None:
                 return Asked(value, None, calls, completion)
             error, doubted = complaint, Asked(value, None, list(calls), completion)
+            wrong = "was valid but doubted"
         except ValueError as exc:
             error = f"{INVALID_ANSWER}: {exc}"
+            wrong = "failed the step's check" if checking else "did not validate"
             if completion.finish_reason == "length":
                 error += " (the answer was cut off at the token limit)"
+                wrong += " (cut off at the token limit)"
         if attempt < max_reasks:
+            log.info("re-asking %s (%s): answer %d of at most %d %s", step, template,
+                     attempt + 1, max_reasks + 1, wrong)
             reask = render("reask.v1", error=error).messages
             request = replace(request, messages=[
                 *request.messages,
@@ -129,7 +140,11 @@ def ask_structured(
                 *reask,
             ])
     if doubted is not None:  # a re-ask after a doubt failed to validate: the doubted answer
+        log.info("%s (%s): the re-ask's answer %s; the doubted answer stands",
+                 step, template, wrong)
         return replace(doubted, calls=calls)
+    log.info("%s (%s): no valid answer in %d attempts, the last %s: unverified",
+             step, template, len(calls), wrong)
     return Asked(None, error, calls)
 
 

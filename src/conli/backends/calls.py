@@ -41,7 +41,8 @@ def call_model(backend: Backend, request: Request, *, step: str, template: str
     any other ``BackendError`` as the backend raised it (after the retries, if transient).
     """
     failures: list[BaseException] = []
-    completion = call_with_retries(lambda: backend.complete(request), on_failure=failures.append)
+    completion = call_with_retries(lambda: backend.complete(request), on_failure=failures.append,
+                                   what=f"{backend.name} {step} call")
     record = CallRecord(step, template, completion.usage, len(failures), completion.logprobs)
     return completion, record
 

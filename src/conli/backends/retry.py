@@ -5,11 +5,14 @@ other provider calls (Azure NER) use ``call_with_retries`` directly.
 
 Rate limits wait at least the provider's ``Retry-After``; authentication and bad-request
 errors are raised at once because no retry can fix them. No attempt starts, and no wait
-runs, past the check's deadline (``run_context``).
+runs, past the check's deadline (``run_context``). Each retry is logged at INFO on
+``conli.backends.retry``: what was called, the attempt, the error's kind and the wait; never
+the error's message (a provider may echo the request) nor any key.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -26,6 +29,7 @@ from conli.errors import RateLimitError, TransientBackendError
 from conli.run_context import check_deadline, remaining
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class _WaitHonouringRetryAfter:
@@ -55,10 +59,12 @@ def call_with_retries(
     attempts: int = 4,
     max_wait: float = 30.0,
     on_failure: Callable[[BaseException], None] | None = None,
+    what: str = "a provider call",
 ) -> T:
     """Run ``fn``; retry ``TransientBackendError`` up to ``attempts`` tries in total.
 
-    ``on_failure`` sees every failed attempt that is retried (for usage accounting).
+    ``on_failure`` sees every failed attempt that is retried (for usage accounting);
+    ``what`` names the call in the retry's log line.
     """
 
     def attempt() -> T:
@@ -69,6 +75,11 @@ def call_with_retries(
         error = state.outcome.exception() if state.outcome else None
         if on_failure is not None and error is not None:
             on_failure(error)
+        wait = state.next_action.sleep if state.next_action else 0.0
+        asked = getattr(error, "retry_after", None)
+        log.info("retrying %s: attempt %d of %d failed with %s%s; next attempt in %.2f s",
+                 what, state.attempt_number, attempts, type(error).__name__,
+                 "" if asked is None else f" (Retry-After {asked:g} s)", wait)
 
     retrying = Retrying(
         sleep=_sleep,

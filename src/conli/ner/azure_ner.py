@@ -98,7 +98,8 @@ class AzureRecognizer:
         for i in range(0, len(pieces), MAX_DOCS_PER_REQUEST):
             group = pieces[i : i + MAX_DOCS_PER_REQUEST]
             chunks = [c for _, _, c in group]
-            results = call_with_retries(lambda: self._recognize(chunks))  # noqa: B023
+            results = call_with_retries(lambda: self._recognize(chunks),  # noqa: B023
+                                        what="Azure NER call")
             for (t, offset, _), result in zip(group, results, strict=True):
                 for entity in self._convert(texts[t], offset, result):
                     if entity.text not in seen[t]:
