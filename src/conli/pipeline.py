@@ -68,7 +68,9 @@ class Checker:
         self._pool_lock = threading.Lock()
         self._closed = False
         # the static NLI prefix, restored from disk or prefilled once, before any check
-        self.warm_up_seconds = warm_up(self.backend, self.settings)
+        # (none when no detector asks the NLI prompts: a specialised checker alone)
+        self.warm_up_seconds = warm_up(self.backend, self.settings) \
+            if detectors.ASKS_NLI & set(names) else 0.0
 
     @property
     def deps(self) -> Deps:
