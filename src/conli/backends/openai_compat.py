@@ -4,8 +4,9 @@ Spec: ``vllm:http://host:8000/v1#<model>`` or ``llamacpp:...`` (the backend is n
 the spec, in results and messages); ``ollama:MODEL`` is Ollama's endpoint on its default
 port (``ollama:http://host:11434/v1#MODEL`` elsewhere). Without ``#<model>`` the
 server's first listed model is used. The key, if the server wants one, comes from
-``VLLM_API_KEY`` (never from ``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key). Both servers
-continue a trailing assistant message, which ``conli generate`` and label scoring need.
+``VLLM_API_KEY`` (never from ``OPENAI_API_KEY``, so a self-hosted server never receives
+an OpenAI key). Both servers continue a trailing assistant message, which ``conli
+generate`` and label scoring need.
 """
 
 from __future__ import annotations
