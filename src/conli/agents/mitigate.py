@@ -6,6 +6,7 @@ offsets, so every sentence it was not asked about stays byte-identical by constr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -19,6 +20,8 @@ from conli.models import Judgement, Mitigation, SentenceChange, SentenceResult
 from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"
+# judges rewritten sentences (one hypothesis each) as the check's own detector would
+Verifier = Callable[[list[Hypothesis]], tuple[list[Judgement], list[CallRecord]]]
 
 
 def mitigate(
@@ -29,8 +32,12 @@ def mitigate(
     settings: Settings,
     *,
     question: str | None = None,
+    verify: Verifier | None = None,
 ) -> tuple[str, Mitigation, list[CallRecord]]:
-    """Return the refined text, what changed, and the calls it took."""
+    """Return the refined text, what changed, and the calls it took.
+
+    ``verify`` judges the rewrites (default: NLI on ``backend``, ``verify_rewrites``).
+    """
     flagged = {s.index: s for s in sentences if s.verdict == "hallucinated"}
     if not flagged:
         return response, Mitigation(status="nothing_flagged"), []
@@ -72,7 +79,7 @@ def mitigate(
     calls = list(asked.calls)
     if settings.verify_rewrites:
         changes, verify_calls = verify_rewrites(backend, source, changes, settings,
-                                                question=question)
+                                                question=question, verify=verify)
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
@@ -143,6 +150,7 @@ def verify_rewrites(
     settings: Settings,
     *,
     question: str | None = None,
+    verify: Verifier | None = None,
 ) -> tuple[list[SentenceChange], list[CallRecord]]:
     """Judge each rewrite against the source; one still unsupported is removed instead.
 
@@ -152,15 +160,12 @@ def verify_rewrites(
     either way the change says so (``rewrite_verdict`` unverified, with the reason).
     """
     rewrites = [c for c in changes if c.action == "rewrite"]
-    judged, calls = run_nli(
-        backend,
-        source,
-        [Hypothesis(c.index, c.after) for c in rewrites],
-        kind="sentence",
-        settings=settings,
-        detector="verify_rewrite",
-        question=question,
-    )
+    hypotheses = [Hypothesis(c.index, c.after) for c in rewrites]
+    if verify is not None:
+        judged, calls = verify(hypotheses)
+    else:
+        judged, calls = run_nli(backend, source, hypotheses, kind="sentence",
+                                settings=settings, detector="verify_rewrite", question=question)
     by_index = {c.index: j for c, j in zip(rewrites, judged, strict=True)}
     checked = []
     for change in changes:
