@@ -130,8 +130,8 @@ def test_minicheck_flags_what_minicheck_rejects_and_asks_llm_no_detection(
     asked = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
     assert len(asked) == 3
     assert all(b["messages"][0]["content"].startswith(MINICHECK_SYSTEM) for b in asked)
-    assert asked[0]["messages"][1]["content"] == (
-        f"Document: {SOURCE}\nClaim: Ada Lovelace lived in Paris.")
+    assert f"Document: {SOURCE}\nClaim: Ada Lovelace lived in Paris." in [
+        b["messages"][1]["content"] for b in asked]  # (calls run concurrently: any order)
     assert all(b["max_tokens"] == 1 and b["logprobs"] and b["top_logprobs"] for b in asked)
     assert result["usage"]["calls"] == len(asked) + len(llm.kinds)
 
@@ -147,7 +147,8 @@ def test_granite_guardian_on_vllm_chat_template_inputs(
     assert first["score_method"] == "logprobs"
     assert first["reasons"][0].startswith("Granite Guardian: P(supported) 0.10; closest source")
     assert llm.kinds == ["mitigate"]  # no detection, no judge (--no-judge)
-    body = next(r.body for r in server.requests if r.path.endswith("/chat/completions"))
+    body = next(r.body for r in server.requests if r.path.endswith("/chat/completions")
+                and "Paris" in r.body["messages"][0]["content"])
     assert body["messages"] == [{"role": "assistant", "content": "Ada Lovelace lived in Paris."}]
     kwargs = body["chat_template_kwargs"]
     assert kwargs["guardian_config"] == {"criteria_id": "groundedness"}
@@ -229,3 +230,25 @@ def test_injection_cases_through_the_checkers_defuse_forged_markup(detector: str
                 own = 1 if detector != "minicheck" and token in (
                     "<start_of_turn>", "<end_of_risk_definition>") else 0
                 assert content.count(token) == own, (token, content[:200])
+
+
+def test_eval_detect_runs_minicheck_on_a_labelled_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the dev-set measurement runs: ``conli eval detect --detector minicheck``."""
+    rows = [{"id": f"r{i}", "source": SOURCE, "label": bad,
+             "response": "Ada Lovelace lived in Paris." if bad else "Ada Lovelace lived in London."}
+            for i, bad in enumerate([True, False, True, False])]
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with serve(MiniCheckServer()) as server:
+        code = cli.main(["eval", "detect", "--file", str(data), "--llm",
+                         f"vllm:{server.url}/v1#checker", "--detector", "minicheck",
+                         "--no-cache", "--out", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr().err
+    asked = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert len(asked) == len(rows)  # one chunk x one sentence each, nothing else
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["detectors"] == ["minicheck"]
+    scored = results["scores"]["datasets"]["set"]["response"]
+    assert scored["balanced_accuracy"] == 1.0 and scored["unverified"] == 0
+    assert scored["auroc"]["not_entailed"]["value"] == 1.0  # the checker's P ranks

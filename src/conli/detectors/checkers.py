@@ -180,6 +180,13 @@ class SpecialisedChecker:
                 self._backend = get_backend(spec, deps.settings)
             return self._backend
 
+    def close(self) -> None:
+        """Close the checker's own server connection, if it opened one."""
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None
+
     def call(self, backend: Backend, prompt: Prompt, max_tokens: int,
              **kwargs: object) -> tuple[Completion, CallRecord]:
         """One call of the checker through the one call path, log-probabilities asked."""
