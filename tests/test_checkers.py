@@ -23,6 +23,7 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.detectors.checkers import Chunk, Reading, chunks_of
 from conli.detectors.minicheck import MiniCheck
+from conli.errors import ConfigError
 from conli.pipeline import Checker
 from tests.conftest import kind_of, rule_responder
 from tests.http_fakes import Reply, Request, openai_chat, serve
@@ -252,3 +253,51 @@ def test_eval_detect_runs_minicheck_on_a_labelled_file(
     scored = results["scores"]["datasets"]["set"]["response"]
     assert scored["balanced_accuracy"] == 1.0 and scored["unverified"] == 0
     assert scored["auroc"]["not_entailed"]["value"] == 1.0  # the checker's P ranks
+
+
+def test_conli_calibrate_fits_a_cut_on_minicheck_scores(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"source": SOURCE, "label": bad,
+             "response": f"Ada Lovelace lived in {'Paris' if bad else 'London'}, note {i}."}
+            for i, bad in enumerate([True, False] * 12)]
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with serve(MiniCheckServer()) as server:
+        spec = f"vllm:{server.url}/v1#checker"
+        code = cli.main(["calibrate", "--file", str(data), "--llm", spec, "--detector",
+                         "minicheck", "--out", str(tmp_path / "cal.json"), "--no-cache"])
+        assert code == 0, capsys.readouterr().err
+        stored = json.loads((tmp_path / "cal.json").read_text())
+        assert stored["detectors"] == ["minicheck"] and stored["balanced_accuracy_after"] == 1.0
+        with Checker(Settings(llm=spec, detectors=["minicheck"], judge=False, mitigate=False,
+                              calibration=tmp_path / "cal.json")) as checker:
+            result = checker.check(SOURCE, "Ada Lovelace lived in Paris.")
+    assert result.calibration is not None and result.verdict == "hallucinated"
+
+
+def test_ollama_spec_is_its_openai_compatible_endpoint() -> None:
+    from conli.backends import get_backend
+
+    backend = get_backend("ollama:bespoke-minicheck", Settings())
+    try:
+        assert (backend.name, backend.model) == ("ollama", "bespoke-minicheck")
+        assert str(backend._client.base_url).rstrip("/") == "http://localhost:11434/v1"  # type: ignore[attr-defined]
+    finally:
+        backend.close()
+    with pytest.raises(ConfigError, match="ollama:bespoke-minicheck"):
+        get_backend("ollama:", Settings())
+
+
+def test_chat_template_inputs_are_refused_where_no_served_template_reads_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from conli.backends import Request as ModelRequest
+    from conli.backends import get_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    backend = get_backend("openai:gpt-test", Settings())
+    try:
+        with pytest.raises(ConfigError, match="chat-template inputs"):
+            backend.complete(ModelRequest([{"role": "assistant", "content": "x"}], 1,
+                                          chat_template_kwargs={"think": False}))
+    finally:
+        backend.close()
