@@ -14,6 +14,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import exp
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +33,7 @@ from conli.text.tokens import CHARS_PER_TOKEN_FLOOR
 
 CONTEXT_TOKENS = 32768  # the reference's max_model_len when the server does not say
 RESERVED_TOKENS = 300  # what the reference keeps for the prompt and the claim
+MIN_CHUNK_TOKENS = 64
 TOP_LOGPROBS = 20
 SAFETY = 0.9  # chars per token vary inside one text
 
@@ -44,8 +46,9 @@ class CheckerOptions(BaseModel):
     llm: str | None = Field(None, description="backend spec of the checker's server, e.g. "
                             "vllm:http://host:8000/v1#bespoke-minicheck (default: --llm)")
     model: str | None = Field(None, description="the served model, when llm's URL names none")
-    chunk_tokens: int | None = Field(None, ge=64, description="tokens a source chunk may take "
-                                     "(default: the context window less 300, as MiniCheck)")
+    chunk_tokens: int | None = Field(
+        None, ge=MIN_CHUNK_TOKENS,
+        description="tokens a source chunk may take (default: the context window less 300)")
     threshold: float = Field(0.5, gt=0.0, lt=1.0,
                              description="P(supported) above which a claim passes")
 
@@ -188,10 +191,11 @@ class SpecialisedChecker:
                 self._backend = None
 
     def call(self, backend: Backend, prompt: Prompt, max_tokens: int,
-             **kwargs: object) -> tuple[Completion, CallRecord]:
+             chat_template_kwargs: dict[str, Any] | None = None
+             ) -> tuple[Completion, CallRecord]:
         """One call of the checker through the one call path, log-probabilities asked."""
         request = Request(prompt.messages, max_tokens=max_tokens, top_logprobs=TOP_LOGPROBS,
-                          **kwargs)  # type: ignore[arg-type]
+                          chat_template_kwargs=chat_template_kwargs)
         return call_model(backend, request, step=self.name, template=prompt.template)
 
     def detect(self, context: DetectionContext) -> Detection:
@@ -200,7 +204,8 @@ class SpecialisedChecker:
         if not claims:
             return Detection()
         backend = self.backend(context.deps)
-        budget = self.settings.chunk_tokens or (
+        budget = self.settings.chunk_tokens or max(
+            MIN_CHUNK_TOKENS,
             (backend.capabilities.context_window or CONTEXT_TOKENS) - RESERVED_TOKENS)
         chunks = chunks_of(context.source, budget, backend, context.language)
         # chunk-major: the calls sharing a chunk run together, so a prefix cache keeps it
