@@ -16,7 +16,7 @@ from conli.pipeline import Checker
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. Dr. Jones runs it."
-RESPONSE = "The library opened in 1962. Dr. Smith runs it."
+RESPONSE = "The library opened in 1962. Dr. Jones runs it."
 
 PLUGIN = '''
 from pydantic import BaseModel, Field
@@ -84,13 +84,13 @@ def _settings(**given: object) -> Settings:
 def test_a_plugin_detector_runs_with_its_own_setting(installed: None) -> None:
     assert "flag_word" in detectors.names()
     assert _verdicts(_settings()) == ["supported", "supported"]  # its default: "FALSE"
-    chosen = _settings(detector_options={"flag_word": {"word": "Smith"}})
+    chosen = _settings(detector_options={"flag_word": {"word": "Jones"}})
     assert _verdicts(chosen) == ["supported", "hallucinated"]
 
 
 def test_its_setting_comes_from_the_environment(installed: None,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONLI_DETECTOR_OPTIONS__FLAG_WORD__WORD", "Smith")
+    monkeypatch.setenv("CONLI_DETECTOR_OPTIONS__FLAG_WORD__WORD", "Jones")
     assert _verdicts(_settings()) == ["supported", "hallucinated"]
     monkeypatch.delenv("CONLI_DETECTOR_OPTIONS__FLAG_WORD__WORD")
     monkeypatch.setenv("CONLI_DETECTOR_OPTIONS", '{"flag_word": {"word": "1962"}}')

@@ -97,7 +97,7 @@ def test_an_unstated_year_is_flagged_whatever_the_detector_said(
     assert first["verdict"] == "hallucinated"
     assert first["detector"] == "unstated_entities"
     assert '"1913"' in str(first["reasons"])
-    assert first["score_method"] == "verdict" and first["score"] == 0.0
+    assert first["score"] is not None  # the detectors' own, for calibration to read
     assert second["verdict"] == "supported"  # "four floors": stated
 
 

@@ -20,6 +20,7 @@ from conli.backends.base import Backend
 from conli.backends.calls import usage_by_step
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
+from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict
 from conli.graph import Deps, build_graph
@@ -69,7 +70,9 @@ class Checker:
         self._pool_lock = threading.Lock()
         self._closed = False
         # the static NLI prefix, restored from disk or prefilled once, before any check
-        self.warm_up_seconds = warm_up(self.backend, self.settings)
+        # (none when no detector asks the NLI prompts: a specialised checker alone)
+        self.warm_up_seconds = warm_up(self.backend, self.settings) \
+            if detectors.ASKS_NLI & set(names) else 0.0
 
     @property
     def deps(self) -> Deps:
@@ -253,6 +256,9 @@ class Checker:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
         self._prepared.deps.ner.close()
+        for detector in self._prepared.deps.detectors.values():
+            if isinstance(detector, SpecialisedChecker):  # its own server's connections
+                detector.close()
         self.backend.close()
 
     def __enter__(self) -> Self:
@@ -297,8 +303,11 @@ def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
     could only repeat. Several looks (their share) or any other detector's scores rank.
     """
     capabilities = backend.capabilities
+    # a checker with its own server reads that server's log-probabilities, not these
+    own = {name for name, options in settings.detector_options.items() if options.get("llm")}
+    on_backend = set(names) - own
     if settings.threshold is None or capabilities.logprobs or settings.nli_looks > 1 \
-            or not set(names) <= detectors.SCORED_BY_LOGPROBS:
+            or not on_backend or not on_backend <= detectors.SCORED_BY_LOGPROBS:
         return
     raise ConfigError(
         f"--threshold needs a support score that ranks, and {backend.name} "

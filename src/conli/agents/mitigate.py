@@ -21,6 +21,8 @@ from conli.prompts import render
 
 TEMPLATE = "mitigate.v1"
 Unstated = Callable[[str], list[str]]  # a text's names, numbers, dates the source never states
+# judges rewritten sentences (one hypothesis each) as the check's own detector would
+Verifier = Callable[[list[Hypothesis]], tuple[list[Judgement], list[CallRecord]]]
 
 
 def mitigate(
@@ -31,12 +33,14 @@ def mitigate(
     settings: Settings,
     *,
     question: str | None = None,
+    verify: Verifier | None = None,
     unstated: Unstated | None = None,
 ) -> tuple[str, Mitigation, list[CallRecord]]:
     """Return the refined text, what changed, and the calls it took.
 
+    ``verify`` judges the rewrites (default: NLI on ``backend``, ``verify_rewrites``).
     ``unstated`` names the decisive words of a text the source never states: a rewrite
-    with any is not verified, whatever its check said (``verify_rewrites``).
+    with any is not verified, whatever its check said.
     """
     flagged = {s.index: s for s in sentences if s.verdict == "hallucinated"}
     if not flagged:
@@ -79,7 +83,8 @@ def mitigate(
     calls = list(asked.calls)
     if settings.verify_rewrites:
         changes, verify_calls = verify_rewrites(backend, source, changes, settings,
-                                                question=question, unstated=unstated)
+                                                question=question, verify=verify,
+                                                unstated=unstated)
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
@@ -150,6 +155,7 @@ def verify_rewrites(
     settings: Settings,
     *,
     question: str | None = None,
+    verify: Verifier | None = None,
     unstated: Unstated | None = None,
 ) -> tuple[list[SentenceChange], list[CallRecord]]:
     """Judge each rewrite against the source; one still unsupported is removed instead.
@@ -160,15 +166,12 @@ def verify_rewrites(
     either way the change says so (``rewrite_verdict`` unverified, with the reason).
     """
     rewrites = [c for c in changes if c.action == "rewrite"]
-    judged, calls = run_nli(
-        backend,
-        source,
-        [Hypothesis(c.index, c.after) for c in rewrites],
-        kind="sentence",
-        settings=settings,
-        detector="verify_rewrite",
-        question=question,
-    )
+    hypotheses = [Hypothesis(c.index, c.after) for c in rewrites]
+    if verify is not None:
+        judged, calls = verify(hypotheses)
+    else:
+        judged, calls = run_nli(backend, source, hypotheses, kind="sentence",
+                                settings=settings, detector="verify_rewrite", question=question)
     by_index = {c.index: j for c, j in zip(rewrites, judged, strict=True)}
     checked = []
     for change in changes:

@@ -48,6 +48,12 @@ def _llamacpp(arg: str, settings: BackendSettings) -> Backend:
     return compat_backend(arg, settings, name="llamacpp")
 
 
+def _ollama(arg: str, settings: BackendSettings) -> Backend:
+    from conli.backends.openai_compat import compat_backend, ollama_spec
+
+    return compat_backend(ollama_spec(arg), settings, name="ollama")
+
+
 _REGISTRY: dict[str, Factory] = {
     "local": _local,
     "openai": _openai,
@@ -55,6 +61,7 @@ _REGISTRY: dict[str, Factory] = {
     "anthropic": _anthropic,
     "vllm": _vllm,
     "llamacpp": _llamacpp,  # llama.cpp's llama-server speaks the same API
+    "ollama": _ollama,  # ollama:MODEL, its OpenAI-compatible endpoint on the default port
 }
 
 

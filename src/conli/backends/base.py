@@ -121,6 +121,11 @@ class Request:
     - ``temperature``: sampling temperature, 0 for greedy.
     - ``top_logprobs``: alternatives per generated token, capped by ``capabilities.logprobs``.
     - ``seed``: the sample's seed where the provider takes one; the call cache keys on it.
+    - ``chat_template_kwargs``: inputs of the served model's own chat template (vLLM's
+      ``chat_template_kwargs``, e.g. Granite Guardian's ``guardian_config``); with them a
+      trailing assistant message is the text the template judges, not an answer to go on
+      from. Only the OpenAI-compatible servers (``vllm:``, ``llamacpp:``) take them; the
+      OpenAI backend refuses them where it serves no such server, the others ignore them.
     """
 
     messages: list[Message]
@@ -129,6 +134,7 @@ class Request:
     temperature: float = 0.0
     top_logprobs: int = 0
     seed: int | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 @runtime_checkable

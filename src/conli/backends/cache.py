@@ -2,8 +2,8 @@
 
 The key is the SHA-256 of everything that decides the answer: backend name, model, and the
 ``Request`` (messages, ``max_tokens``, ``json_schema``, ``temperature``, ``top_logprobs``,
-``seed``). The rendered messages carry the prompt template's text, so a changed template is
-a different key.
+``seed``, ``chat_template_kwargs``). The rendered messages carry the prompt template's
+text, so a changed template is a different key.
 Entries are written to a temp file and renamed into place (``os.replace``), so concurrent
 writers never leave a torn file. Errors are never cached: an exception from the inner
 backend propagates and nothing is written. A hit reports the original token counts, with
@@ -60,6 +60,8 @@ def cache_key(backend: str, model: str, request: Request) -> str:
         "temperature": request.temperature,
         **({"top_logprobs": request.top_logprobs} if request.top_logprobs else {}),
         **({"seed": request.seed} if request.seed is not None else {}),
+        **({"chat_template_kwargs": request.chat_template_kwargs}
+           if request.chat_template_kwargs else {}),
     }
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()

@@ -105,7 +105,12 @@ class OpenAIChatBackend:
         if request.seed is not None:
             body["seed"] = request.seed
         prefix = ""
-        if self.capabilities.continues_assistant and messages[-1]["role"] == "assistant":
+        if request.chat_template_kwargs:  # the template judges the last message, as it is
+            if not self.capabilities.continues_assistant:
+                raise ConfigError(f"{self.name} applies no served model's chat template: "
+                                  "chat-template inputs need a vllm: or llamacpp: server")
+            body["extra_body"] = {"chat_template_kwargs": request.chat_template_kwargs}
+        elif self.capabilities.continues_assistant and messages[-1]["role"] == "assistant":
             body["extra_body"] = dict(CONTINUE_FINAL_MESSAGE)
             prefix = messages[-1]["content"]
         if request.json_schema is not None:

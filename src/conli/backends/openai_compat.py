@@ -1,10 +1,12 @@
 """OpenAI-compatible servers (vLLM, llama.cpp's llama-server) through the ``openai`` SDK.
 
 Spec: ``vllm:http://host:8000/v1#<model>`` or ``llamacpp:...`` (the backend is named after
-the spec, in results and messages). Without ``#<model>`` the server's first listed model is
-used. The key, if the server wants one, comes from ``VLLM_API_KEY`` (never from
-``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key). Both servers
-continue a trailing assistant message, which ``conli generate`` and label scoring need.
+the spec, in results and messages); ``ollama:MODEL`` is Ollama's endpoint on its default
+port (``ollama:http://host:11434/v1#MODEL`` elsewhere). Without ``#<model>`` the
+server's first listed model is used. The key, if the server wants one, comes from
+``VLLM_API_KEY`` (never from ``OPENAI_API_KEY``, so a self-hosted server never receives
+an OpenAI key). Both servers continue a trailing assistant message, which ``conli
+generate`` and label scoring need.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ def parse_compat_spec(arg: str, name: str = "vllm") -> tuple[str, str | None]:
             f"not a server URL: {url!r}; write the spec as {name}:http://host:8000/v1#<model>"
         )
     return url.rstrip("/"), model.strip() or None
+
+
+OLLAMA_URL = "http://localhost:11434/v1"  # Ollama's OpenAI-compatible endpoint, default port
+
+
+def ollama_spec(arg: str) -> str:
+    """``ollama:MODEL`` as the URL spec the compatible backend reads (a URL passes as given)."""
+    arg = arg.strip()
+    if arg.startswith(("http://", "https://")):
+        return arg
+    if not arg:
+        raise ConfigError("the ollama backend needs a model: ollama:bespoke-minicheck")
+    return f"{OLLAMA_URL}#{arg}"
 
 
 def compat_backend(arg: str, settings: BackendSettings,

@@ -23,6 +23,8 @@ from conli.config import DetectionSettings
 from conli.detectors.base import Detection, DetectionContext, Detector
 from conli.detectors.coverage import CoverageNLI, CoverageOverlap
 from conli.detectors.fused import FusedDetector
+from conli.detectors.guardian import GraniteGuardian
+from conli.detectors.minicheck import MiniCheck
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
 from conli.errors import ConfigError
@@ -32,7 +34,8 @@ Factory = Callable[..., Detector]  # no argument, or its options model when it d
 _REGISTRY: dict[str, Factory] = {}
 _OPTIONS: dict[str, type[BaseModel]] = {}
 BUILT_IN: tuple[type[Detector], ...] = (SentenceNLI, EntityNLI, SignalDetector, FusedDetector,
-                                         CoverageOverlap, CoverageNLI)
+                                         CoverageOverlap, CoverageNLI, MiniCheck,
+                                         GraniteGuardian)
 # what each preset runs on the points a check is given (nothing when none are)
 _COVER = (CoverageOverlap.name, CoverageNLI.name)
 PRESETS: dict[str, tuple[str, ...]] = {
@@ -45,8 +48,12 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
 }
 # the detectors whose sentence scores are the backend's log-probabilities (none without);
-# coverage detectors judge points, not sentences
-SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER})
+# coverage detectors judge points, not sentences; the specialised checkers read their own
+# server's (the run's backend unless their options name one)
+SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER, MiniCheck.name,
+                                GraniteGuardian.name})
+# the detectors that ask the NLI prompts (whose static prefix a run warms up)
+ASKS_NLI = frozenset({SentenceNLI.name, EntityNLI.name, CoverageNLI.name})
 _LOADED_ENTRY_POINTS = False
 
 

@@ -81,12 +81,7 @@ def unstated_rule(result: SentenceResult, mentions: SourceMentions) -> SentenceR
         return result
     named = ", ".join(f'"{e.text}" ({e.category})' for e in absent)
     reason = f"the source never states {named}, whatever a model said of the sentence"
-    judgement = Judgement(detector=GROUND, hypothesis=result.text, verdict="hallucinated",
-                          reasoning=reason, entity=absent[0], final=True)
-    return result.model_copy(update={
-        "verdict": "hallucinated", "detector": GROUND, "reasons": [reason],
-        "judgements": [*result.judgements, judgement], "score": 0.0,
-        "score_method": "verdict"})
+    return _flagged(result, GROUND, reason, entity=absent[0])
 
 
 def addressing_rule(result: SentenceResult) -> SentenceResult:
@@ -101,9 +96,23 @@ def addressing_rule(result: SentenceResult) -> SentenceResult:
         return result
     said = "; ".join(f'{a.kind}: "{a.text.strip()[:120]}"' for a in spans)
     reason = f"the sentence speaks to the checker ({said}), which no source can support"
-    judgement = Judgement(detector=ADDRESSED, hypothesis=result.text, verdict="hallucinated",
-                          reasoning=reason, final=True)
-    return result.model_copy(update={
-        "verdict": "hallucinated", "detector": result.detector or ADDRESSED,
-        "reasons": [*result.reasons, reason], "judgements": [*result.judgements, judgement],
-        "score": 0.0, "score_method": "verdict"})
+    return _flagged(result, ADDRESSED, reason)
+
+
+def _flagged(result: SentenceResult, rule: str, reason: str,
+             entity: Entity | None = None) -> SentenceResult:
+    """``result`` flagged by ``rule`` with ``reason``, a judgement saying so appended.
+
+    A score the detectors made stays (what ``conli calibrate`` fits on; no threshold passes
+    a flagged sentence, ``gate.clears``); a verdict standing in as a score follows it.
+    """
+    judgement = Judgement(detector=rule, hypothesis=result.text, verdict="hallucinated",
+                          reasoning=reason, entity=entity, final=True)
+    flagged = result.verdict == "hallucinated"
+    update: dict[str, Any] = {
+        "verdict": "hallucinated", "detector": result.detector if flagged else rule,
+        "reasons": [*result.reasons, reason] if flagged else [reason],
+        "judgements": [*result.judgements, judgement]}
+    if result.score_method == "verdict":
+        update["score"] = 0.0
+    return result.model_copy(update=update)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -10,15 +11,13 @@ from langgraph.runtime import Runtime
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
 from conli.agents.judging import Provenance, judge_text
+from conli.agents.nli import Hypothesis
+from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
 from conli.coverage import coverage_block
-from conli.detectors import SCORED_BY_LOGPROBS
-from conli.detectors.base import (
-    DetectionContext,
-    Detector,
-    overruled,
-    reason_for,
-)
+from conli.detectors import ASKS_NLI, SCORED_BY_LOGPROBS
+from conli.detectors.base import DetectionContext, Detector, overruled, reason_for
+from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.grounding import addressing_rule, unstated_rule
@@ -33,7 +32,7 @@ from conli.models import (
     WordScore,
 )
 from conli.ner.grounding import SourceMentions
-from conli.segment import select_claims, split_response, utf16_offset
+from conli.segment import Segment, select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
 from conli.sources import evidence_of
@@ -240,9 +239,34 @@ def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
 
     refined, mitigation, calls = mitigate_agent.mitigate(
         deps.backend, state["source"], state["response"], state["sentences"], deps.settings,
-        question=state.get("question"), unstated=unstated,
+        question=state.get("question"), verify=_own_verifier(deps, state), unstated=unstated,
     )
     return {"refined_text": refined, "mitigation": mitigation, "calls": calls}
+
+
+def _own_verifier(deps: Deps, state: CheckState) -> mitigate_agent.Verifier | None:
+    """The check's specialised checker as the rewrites' judge, when it runs no NLI.
+
+    ``--detector minicheck`` verifies a rewrite with MiniCheck, not with NLI on ``--llm``;
+    a check that runs NLI verifies with NLI, as before.
+    """
+    if ASKS_NLI & set(deps.detectors):
+        return None
+    checker = next((d for d in deps.detectors.values() if isinstance(d, SpecialisedChecker)),
+                   None)
+    if checker is None:
+        return None
+
+    def verify(hypotheses: list[Hypothesis]) -> tuple[list[Judgement], list[CallRecord]]:
+        segments = [Segment(h.sentence, h.text, 0, len(h.text), True) for h in hypotheses]
+        context = DetectionContext(source=state["source"], response=state["response"],
+                                   question=state.get("question"), segments=segments,
+                                   prior={}, deps=deps, language=state.get("language", "en"))
+        found = checker.detect(context)
+        judged = [found.judgements[h.sentence][0] for h in hypotheses]
+        return judged, [replace(c, step="verify_rewrite") for c in found.calls]
+
+    return verify
 
 
 def fix_coverage(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:

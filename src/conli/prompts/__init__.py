@@ -63,10 +63,13 @@ _ANY_READ_AS = re.compile("[" + re.escape("".join(map(chr, _READ_AS))) + "]")
 _GAP = r"[\s\u200b-\u200d\u2060\ufeff]"
 # Chat-template control tokens of the model families we serve, which a tokenizer would read
 # as a turn boundary: ChatML / Qwen / Llama 3 / Phi `<|...|>`, DeepSeek's full-width
-# `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>.
+# `<｜...｜>`, Gemma's turn tags, Llama 2 / Mistral's [INST] family and <s>, Granite
+# Guardian's risk-definition block and answer tags.
 _TEMPLATE_TOKENS = re.compile(
     r"<(?=[|｜])"
     r"|<(?=/?(?:start_of_turn|end_of_turn|bos|eos|s|pad|unk)>)"
+    # Granite Guardian's own blocks and its answer's tags (3.3 answers in <score>)
+    r"|<(?=/?(?:start_of_risk_definition|end_of_risk_definition|score|think)>)"
     r"|<(?=<?/?SYS>>)"
     r"|\[(?=/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\])",
     re.IGNORECASE,
