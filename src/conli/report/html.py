@@ -2,12 +2,16 @@
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, its words not in the source marked, the
-points it had to cover (``report_coverage``), the rewrite as a word diff, the judge scores
-before/after with their provenance, and each sentence for the auditor to mark (``review``);
-a summary table, an index of the records that need a look, and a legend come first. The
-page is rendered from the Jinja templates in ``report/templates`` with autoescape on, so
-every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
-allows one script, the marks' own (by its hash), and no outside request. What is read, and
+points it had to cover (``report_coverage``), the rewrite as a diff of replaced runs, the
+judge scores before/after (and the rubric's beside the grounded one's) with what made them,
+each sentence with the chunk and span of the source its verdict rests on (``sources``),
+and each sentence and record for the auditor to mark (``review``). A summary table and a
+legend come first, then a toolbar and an index that the page's own script searches,
+filters, sorts, pages and exports as CSV: the index is JSON data, and each record's section
+an inert ``<template>`` shown a page at a time, so ten thousand records open in seconds.
+The page is rendered from the Jinja templates in ``report/templates`` with autoescape on,
+so every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
+allows one script, the page's own (by its hash), and no outside request. What is read, and
 what is skipped as malformed, is ``report_input``'s part; a file with no valid record at all
 is an error, and nothing is written.
 """
@@ -46,8 +50,8 @@ from conli.report.review import (
     provenance,
     review_rows,
     script,
-    sentences_of,
     script_hash,
+    sentences_of,
 )
 from conli.report.sources import chunks_of, evidence_of, sentence_evidence, source_chunks
 

@@ -12,6 +12,7 @@ links to those anchors. A span whose offsets do not fit its chunk is listed, nev
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, ClassVar
 
 Record = dict[str, Any]
@@ -104,7 +105,7 @@ def source_chunks(chunks: list[str], evidence: list[Evidence],
         mine = [(k, e) for k, e in enumerate(evidence) if e.chunk == number and _fits(e, chunks)]
         cuts = sorted({0, len(text)} | {e.start for _, e in mine} | {e.end for _, e in mine})
         pieces: list[str | Span | Anchor] = []
-        for left, right in zip(cuts, cuts[1:], strict=False):
+        for left, right in pairwise(cuts):
             pieces += [Anchor(_anchor(anchor, k)) for k, e in mine if e.start == left]
             over = [e for _, e in mine if e.start <= left and right <= e.end]
             run = text[left:right]

@@ -63,7 +63,8 @@
     return td;
   }
 
-  function number(value) { return value === null ? "–" : String(Math.round(value * 1000) / 1000); }
+  function number(value) { return value === null ? "–" : value.toFixed(3); }
+  function judged(value) { return value === null ? "–" : String(Math.round(value * 10) / 10); }
 
   function indexRow(r) {
     var tr = document.createElement("tr");
@@ -76,7 +77,7 @@
     cell(tr, r.verdict, "badge-cell " + r.verdict);
     cell(tr, r.passed === null ? "–" : r.passed ? "yes" : "no");
     cell(tr, number(r.score));
-    cell(tr, number(r.judge) + (r.rubric === null ? "" : " / rubric " + number(r.rubric)));
+    cell(tr, judged(r.judge) + (r.rubric === null ? "" : " / rubric " + judged(r.rubric)));
     cell(tr, r.look.join(", "), "muted");
     cell(tr, window.conliDecision ? window.conliDecision(r.n).decision : "", "decided");
     return tr;
