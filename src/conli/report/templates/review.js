@@ -1,6 +1,7 @@
 // The auditor's marks: each sentence's verdict marked right or wrong, each record's verdict
 // approved or rejected with a comment, under a reviewer's name. Kept in localStorage under
-// this results file's identity (restored on reload), downloaded as JSON Lines that
+// this results file's identity (restored on reload; only the choices, the texts stay in the
+// page's templates), downloaded as JSON Lines that
 // `conli calibrate --file` reads as it is (label true = the text is hallucinated); the
 // reviewer, decision and comment ride along as fields calibrate does not read.
 (function () {
@@ -31,72 +32,73 @@
 
   function number(section) { return Number(section.id.slice(1)); }
 
-  function sourceOf(section) {
+  // each record's section, shown or not: its inert template holds the texts a mark needs
+  function section(n) {
+    var t = el("t-r" + n);
+    return t ? t.content.querySelector("section.rec") : null;
+  }
+
+  function sourceOf(rec) {
     var joiner = el("records").dataset.joiner;
-    return Array.from(section.querySelectorAll(".chunk-text"), function (c) {
+    return Array.from(rec.querySelectorAll(".chunk-text"), function (c) {
       return c.textContent;
     }).join(joiner);
   }
 
-  function mark(button) {
+  function mark(button) {  // only the choice is kept: the texts stay in the page
     var row = button.closest("li.review");
-    var section = row.closest("section.rec");
-    var key = number(section) + "/" + row.dataset.index;
+    var key = number(row.closest("section.rec")) + "/" + row.dataset.index;
     var choice = button.dataset.mark;
-    if (row.dataset.marked === choice) {
+    if (store.sentences[key] === choice) {
       delete store.sentences[key];
       row.dataset.marked = "";
     } else {
-      store.sentences[key] = {
-        id: section.dataset.id + "#" + row.dataset.index,
-        source: sourceOf(section),
-        response: row.querySelector(".sent").textContent,
-        label: (row.dataset.flagged === "true") === (choice === "right"),
-        verdict: row.dataset.verdict,
-        mark: choice,
-        record: number(section)
-      };
+      store.sentences[key] = choice;
       row.dataset.marked = choice;
     }
   }
 
-  function record(section) {
-    var n = number(section);
+  function record(rec) {
+    var n = number(rec);
     store.records[n] = store.records[n] || {decision: "", comment: ""};
     return store.records[n];
   }
 
   function decide(button) {
-    var section = button.closest("section.rec");
-    var box = button.closest(".decision");
-    var entry = record(section);
+    var entry = record(button.closest("section.rec"));
     entry.decision = entry.decision === button.dataset.decide ? "" : button.dataset.decide;
-    box.dataset.decided = entry.decision;
-    entry.id = section.dataset.id;
-    if (box.dataset.labelled === "true") {  // a record's verdict marked right or wrong
-      var verdict = section.querySelector(".decision b").textContent;
-      entry.source = sourceOf(section);
-      entry.response = section.querySelector(".response").textContent;
-      entry.verdict = verdict;
-      entry.label = (verdict === "hallucinated") === (entry.decision === "approve");
-    }
+    button.closest(".decision").dataset.decided = entry.decision;
   }
 
-  // a marked record's verdict is an example too, where one follows (supported, hallucinated)
+  function example(rec, response, label, verdict, mark) {
+    var d = window.conliDecision(number(rec));
+    return {id: rec.dataset.id, source: sourceOf(rec), response: response, label: label,
+            verdict: verdict, mark: mark, reviewer: store.reviewer, decision: d.decision,
+            comment: d.comment};
+  }
+
+  // a marked sentence is an example; so is a decided record's verdict where a label follows
   function lines(onlyRecords) {
-    var out = onlyRecords ? [] : Object.keys(store.sentences).map(function (key) {
-      var m = store.sentences[key];
-      var d = window.conliDecision(m.record);
-      return {id: m.id, source: m.source, response: m.response, label: m.label,
-              verdict: m.verdict, mark: m.mark, reviewer: store.reviewer,
-              decision: d.decision, comment: d.comment};
+    var out = [];
+    Object.keys(onlyRecords ? {} : store.sentences).forEach(function (key) {
+      var parts = key.split("/"), rec = section(parts[0]);
+      var row = rec && rec.querySelector("li.review[data-index='" + parts[1] + "']");
+      if (row) {
+        var m = example(rec, row.querySelector(".sent").textContent,
+                        (row.dataset.flagged === "true") === (store.sentences[key] === "right"),
+                        row.dataset.verdict, store.sentences[key]);
+        m.id += "#" + parts[1];
+        out.push(m);
+      }
     });
     Object.keys(store.records).forEach(function (n) {
-      var r = store.records[n];
-      if (r.decision && r.source !== undefined) {
-        out.push({id: r.id, source: r.source, response: r.response, label: r.label,
-                  verdict: r.verdict, mark: r.decision === "approve" ? "right" : "wrong",
-                  reviewer: store.reviewer, decision: r.decision, comment: r.comment});
+      var r = store.records[n], rec = section(n);
+      var box = rec && rec.querySelector(".decision[data-labelled=true]");
+      if (r.decision && box) {
+        var verdict = box.querySelector("b").textContent;
+        out.push(example(rec, rec.querySelector(".response").textContent,
+                         (verdict === "hallucinated") === (r.decision === "approve"), verdict,
+                         r.decision === "approve" ? "right" : "wrong"));
       }
     });
     return out;
@@ -117,15 +119,14 @@
   };
 
   function restore() {  // a page of records was shown: put back their marks
-    el("records").querySelectorAll("section.rec").forEach(function (section) {
-      var n = number(section);
-      section.querySelectorAll("li.review").forEach(function (row) {
-        var m = store.sentences[n + "/" + row.dataset.index];
-        row.dataset.marked = m ? m.mark : "";
+    el("records").querySelectorAll("section.rec").forEach(function (rec) {
+      var n = number(rec);
+      rec.querySelectorAll("li.review").forEach(function (row) {
+        row.dataset.marked = store.sentences[n + "/" + row.dataset.index] || "";
       });
       var r = store.records[n] || {};
-      section.querySelector(".decision").dataset.decided = r.decision || "";
-      section.querySelector(".decision .comment").value = r.comment || "";
+      rec.querySelector(".decision").dataset.decided = r.decision || "";
+      rec.querySelector(".decision .comment").value = r.comment || "";
     });
   }
 
