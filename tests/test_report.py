@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EVIL = "<script>document.body.appendChild(document.createElement('pwned-el'))</script>"
 IMG = '<img src=x onerror="document.body.appendChild(document.createElement(\'pwned-img\'))">'
 SOURCE = f"The Riverside library opened in 1962. The city council runs it. {EVIL}"
+Row = dict[str, Any]
 
 
 @pytest.fixture
@@ -77,11 +78,23 @@ def test_report_highlights_explains_diffs_and_scores(results: Path) -> None:
     assert all("not found in the source: &#34;quoted source&#34;" in title for title in marks)
 
 
+INDEX = re.compile(r'<script type="application/json" id="report-index">(.*?)</script>', re.S)
+
+
+def _index(page: str) -> list[Row]:
+    """The page's index data: one JSON block, its ``<``, ``>`` and ``&`` escaped."""
+    blocks = INDEX.findall(page)
+    assert len(blocks) == 1 and not re.search(r"[<>&]", blocks[0])
+    rows: list[Row] = json.loads(blocks[0])
+    return rows
+
+
 def _without_own_script(page: str) -> str:
-    """The page less its one script, the marks' own, which the CSP allows by its hash."""
+    """The page less its one script, allowed by its hash, and its index data, never run."""
     own = f"<script>{script()}</script>"
     assert page.count(own) == 1 and script_hash() in page
-    return page.replace(own, "")
+    _index(page)
+    return INDEX.sub("", page.replace(own, ""))
 
 
 def test_report_escapes_every_input_and_is_self_contained(results: Path) -> None:
@@ -101,8 +114,6 @@ def test_cli_report_writes_the_file(results: Path, tmp_path: Path) -> None:
 
 
 # --- malformed records: skipped, counted, never a crash ---------------------------------------
-
-Row = dict[str, Any]
 
 
 def _rows(results: Path) -> list[Row]:
@@ -211,14 +222,12 @@ def test_report_opens_with_the_records_that_need_a_look(results: Path, tmp_path:
     path.write_text("".join(json.dumps(r) + "\n" for r in (plain, flagged, review, emptied)),
                     encoding="utf-8")
     page = _render(path)
-    index = re.search(r'<details class="index" open>(.*?)</details>', page, re.S)
-    assert index is not None
-    listed = re.findall(r'<a href="#(r\d)">([^<]*)</a> <span class="muted">([^<]*)</span>',
-                        index.group(1))
-    assert listed == [("r2", "flagged", "hallucinated"),
-                      ("r3", "disputed", "review: the rubric judge differs by 2.0"),
-                      ("r4", "emptied", "emptied by the rewrite")]
-    assert all(f'id="{anchor}"' in page for anchor, _, _ in listed)  # each link lands
+    listed = [(f"r{row['n']}", row["id"], row["look"]) for row in _index(page) if row["look"]]
+    assert listed == [("r2", "flagged", ["hallucinated"]),
+                      ("r3", "disputed", ["review: the rubric judge differs by 2.0"]),
+                      ("r4", "emptied", ["emptied by the rewrite"])]
+    assert all(f'<template id="t-{anchor}"><section class="rec" id="{anchor}"' in page
+               for anchor, _, _ in listed)  # each row's record, for the page to show
     assert _summary_row(page, "records that need a look") == "3"
     assert _summary_row(page, "emptied by the rewrite (left out of the mean)") == "1"
     assert _summary_row(page, "mean judge score after").endswith("(n=3)")
@@ -346,17 +355,21 @@ def test_report_escapes_hostile_text_and_never_evaluates_it(results: Path,
               "error": {"type": HOSTILE, "message": HOSTILE}}
     path = tmp_path / "hostile.jsonl"
     path.write_text(f"{json.dumps(hostile)}\n{json.dumps(failed)}\n", encoding="utf-8")
-    page = _without_own_script(_render(path))
+    full = _render(path)
+    assert [row["id"] for row in _index(full)] == [HOSTILE, "7"]  # as data, escaped, not run
+    page = _without_own_script(full)
     assert "<script" not in page.lower() and "<img" not in page.lower()
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
     shown = "{{ 7*7 }} {% if true %}IF{% endif %} {# c #}"  # as written, not evaluated
     flagged = sum(s["verdict"] == "hallucinated" for s in sentences)
-    # id (heading, section data, index), mode, source, each flag's title and listed reason,
+    # id (heading, section data), mode, source, each flag's title and listed reason,
     # the judge, the failed record's response, error type and message
-    places = 5 + 2 * flagged + 1 + 3
+    places = 4 + 2 * flagged + 1 + 3
     assert page.count(shown) == places
-    # nothing evaluated 7*7 (the provenance table's commit hash may hold any digits)
-    unsigned = re.sub(r'<table class="provenance">.*?</table>', "", page, flags=re.S)
+    # nothing evaluated 7*7 (the provenance table's commit hash and the page's identity, the
+    # results file's hash, may hold any digits)
+    unsigned = re.sub(r'<table class="provenance">.*?</table>|data-report="[^"]*"', "", page,
+                      flags=re.S)
     assert "49" not in unsigned.replace("#49", "")
 
 
@@ -379,17 +392,18 @@ def test_report_renders_in_headless_chromium(results: Path, tmp_path: Path) -> N
     html_file.write_text(_render(results), encoding="utf-8")
     dom = _run_chromium(browser, tmp_path / "profile", "--dump-dom", html_file.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
-    unmarked = re.sub(r'<mark class="word [^>]*>(.*?)</mark>', r"\1", dom.stdout)  # words
+    shown = re.search(r'<main id="records"[^>]*>(.*?)</main>', dom.stdout, re.S)
+    assert shown is not None  # the page's script put the first page of records in
+    unmarked = re.sub(r'<mark class="word [^>]*>(.*?)</mark>', r"\1", shown.group(1))
     marks = re.findall(r'<mark class="flag hallucinated"[^>]*>(.*?)</mark>', unmarked, re.S)
     assert len(marks) == 3
     assert any("A FALSE charity runs it." in m for m in marks)
     assert "<pwned-el" not in dom.stdout and "<pwned-img" not in dom.stdout  # nothing ran
-    assert "<del>" in dom.stdout and "<ins>" in dom.stdout
+    assert "<del>" in shown.group(1) and "<ins>" in shown.group(1)
+    assert len(re.findall(r"<tr data-n=", dom.stdout)) == 4  # the index's rows
 
-    # CONLI_UPDATE_SCREENSHOT=1 refreshes docs/report-screenshot.png; by default the test
-    # leaves tracked files alone (the PNG's bytes differ on every render)
-    update = os.environ.get("CONLI_UPDATE_SCREENSHOT") == "1"
-    shot = ROOT / "docs" / "report-screenshot.png" if update else tmp_path / "report.png"
+    # docs/report-screenshot.png is test_report_marks' (the filters at work, 2,000 records)
+    shot = tmp_path / "report.png"
     taken = _run_chromium(browser, tmp_path / "profile", f"--screenshot={shot}",
                           "--window-size=1280,1800", "--hide-scrollbars", html_file.as_uri())
     assert taken.returncode == 0, taken.stderr[-2000:]

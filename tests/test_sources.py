@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -135,11 +136,18 @@ def test_check_takes_repeated_sources_and_batch_a_list(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "out.jsonl").read_text("utf-8"))
     assert record["source"] == chunks
     assert record["result"]["sentences"][0]["evidence"][0]["source"] == 1
-    # the report shows (and marks against) the chunks as the models read them
+    # the report shows each chunk labelled, the sentence's span marked in the one it names
     done = _conli("report", str(tmp_path / "out.jsonl"), "-o", str(tmp_path / "r.html"))
     assert done.returncode == 0, done.stderr
-    assert 'data-role="source">' + "\n\n".join(chunks) + "</div>" in \
-        (tmp_path / "r.html").read_text("utf-8")
+    page = (tmp_path / "r.html").read_text("utf-8")
+    labels = re.findall(r'<span class="chunk-label">chunk (\d)</span><div class="text '
+                        r'chunk-text">(.*?)</div>', page)
+    assert [(int(n), re.sub(r"<[^>]*>", "", text)) for n, text in labels] == list(
+        enumerate(chunks))
+    assert '<a class="chunk-label" href="#r1-e0">chunk 1</a>' in page
+    assert re.search(r'<span class="anchor" id="r1-e0"></span>(<span [^>]*></span>)*'
+                     r'<mark class="span supports" title="sentence 1 supports[^"]*">'
+                     r"The source says so</mark>", labels[1][1])
 
 
 def test_the_service_takes_a_list_of_sources_and_names_bad_ones(tmp_path: Path) -> None:

@@ -442,6 +442,10 @@ class CheckResult(BaseModel):
         "as detected (auto)")
     notes: list[Note] = Field(
         default_factory=list, description="steps that did not run on this text, and why")
+    conli_version: str | None = Field(
+        None, description="the conli that checked it (None in results written before it was "
+        "recorded), for the audit of a run without the judge")
+    commit: str | None = Field(None, description="the source commit, where conli runs from git")
 
 
 class PairError(BaseModel):

@@ -34,6 +34,7 @@ from conli.run_context import Progress, scope
 from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
+from conli.version import __version__, source_commit
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 
@@ -346,6 +347,8 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
         word_scores=state.get("word_scores", []),
         language=state.get("language", "en"),
         notes=state.get("notes", []),
+        conli_version=__version__,
+        commit=source_commit(),
     )
 
 

@@ -2,12 +2,16 @@
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, its words not in the source marked, the
-points it had to cover (``report_coverage``), the rewrite as a word diff, the judge scores
-before/after with their provenance, and each sentence for the auditor to mark (``review``);
-a summary table, an index of the records that need a look, and a legend come first. The
-page is rendered from the Jinja templates in ``report/templates`` with autoescape on, so
-every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
-allows one script, the marks' own (by its hash), and no outside request. What is read, and
+points it had to cover (``report_coverage``), the rewrite as a diff of replaced runs, the
+judge scores before/after (and the rubric's beside the grounded one's) with what made them,
+each sentence with the chunk and span of the source its verdict rests on (``sources``),
+and each sentence and record for the auditor to mark (``review``). A summary table and a
+legend come first, then a toolbar and an index that the page's own script searches,
+filters, sorts, pages and exports as CSV: the index is JSON data, and each record's section
+an inert ``<template>`` shown a page at a time, so ten thousand records open in seconds.
+The page is rendered from the Jinja templates in ``report/templates`` with autoescape on,
+so every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
+allows one script, the page's own (by its hash), and no outside request. What is read, and
 what is skipped as malformed, is ``report_input``'s part; a file with no valid record at all
 is an error, and nothing is written.
 """
@@ -15,6 +19,7 @@ is an error, and nothing is written.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -27,7 +32,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from jinja2.ext import Extension
 
 from conli.errors import InputError
-from conli.inputs import SourceMap
+from conli.inputs import SOURCE_JOINER
 from conli.report.coverage import (
     Pieces,
     Word,
@@ -46,7 +51,9 @@ from conli.report.review import (
     review_rows,
     script,
     script_hash,
+    sentences_of,
 )
+from conli.report.sources import chunks_of, evidence_of, sentence_evidence, source_chunks
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
@@ -147,6 +154,24 @@ def _scores(record: Record) -> tuple[float | None, float | None]:
     return _score(before), _score(after)
 
 
+def _rubric(judged: Any) -> Any:
+    """The rubric judge's result in ``judge_mode`` both: the grounded one's second opinion."""
+    return judged.get("second_opinion") if isinstance(judged, dict) else None
+
+
+def _score_rows(record: Record) -> list[tuple[str, str, str]]:
+    """The judge scores as shown, ``(judge, before, after)``: its mode's, then the rubric's."""
+    before, after = _judged(record)
+    if (before, after) == (None, None):
+        return []
+    mode = str((after or before or {}).get("mode") or "")
+    rows = [(mode, _status_or_score(before), _status_or_score(after))]
+    if _rubric(before) is not None or _rubric(after) is not None:
+        rows.append(("rubric, second opinion", _status_or_score(_rubric(before)),
+                     _status_or_score(_rubric(after))))
+    return rows
+
+
 def _status_or_score(judged: Any) -> str:
     """A judge result as shown: ``emptied`` or ``unverified`` by name, never as a number."""
     status = judged.get("status") if isinstance(judged, dict) else None
@@ -183,17 +208,26 @@ def highlight(response: str, sentences: list[Record], anchor: str,
 
 
 def word_diff(before: str, after: str) -> list[tuple[str, str]]:
-    """An inline word diff as ``(op, text)``: ``equal``, removed (``del``), added (``ins``)."""
+    """An inline word diff as ``(op, text)``: ``equal``, removed (``del``), added (``ins``).
+
+    Changed words next to each other, with only white space between, are one replaced run:
+    all the words removed, then all the words put in, not word by word in turn.
+    """
     a, b = re.split(r"(\s+)", before), re.split(r"(\s+)", after)
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
     out: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            out.append(("equal", "".join(a[i1:i2])))
+    removed, added = "", ""
+    for number, (op, i1, i2, j1, j2) in enumerate(opcodes):
+        between = 0 < number < len(opcodes) - 1 and not "".join(a[i1:i2]).strip()
+        if op != "equal" or between:  # a space between two changes joins them
+            removed, added = removed + "".join(a[i1:i2]), added + "".join(b[j1:j2])
             continue
-        if i2 > i1:
-            out.append(("del", "".join(a[i1:i2])))
-        if j2 > j1:
-            out.append(("ins", "".join(b[j1:j2])))
+        out += [("del", removed)] if removed else []
+        out += [("ins", added)] if added else []
+        removed, added = "", ""
+        out.append(("equal", "".join(a[i1:i2])))
+    out += [("del", removed)] if removed else []
+    out += [("ins", added)] if added else []
     return out
 
 
@@ -223,8 +257,9 @@ def record_view(record: Record, number: int) -> Record:
     response = _response_of(record)
     flagged = _flagged(result)
     words = flagged_words(result.get("word_scores"), len(response))
-    judged = _judged(record)
-    source = record.get("source")
+    chunks = chunks_of(record.get("source"))
+    evidence = evidence_of(sentences_of(result))
+    spans = sentence_evidence(evidence, chunks, anchor)
     return {
         "anchor": anchor, "name": record_name(record), "verdict": verdict,
         "id": str(record.get("id")), "mode": str(record.get("mode") or ""),
@@ -237,21 +272,14 @@ def record_view(record: Record, number: int) -> Record:
         "coverage": coverage_section(result),
         "rewrite": _rewrite(result, response),
         "additions": additions_section(result),
-        "scores": None if judged == (None, None) else tuple(map(_status_or_score, judged)),
+        "scores": _score_rows(record),
         "reasonings": [(key, _text(judge["reasoning"])) for key, judge in judge_items(result)
                        if judge.get("reasoning")],
         "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
         "provenance": provenance(result),
-        "marks": review_rows(result),
-        "source": _source_text(source),
+        "marks": [{**row, "evidence": spans.get(row["index"], [])} for row in review_rows(result)],
+        "chunks": None if chunks is None else source_chunks(chunks, evidence, anchor),
     }
-
-
-def _source_text(source: Any) -> str | None:
-    """The source as shown and marked: one text, or several joined as the models read them."""
-    if isinstance(source, list) and source and all(isinstance(s, str) for s in source):
-        return SourceMap.joined(source)[0]
-    return source if isinstance(source, str) else None
 
 
 @dataclass
@@ -266,7 +294,7 @@ class Tally:
     scores: dict[str, list[float]] = field(default_factory=lambda: {"before": [], "after": []})
     emptied: int = 0
     passed: Counter[bool] = field(default_factory=Counter)
-    needs_look: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    index: list[Record] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
 
     def add(self, record: Record | Malformed) -> None:
@@ -276,10 +304,8 @@ class Tally:
             return
         verdict = _verdict(record)
         self.verdicts[verdict] += 1
-        why = attention(record, verdict)
-        if why:  # anchored as record_view numbers the records: r1, r2, ...
-            self.needs_look.append((f"r{self.records}", record_name(record), why))
         result = record.get("result") or {}
+        self.index.append(_entry(record, verdict, self.records))
         if isinstance(result.get("passed"), bool):
             self.passed[result["passed"]] += 1
         self.flagged += sum(s.get("verdict") == "hallucinated"
@@ -297,6 +323,26 @@ class Tally:
     def records(self) -> int:
         """How many valid records (malformed values not counted)."""
         return sum(self.verdicts.values())
+
+    @property
+    def needs_look(self) -> int:
+        """How many records call for a human (``attention``)."""
+        return sum(bool(entry["look"]) for entry in self.index)
+
+
+def _entry(record: Record, verdict: str, number: int) -> Record:
+    """The record's row of the page's index, which its script searches, filters and sorts.
+
+    ``n`` numbers the records as ``record_view`` anchors them (r1, r2, ...).
+    """
+    result = record.get("result") or {}
+    support = result.get("support_score")
+    after = _judged(record)[1]
+    return {"n": number, "id": record_name(record), "verdict": verdict,
+            "passed": result.get("passed") if isinstance(result.get("passed"), bool) else None,
+            "look": attention(record, verdict),
+            "score": _score({"score": support}), "judge": _score(after),
+            "rubric": _score(_rubric(after))}
 
 
 def _mean(values: list[float]) -> str:
@@ -316,12 +362,12 @@ def _summary(tally: Tally) -> Record:
         if tally.emptied else []
     rows += [("passed / not passed", f"{tally.passed[True]} / {tally.passed[False]}")] \
         if tally.passed else []
-    rows += [("records that need a look", len(tally.needs_look))]
+    rows += [("records that need a look", tally.needs_look)]
     rows += [("points uncovered / given", f"{tally.uncovered} / {tally.points}")] \
         if tally.points else []
     return {"rows": rows, "malformed": tally.malformed[:_LISTED],
             "more": max(0, len(tally.malformed) - _LISTED), "legend": legend(),
-            "needs_look": tally.needs_look}
+            "verdicts": sorted(tally.verdicts)}
 
 
 @dataclass(frozen=True)
@@ -369,7 +415,10 @@ def write_report(results: Path, out: TextIO, *, title: str = "conli audit report
     """
     counts = counts or tally(results)
     page = _environment().get_template("page.html")
+    with results.open("rb") as handle:  # the marks a browser keeps are this file's
+        identity = f"{results.name}:{hashlib.file_digest(handle, 'sha256').hexdigest()[:16]}"
     for chunk in page.generate(title=title, file_name=results.name, summary=_summary(counts),
+                               index=counts.index, identity=identity, joiner=SOURCE_JOINER,
                                records=_views(results), script=script(),
                                script_hash=script_hash()):
         out.write(chunk)

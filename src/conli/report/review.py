@@ -3,10 +3,11 @@
 ``attention`` says why a record needs a human (failed, flagged, not passed, marked for review
 by the judge, emptied by the rewrite), so the page can open with an index of those records.
 ``review_rows`` lists each checked sentence with the verdict the auditor marks right or
-wrong; the page's script (``review.js``, allowed by its hash in the Content-Security-Policy
-and nothing else) turns the marks into a JSON Lines file that ``conli calibrate`` reads as it
-is: one example per marked sentence, ``label`` true when the auditor's answer is
-"hallucinated" (a flag marked right, or a pass marked wrong).
+wrong; the page's script (``pages.js`` and ``review.js``, allowed by its hash in the
+Content-Security-Policy and nothing else) keeps the marks in the browser's ``localStorage``
+and turns them into a JSON Lines file that ``conli calibrate`` reads as it is: one example
+per marked sentence (and per record whose verdict was approved or rejected), ``label`` true
+when the auditor's answer is "hallucinated" (a flag marked right, or a pass marked wrong).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from typing import Any
 
 Record = dict[str, Any]
 FLAGGED = ("hallucinated", "unverified")
-_SCRIPT = Path(__file__).parent / "templates" / "review.js"
+_SCRIPTS = [Path(__file__).parent / "templates" / name for name in ("pages.js", "review.js")]
 
 
 @cache
 def script() -> str:
-    """The marks' script, as the page inlines it."""
-    return _SCRIPT.read_text(encoding="utf-8")
+    """The page's one script, as it inlines it: the index's paging (``pages.js``), the marks."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in _SCRIPTS)
 
 
 def script_hash() -> str:
@@ -80,9 +81,10 @@ def review_rows(result: Record) -> list[Record]:
 
 
 def provenance(result: Record) -> list[tuple[str, str]]:
-    """What the judge's audit record says made the score: versions, backend, commit, time.
+    """What made the verdicts and score: the judge's audit record, else the check's own.
 
-    The last judge's (after the rewrite) where there were two.
+    The last judge's (after the rewrite) where there were two; without a judge, what the
+    check result carries (``check_provenance``).
     """
     for judged in reversed(judges(result)):
         audit = judged.get("audit")
@@ -99,4 +101,21 @@ def provenance(result: Record) -> list[tuple[str, str]]:
                           f"{audit.get('commit') or ''}".strip()),
                 ("judged at", str(audit.get("judged_at", "")))]
         return [(name, value) for name, value in rows if value]
-    return []
+    return check_provenance(result)
+
+
+def check_provenance(result: Record) -> list[tuple[str, str]]:
+    """What a check result says made its verdicts: backend, detectors, prompts, version."""
+    detectors = sorted({str(j["detector"]) for s in result.get("sentences") or []
+                        for j in s.get("judgements") or [] if j.get("detector")})
+    calibration = result.get("calibration") or {}
+    rows = [("backend", f"{result['backend']} ({result.get('model', '')})"
+             if result.get("backend") else ""),
+            ("detectors", ", ".join(detectors)),
+            ("templates", ", ".join(str(t) for t in result.get("templates") or [])),
+            ("calibration", f"{calibration.get('file', '')} (sha256 "
+                            f"{str(calibration.get('sha256', ''))[:12]})" if calibration else ""),
+            ("result schema", str(result.get("schema_version") or "")),
+            ("conli", f"{result.get('conli_version') or ''} "
+                      f"{result.get('commit') or ''}".strip())]
+    return [(name, value) for name, value in rows if value]

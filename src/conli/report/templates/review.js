@@ -1,66 +1,164 @@
-// The auditor's marks: each sentence's verdict marked right or wrong, downloaded as JSON Lines
-// that `conli calibrate --file` reads as it is (label true = the sentence is hallucinated).
-// Runs offline from a file; the page's CSP allows this script by its hash and nothing else.
+// The auditor's marks: each sentence's verdict marked right or wrong, each record's verdict
+// approved or rejected with a comment, under a reviewer's name. Kept in localStorage under
+// this results file's identity (restored on reload; only the choices, the texts stay in the
+// page's templates), downloaded as JSON Lines that
+// `conli calibrate --file` reads as it is (label true = the text is hallucinated); the
+// reviewer, decision and comment ride along as fields calibrate does not read.
 (function () {
   "use strict";
-  var marks = new Map();
+  var KEY = "conli-report:" + document.body.dataset.report;
+  var store = {reviewer: "", sentences: {}, records: {}};
   var saved = true;
+  var el = function (id) { return document.getElementById(id); };
+
+  try {
+    var kept = JSON.parse(localStorage.getItem(KEY) || "null");
+    if (kept && typeof kept === "object") {
+      store = {reviewer: String(kept.reviewer || ""), sentences: kept.sentences || {},
+               records: kept.records || {}};
+    }
+  } catch (e) { /* no storage (or not ours): the marks live in this page only */ }
+
+  function keep() {
+    try { localStorage.setItem(KEY, JSON.stringify(store)); } catch (e) { saved = false; }
+  }
+
+  function count() { return Object.keys(store.sentences).length + lines(true).length; }
 
   function show() {
-    document.getElementById("mark-count").textContent = String(marks.size);
-    document.getElementById("download-marks").disabled = marks.size === 0;
+    el("mark-count").textContent = String(count());
+    el("download-marks").disabled = count() === 0;
   }
 
-  function mark(button) {
+  function number(section) { return Number(section.id.slice(1)); }
+
+  // each record's section, shown or not: its inert template holds the texts a mark needs
+  function section(n) {
+    var t = el("t-r" + n);
+    return t ? t.content.querySelector("section.rec") : null;
+  }
+
+  function sourceOf(rec) {
+    var joiner = el("records").dataset.joiner;
+    return Array.from(rec.querySelectorAll(".chunk-text"), function (c) {
+      return c.textContent;
+    }).join(joiner);
+  }
+
+  function mark(button) {  // only the choice is kept: the texts stay in the page
     var row = button.closest("li.review");
-    var section = row.closest("section.rec");
-    var source = section.querySelector("[data-role=source]");
-    var key = section.id + "/" + row.dataset.index;
+    var key = number(row.closest("section.rec")) + "/" + row.dataset.index;
     var choice = button.dataset.mark;
-    if (row.dataset.marked === choice) {
-      marks.delete(key);
+    if (store.sentences[key] === choice) {
+      delete store.sentences[key];
       row.dataset.marked = "";
     } else {
-      var flagged = row.dataset.flagged === "true";
-      marks.set(key, {
-        id: section.dataset.id + "#" + row.dataset.index,
-        source: source.textContent,
-        response: row.querySelector(".sent").textContent,
-        label: flagged === (choice === "right"),
-        verdict: row.dataset.verdict,
-        mark: choice
-      });
+      store.sentences[key] = choice;
       row.dataset.marked = choice;
     }
-    saved = false;
-    show();
   }
 
-  function download() {
-    var lines = Array.from(marks.values()).map(function (m) { return JSON.stringify(m); });
-    var blob = new Blob([lines.join("\n") + "\n"], {type: "application/x-ndjson"});
+  function record(rec) {
+    var n = number(rec);
+    store.records[n] = store.records[n] || {decision: "", comment: ""};
+    return store.records[n];
+  }
+
+  function decide(button) {
+    var entry = record(button.closest("section.rec"));
+    entry.decision = entry.decision === button.dataset.decide ? "" : button.dataset.decide;
+    button.closest(".decision").dataset.decided = entry.decision;
+  }
+
+  function example(rec, response, label, verdict, mark) {
+    var d = window.conliDecision(number(rec));
+    return {id: rec.dataset.id, source: sourceOf(rec), response: response, label: label,
+            verdict: verdict, mark: mark, reviewer: store.reviewer, decision: d.decision,
+            comment: d.comment};
+  }
+
+  // a marked sentence is an example; so is a decided record's verdict where a label follows
+  function lines(onlyRecords) {
+    var out = [];
+    Object.keys(onlyRecords ? {} : store.sentences).forEach(function (key) {
+      var parts = key.split("/"), rec = section(parts[0]);
+      var row = rec && rec.querySelector("li.review[data-index='" + parts[1] + "']");
+      if (row) {
+        var m = example(rec, row.querySelector(".sent").textContent,
+                        (row.dataset.flagged === "true") === (store.sentences[key] === "right"),
+                        row.dataset.verdict, store.sentences[key]);
+        m.id += "#" + parts[1];
+        out.push(m);
+      }
+    });
+    Object.keys(store.records).forEach(function (n) {
+      var r = store.records[n], rec = section(n);
+      var box = rec && rec.querySelector(".decision[data-labelled=true]");
+      if (r.decision && box) {
+        var verdict = box.querySelector("b").textContent;
+        out.push(example(rec, rec.querySelector(".response").textContent,
+                         (verdict === "hallucinated") === (r.decision === "approve"), verdict,
+                         r.decision === "approve" ? "right" : "wrong"));
+      }
+    });
+    return out;
+  }
+
+  window.conliSave = function (text, type, name) {
     var link = document.createElement("a");
-    link.href = URL.createObjectURL(blob);
-    link.download = "conli-marks.jsonl";
+    link.href = URL.createObjectURL(new Blob([text], {type: type}));
+    link.download = name;
     document.body.appendChild(link);
     link.click();
     link.remove();
-    saved = true;
+  };
+
+  window.conliDecision = function (n) {
+    var r = store.records[n] || {};
+    return {decision: r.decision || "", comment: r.comment || "", reviewer: store.reviewer};
+  };
+
+  function restore() {  // a page of records was shown: put back their marks
+    el("records").querySelectorAll("section.rec").forEach(function (rec) {
+      var n = number(rec);
+      rec.querySelectorAll("li.review").forEach(function (row) {
+        row.dataset.marked = store.sentences[n + "/" + row.dataset.index] || "";
+      });
+      var r = store.records[n] || {};
+      rec.querySelector(".decision").dataset.decided = r.decision || "";
+      rec.querySelector(".decision .comment").value = r.comment || "";
+    });
   }
 
+  document.addEventListener("conli:rendered", restore);
   document.addEventListener("click", function (event) {
-    var button = event.target.closest("button[data-mark]");
+    var button = event.target.closest("button[data-mark], button[data-decide]");
     if (button) {
-      mark(button);
+      if (button.dataset.mark) { mark(button); } else { decide(button); }
+      keep();
+      show();
+      window.conliRefreshIndex();
     } else if (event.target.id === "download-marks") {
-      download();
+      var text = lines(false).map(function (m) { return JSON.stringify(m); }).join("\n");
+      window.conliSave(text + "\n", "application/x-ndjson", "conli-marks.jsonl");
     }
   });
+  document.addEventListener("input", function (event) {
+    if (event.target.id === "reviewer") {
+      store.reviewer = event.target.value;
+    } else if (event.target.classList.contains("comment")) {
+      record(event.target.closest("section.rec")).comment = event.target.value;
+    } else {
+      return;
+    }
+    keep();
+  });
   window.addEventListener("beforeunload", function (event) {
-    if (!saved && marks.size > 0) {
+    if (!saved && count() > 0) {  // only when the browser would not keep them
       event.preventDefault();
       event.returnValue = "";
     }
   });
+  el("reviewer").value = store.reviewer;
   show();
 })();
