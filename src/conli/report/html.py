@@ -44,6 +44,7 @@ from conli.report.coverage import (
 )
 from conli.report.records import Malformed, Record, iter_results, record_name
 from conli.report.review import (
+    addressed_notes,
     attention,
     judge_items,
     judges,
@@ -276,6 +277,8 @@ def record_view(record: Record, number: int) -> Record:
         "reasonings": [(key, _text(judge["reasoning"])) for key, judge in judge_items(result)
                        if judge.get("reasoning")],
         "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
+        "addressed": [{"chunk": n["source"], "text": _text(n.get("text"))}
+                      for n in addressed_notes(result)],
         "provenance": provenance(result),
         "marks": [{**row, "evidence": spans.get(row["index"], [])} for row in review_rows(result)],
         "chunks": None if chunks is None else source_chunks(chunks, evidence, anchor),

@@ -69,7 +69,15 @@ def attention(record: Record, verdict: str) -> list[str]:
         why += [f"review: {reason}" for reason in judged.get("review") or []]
         if judged.get("status") == "emptied":
             why.append("emptied by the rewrite")
+    why += [f"source chunk {n['source']} speaks to the checker" for n in addressed_notes(result)]
     return list(dict.fromkeys(why))
+
+
+def addressed_notes(result: Record) -> list[Record]:
+    """The result's notes naming a source (chunk) that holds text addressed to the checker."""
+    notes = result.get("notes")
+    return [n for n in notes if isinstance(n, dict) and n.get("kind") == "addressed"
+            and isinstance(n.get("source"), int)] if isinstance(notes, list) else []
 
 
 def review_rows(result: Record) -> list[Record]:
