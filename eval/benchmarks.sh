@@ -146,3 +146,15 @@ python eval/injection.py --controls --out eval/results/injection
 # the judge cases alone, with the controls' judge scores (recorded since b5d4540)
 grep '"id": *"judge-' eval/injection/cases.jsonl > judge-cases.jsonl
 python eval/injection.py --controls --cases judge-cases.jsonl --out eval/results/injection-judge
+# issue 51: the injection table with controls (36 cases, several sources), per detector and
+# judge mode; then the shipped defences' accuracy from stored runs and data (no model call)
+python eval/injection.py --controls --out eval/results/injection-round7
+CONLI_DETECTORS='["cot"]' python eval/injection.py --controls --out eval/results/injection-round7-cot
+CONLI_JUDGE_MODE=rubric python eval/injection.py --controls --judge-only \
+  --out eval/results/injection-round7-rubric
+CONLI_DETECTORS='["cot"]' CONLI_JUDGE_MODE=rubric python eval/injection.py --controls \
+  --judge-only --out eval/results/injection-round7-cot-rubric
+python eval/evidence_rule.py --predictions eval/results/detect-fused-v3/predictions.jsonl \
+  --cot-run eval/results/detect-cot-v3/predictions.jsonl --features eval/features/dev.jsonl \
+  --data-dir ../shared/data --out eval/results/unstated-rule
+python eval/addressing_dev.py --out eval/results/addressing-dev
