@@ -55,9 +55,10 @@ def format_text(result: CheckResult) -> str:
     for label, judged in (("raw", result.judge_raw), ("refined", result.judge_refined)):
         if judged is not None:
             score = (f"{judged.score:.1f}" if judged.score is not None
+                     else "emptied" if judged.status == "emptied"
                      else f"unverified ({judged.error})")
-            lines += ["", f"judge score, {label}: {printable(score)}",
-                      f"  {printable(judged.reasoning)}"]
+            lines += ["", f"judge score, {label}: {printable(score)}"]
+            lines += [f"  {printable(judged.reasoning)}"] if judged.reasoning else []
             lines += [f'  - "{printable(e.sentence)}": {printable(e.problem)}'
                       for e in judged.errors if judged.mode == "grounded"]
             lines += [f"  note: {printable(judged.note)}"] if judged.note else []
