@@ -55,8 +55,10 @@ def run_judge(args: argparse.Namespace) -> int:
     settings = session_settings(args)
     if args.output:
         ensure_writable(args.output)
-    source = read_sources(args.source)
-    checked = [check_input(source, read_input(path, "response"), question=args.question,
+    source = read_sources(args.source, max_chars=settings.max_source_chars)
+    checked = [check_input(source, read_input(path, "response",
+                                              max_chars=settings.max_response_chars),
+                           question=args.question,
                            max_source_chars=settings.max_source_chars,
                            max_response_chars=settings.max_response_chars)
                for path in args.response]
