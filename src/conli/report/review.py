@@ -17,8 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from conli.models import FLAGGED
+
 Record = dict[str, Any]
-FLAGGED = ("hallucinated", "unverified")
 _SCRIPT = Path(__file__).parent / "templates" / "review.js"
 
 
