@@ -24,7 +24,7 @@ _CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # The setting that raises each text's limit, named in the refusal (points have a fixed one).
 LIMIT_SETTINGS = {"source": "CONLI_MAX_SOURCE_CHARS", "question": "CONLI_MAX_SOURCE_CHARS",
-                  "response": "CONLI_MAX_RESPONSE_CHARS"}
+                  "sources": "CONLI_MAX_SOURCE_CHARS", "response": "CONLI_MAX_RESPONSE_CHARS"}
 MAX_SOURCES = 1_000  # chunks in one check; their joined length has the source's limit
 # What a check reads a response against: one text, or several (a RAG app's chunks).
 Source = str | Sequence[str]
@@ -112,7 +112,7 @@ def too_large(name: str, max_chars: int, *, count: int | None = None) -> InputTo
 
     ``count`` is its length if it was read whole; None if reading stopped at the limit.
     """
-    setting = LIMIT_SETTINGS.get(name)
+    setting = LIMIT_SETTINGS.get(re.split(r"[\[ ]", name)[0])  # sources[3], source 'a.txt'
     hint = f"; raise {setting} if you mean it" if setting else ""
     size = f"{count:,}" if count is not None else f"more than {max_chars:,}"
     cut = "" if count is not None else " (it was not read further)"
