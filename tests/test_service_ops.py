@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,35 @@ def test_readyz_is_503_with_the_reason_while_the_backend_cannot_be_reached() -> 
 def test_readyz_probes_the_backend_once_before_any_check() -> None:
     with serving(Settings(service_api_keys=[KEY])) as base:
         assert httpx.get(f"{base}/readyz").status_code == 200
+
+
+def test_readyz_answers_at_once_while_the_backend_hangs_and_probes_it_once() -> None:
+    """A hanging backend: each /readyz answers within a 1 s client timeout, with the reason,
+    and one probe runs however many ask (issue 52.5: each waited 10 s and left a thread)."""
+    release = threading.Event()
+
+    def hang(messages: list[Message]) -> str:
+        release.wait(60)
+        return "OK"
+
+    model = ScriptedBackend(responder=hang, judges_batches=True)
+    with serving(Settings(service_api_keys=[KEY]), backend=model) as base:
+        try:
+            for _ in range(5):
+                answer = httpx.get(f"{base}/readyz", timeout=1.0)
+                _is_problem(answer, 503)
+                assert "not been reached" in answer.json()["detail"]
+            assert len(model.calls) == 1  # one probe, still hanging; no thread per request
+            assert sum(t.name == "conli-readyz-probe" for t in threading.enumerate()) == 1
+        finally:
+            release.set()
+        for _ in range(50):  # the probe answered: ready, from the state it left
+            if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("/readyz never became ready once the backend answered")
+        assert len(model.calls) == 1
 
 
 def _free_port() -> int:

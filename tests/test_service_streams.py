@@ -163,3 +163,24 @@ def test_a_steady_stream_outlasting_the_idle_allowance_is_not_cut() -> None:
 
         lines = _run(steady)
     assert [line["event"] for line in lines] == ["sentence", "done"], lines
+
+
+def test_a_stream_of_whitespace_alone_sends_nothing_and_is_cut_by_the_rate() -> None:
+    """Spaces at 100 characters a second would pass a rate of 40 if they counted (issue 52.5)."""
+    settings = _settings(service_max_streams=1, service_stream_idle_seconds=1.0,
+                         service_stream_min_rate=40.0, service_timeout_seconds=60)
+    with serving(settings) as base:
+
+        async def spaces() -> list[dict[str, Any]]:
+            client = await RawStream.open(base)
+            await client.send({"source": HTTP_SOURCE})
+            sender = asyncio.create_task(_send_every(client, 0.05, " " * 5, times=400))
+            assert await client.head() == 200
+            lines = await client.rest()
+            sender.cancel()
+            return lines
+
+        lines = _run(spaces)
+        assert [line["event"] for line in lines] == ["error"], lines
+        assert "CONLI_SERVICE_STREAM_MIN_RATE" in lines[0]["detail"]
+        assert "sent 0 characters of the reply" in lines[0]["detail"]

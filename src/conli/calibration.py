@@ -118,20 +118,26 @@ class Scored:
     rows: ExampleRows | None = None  # the fused features of its sentences, if recorded
 
 
-def refuse_unusable(labels: Sequence[bool], folds: int) -> None:
-    """``InputError`` (nothing is fitted or written) when the labels cannot calibrate."""
+def refuse_unusable(labels: Sequence[bool], folds: int, *, left_out: int = 0) -> None:
+    """``InputError`` (nothing is fitted or written) when the labels cannot calibrate.
+
+    ``left_out``: examples of the file that could not be checked and are not in ``labels``.
+    """
     positives = sum(labels)
     negatives = len(labels) - positives
+    has = (f"the file has, leaving out the {left_out} that could not be checked," if left_out
+           else "the file has")
     if len(labels) < MIN_EXAMPLES:
-        raise InputError(f"calibration needs at least {MIN_EXAMPLES} labelled examples; the "
-                         f"file has {len(labels)}")
+        raise InputError(f"calibration needs at least {MIN_EXAMPLES} labelled examples; "
+                         f"{has} {len(labels)}")
     if not positives or not negatives:
         only = "hallucinated" if positives else "faithful"
-        raise InputError(f"every example is labelled {only}: calibration needs both labels")
+        raise InputError(f"every example is labelled {only}: calibration needs both labels"
+                         + (f" ({left_out} could not be checked)" if left_out else ""))
     if min(positives, negatives) < max(MIN_PER_LABEL, folds):
         raise InputError(
             f"calibration needs at least {max(MIN_PER_LABEL, folds)} examples of each label "
-            f"for {folds}-fold cross-validation; the file has {positives} hallucinated and "
+            f"for {folds}-fold cross-validation; {has} {positives} hallucinated and "
             f"{negatives} faithful")
 
 

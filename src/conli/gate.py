@@ -107,10 +107,26 @@ def gate_line(result: CheckResult, fail_on: FailOn) -> str:
     """The one stderr line of a result that failed ``--fail-on``: the test, then why."""
     why = f"verdict {result.verdict}"
     if result.threshold is not None:
-        score = "none" if result.support_score is None else \
-            f"{result.support_score:g} by {result.score_method}"
-        why += f", support score {score}, threshold {result.threshold:g} not passed"
+        why += f", {_against_threshold(result, result.threshold)}"
     return f"--fail-on {fail_on} failed: {FAIL_ON_TESTS[fail_on]}; here: {why}"
+
+
+def _against_threshold(result: CheckResult, threshold: float) -> str:
+    """How the support score stood against ``threshold``, in words that cannot contradict.
+
+    A score the verdict stands in for (1 or 0) does not rank, so no threshold passes it,
+    even where the figure is above it; a score at or above it fails only by the verdict.
+    """
+    score, bar = result.support_score, f"threshold {threshold:g}"
+    if score is None:
+        return f"no support score to hold to {bar}: not passed"
+    if ranking_score(score, result.score_method) is None:
+        return (f"support score {score:g} is the verdict standing in (score_method verdict), "
+                f"not a score that ranks, so {bar} cannot be passed")
+    if score < threshold:
+        return f"support score {score:g} by {result.score_method}, {bar} not passed"
+    return (f"support score {score:g} by {result.score_method} meets {bar}, but a "
+            f"{result.verdict} result never passes")
 
 
 def record_outcome(result: Mapping[str, Any], threshold: float | None) -> Outcome | None:

@@ -24,35 +24,100 @@ _CONTROL = re.compile(r"[\x01-\x08\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # The setting that raises each text's limit, named in the refusal (points have a fixed one).
 LIMIT_SETTINGS = {"source": "CONLI_MAX_SOURCE_CHARS", "question": "CONLI_MAX_SOURCE_CHARS",
-                  "response": "CONLI_MAX_RESPONSE_CHARS"}
+                  "sources": "CONLI_MAX_SOURCE_CHARS", "response": "CONLI_MAX_RESPONSE_CHARS"}
 MAX_SOURCES = 1_000  # chunks in one check; their joined length has the source's limit
 # What a check reads a response against: one text, or several (a RAG app's chunks).
 Source = str | Sequence[str]
 
 
+READ_CHUNK = 1 << 16  # bytes read at a time from a file or stdin
+_BOM = b"\xef\xbb\xbf"
+
+
+def _binary(name: str) -> EncodingError:
+    return EncodingError(f"{name} looks binary (it contains NUL bytes); give UTF-8 text")
+
+
+def _not_utf8(name: str, at: int, byte: bytes) -> EncodingError:
+    return EncodingError(f"{name} is not valid UTF-8 (byte {at}: {byte!r}); convert it, "
+                         "e.g. iconv -f latin1 -t utf-8")
+
+
 def decode_text(data: bytes, *, name: str) -> str:
     """Strict UTF-8 (a BOM is allowed); NUL bytes mean binary, which we refuse."""
     if b"\x00" in data:
-        raise EncodingError(f"{name} looks binary (it contains NUL bytes); give UTF-8 text")
+        raise _binary(name)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise EncodingError(
-            f"{name} is not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
-            "convert it, e.g. iconv -f latin1 -t utf-8"
-        ) from exc
+        raise _not_utf8(name, exc.start, data[exc.start : exc.start + 1]) from exc
 
 
-def read_input(path: str, name: str) -> str:
-    """Read a file (``-`` is stdin) as strict UTF-8, for a command-line front door."""
+def read_input(path: str, name: str, *, max_chars: int) -> str:
+    """Read a file (``-`` is stdin) as strict UTF-8, for a command-line front door.
+
+    Read in chunks and never past ``max_chars`` characters and one more: a longer file,
+    an endless pipe (``yes |``) or ``/dev/zero`` is refused at once, never read whole.
+    """
+    text = read_capped(path, name, max_chars)
+    if len(text) > max_chars:
+        raise too_large(name, max_chars)
+    return text
+
+
+def read_capped(path: str, name: str, max_chars: int) -> str:
+    """The file's text, stopped once it holds more than ``max_chars`` characters.
+
+    NUL bytes and invalid UTF-8 are refused as ``decode_text`` refuses them, the byte
+    counted from the file's start.
+    """
+    import codecs
     import sys
-    from pathlib import Path
 
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    parts: list[str] = []
+    count = offset = 0
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        handle = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         raise InputError(f"cannot read {name} file {path!r}: {exc.strerror}") from exc
-    return decode_text(data, name=name)
+    try:
+        while count <= max_chars:
+            chunk = handle.read(READ_CHUNK)
+            if offset == 0 and chunk.startswith(_BOM):
+                chunk, offset = chunk[len(_BOM):], len(_BOM)
+            if b"\x00" in chunk:
+                raise _binary(name)
+            pending = decoder.getstate()[0]
+            try:
+                text = decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                at = offset - len(pending) + exc.start
+                raise _not_utf8(name, at, (pending + chunk)[exc.start:exc.start + 1]) from exc
+            parts.append(text)
+            count += len(text)
+            offset += len(chunk)
+            if not chunk:
+                break
+    except OSError as exc:
+        raise InputError(f"cannot read {name} file {path!r}: {exc.strerror}") from exc
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+    return "".join(parts)
+
+
+def too_large(name: str, max_chars: int, *, count: int | None = None) -> InputTooLargeError:
+    """The refusal of ``name`` past ``max_chars``, naming the setting that raises it.
+
+    ``count`` is its length if it was read whole; None if reading stopped at the limit.
+    """
+    setting = LIMIT_SETTINGS.get(re.split(r"[\[ ]", name)[0])  # sources[3], source 'a.txt'
+    hint = f"; raise {setting} if you mean it" if setting else ""
+    size = f"{count:,}" if count is not None else f"more than {max_chars:,}"
+    cut = "" if count is not None else " (it was not read further)"
+    return InputTooLargeError(f"{name} has {size} characters, over the limit of "
+                              f"{max_chars:,}{cut}{hint}")
 
 
 def validate_text(text: object, *, name: str, max_chars: int) -> str:
@@ -81,22 +146,33 @@ def validate_text(text: object, *, name: str, max_chars: int) -> str:
     if not text.strip():
         raise EmptyInputError(f"{name} is empty")
     if len(text) > max_chars:
-        setting = LIMIT_SETTINGS.get(name)
-        hint = f"; raise {setting} if you mean it" if setting else ""
-        raise InputTooLargeError(
-            f"{name} has {len(text):,} characters, over the limit of {max_chars:,}{hint}"
-        )
+        raise too_large(name, max_chars, count=len(text))
     return text
 
 
 SOURCE_JOINER = "\n\n"
 
 
-def read_sources(paths: Sequence[str]) -> str | list[str]:
-    """Read one source file as its text, several as a list (``--source`` repeated)."""
-    texts = [read_input(path, "source" if len(paths) == 1 else f"source {path!r}")
-             for path in paths]
-    return texts[0] if len(texts) == 1 else texts
+def read_sources(paths: Sequence[str], *, max_chars: int) -> str | list[str]:
+    """Read one source file as its text, several as a list (``--source`` repeated).
+
+    Several are read within their joined limit: reading stops once the files read so far
+    hold more than ``max_chars`` characters joined, as ``validate_sources`` would refuse.
+    """
+    if len(paths) == 1:
+        return read_input(paths[0], "source", max_chars=max_chars)
+    texts: list[str] = []
+    left = max_chars
+    for path in paths:
+        text = read_capped(path, f"source {path!r}", max(left, 0))
+        if len(text) > left:
+            raise InputTooLargeError(
+                f"sources have more than {max_chars:,} characters joined, over the limit of "
+                f"{max_chars:,} (reading stopped in {path!r}); raise "
+                f"{LIMIT_SETTINGS['source']} if you mean it")
+        texts.append(text)
+        left -= len(text) + len(SOURCE_JOINER)
+    return texts
 
 
 @dataclass(frozen=True)
@@ -197,6 +273,7 @@ Points = dict[str, list[str]]
 DEFAULT_PERSPECTIVE = "points"
 MAX_POINTS = 200
 MAX_POINT_CHARS = 2_000
+MAX_POINTS_FILE_CHARS = 2 * MAX_POINTS * MAX_POINT_CHARS  # a points file read past this is refused
 
 
 def parse_points(data: object, *, name: str = "points") -> Points:

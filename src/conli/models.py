@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field, model_validator
 from conli.config import Language
 
 Verdict = Literal["supported", "hallucinated", "unverified"]
+# The verdicts an auditor sees flagged (the report's marks, and the calibration files they write)
+FLAGGED: tuple[str, ...] = ("hallucinated", "unverified")
 CoverageVerdict = Literal["covered", "uncovered", "unverified"]
 NLILabel = Literal["entailment", "contradiction", "neutral"]
 # How a sentence's ``score`` was made, from most to least informative: a detector's own

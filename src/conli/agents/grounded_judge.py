@@ -120,6 +120,30 @@ def configured_scale(settings: Settings) -> Scale:
     return load_scale(settings.judge_scale or SCALE_ARTIFACT)
 
 
+def nothing_checked(sentences: Sequence[SentenceResult]) -> str | None:
+    """Why no judge may score the text: every sentence to check is ``unverified``; else None.
+
+    A score, rubric or grounded, rests on checked sentences or is not given (never fail
+    open); a text with nothing to check (headings only) is not this case.
+    """
+    checked = [s for s in sentences if s.checked]
+    if not checked or any(s.verdict != "unverified" for s in checked):
+        return None
+    why = next((r for s in checked for r in s.reasons), "no detector judged it")
+    return ("no sentence of the text could be checked against the source, so there is no "
+            f"verdict to score from: {why}")
+
+
+def unchecked_note(sentences: Sequence[SentenceResult]) -> str | None:
+    """The note a score carries when some, not all, of its sentences could not be checked."""
+    checked = [s for s in sentences if s.checked]
+    unchecked = [s for s in checked if s.verdict == "unverified"]
+    if not unchecked or len(unchecked) == len(checked):
+        return None
+    return (f"{len(unchecked)} of {len(checked)} sentences could not be checked against the "
+            "source (unverified): the score rests on the others")
+
+
 def evidence(sentences: Sequence[SentenceResult]) -> tuple[float, list[JudgeFinding]]:
     """How much of the text is wrong, 0-1 (the mean per checked sentence), and the findings.
 
@@ -173,13 +197,10 @@ def grounded_judge(
 ) -> tuple[JudgeResult, list[CallRecord]]:
     """Score ``text`` from its checked ``sentences``; the model writes only the reasoning."""
     scale = configured_scale(settings)
-    checked = [s for s in sentences if s.checked]
-    if checked and all(s.verdict == "unverified" for s in checked):
-        why = next((r for s in checked for r in s.reasons), "no detector judged it")
-        return JudgeResult(  # nothing was checked: a score would rest on no verdict at all
-            status="unverified", mode="grounded", error="no sentence of the text could be "
-            f"checked against the source, so there is no verdict to score from: {why}",
-            template=f"{TEMPLATE}+{scale.version}"), []
+    why = nothing_checked(sentences)
+    if why:  # a score would rest on no verdict at all
+        return JudgeResult(status="unverified", mode="grounded", error=why,
+                           template=f"{TEMPLATE}+{scale.version}"), []
     score, share, findings = grounded_score(sentences, scale)
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",

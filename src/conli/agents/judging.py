@@ -11,7 +11,9 @@
   (``second_opinion``); a difference of ``REVIEW_GAP`` or more, or a rubric score the
   bound had to lower, marks the text for human review.
 
-A text the rewrite emptied is ``emptied``, never a 5. Every result carries a
+A text the rewrite emptied is ``emptied``, never a 5; one none of whose sentences could
+be checked is ``unverified`` in every mode (no judge is asked), and one with some sentences
+unverified says so in its note (and, in ``both``, in ``review``). Every result carries a
 ``JudgeAudit``: who scored it, with what, when, and per sentence its verdict, severity and
 the source span that supports or contradicts it ("no_span_found" where none was).
 """
@@ -24,7 +26,13 @@ from datetime import UTC, datetime
 
 from conli.agents import judge as rubric_judge
 from conli.agents.grounded_judge import TEMPLATE as GROUNDED_TEMPLATE
-from conli.agents.grounded_judge import configured_scale, finding, grounded_judge
+from conli.agents.grounded_judge import (
+    configured_scale,
+    finding,
+    grounded_judge,
+    nothing_checked,
+    unchecked_note,
+)
 from conli.agents.judge import sentence_span
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
@@ -55,13 +63,18 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     mode = settings.judge_mode
     if not text.strip():
         return _audited(emptied(settings), text, sentences, provenance), []
+    why = nothing_checked(sentences)
+    if why:
+        return _audited(unscored(settings, why), text, sentences, provenance), []
     if mode == "rubric":
         result, calls = rubric(backend, source, text, sentences, settings)
     else:
         result, calls = grounded_judge(backend, text, sentences, settings)
+        result = _noted(result, unchecked_note(sentences))
         if mode == "both":
             second, more = rubric(backend, source, text, sentences, settings)
-            result, calls = with_second_opinion(result, second), calls + more
+            result = with_second_opinion(result, second, unchecked_note(sentences))
+            calls = calls + more
     return _audited(result, text, sentences, provenance), calls
 
 
@@ -75,13 +88,35 @@ def emptied(settings: Settings) -> JudgeResult:
                        template=f"{GROUNDED_TEMPLATE}+{scale.version}")
 
 
+def unscored(settings: Settings, why: str) -> JudgeResult:
+    """The result for a text detection could not check at all: no score in any mode.
+
+    No judge is asked: the rubric's 5 would rest on nothing checked. In ``both`` the
+    reason is in ``review`` too, where a reader of the two judges looks.
+    """
+    if settings.judge_mode == "rubric":
+        return JudgeResult(status="unverified", mode="rubric", error=why,
+                           template=rubric_judge.template_name(settings))
+    review = [f"no judge scored the text: {why}"] if settings.judge_mode == "both" else []
+    scale = configured_scale(settings)
+    return JudgeResult(status="unverified", mode="grounded", error=why, review=review,
+                       template=f"{GROUNDED_TEMPLATE}+{scale.version}")
+
+
+def _noted(result: JudgeResult, note: str | None) -> JudgeResult:
+    """``result`` with ``note`` added to its own, if it has a score the note qualifies."""
+    if note is None or result.score is None:
+        return result
+    return result.model_copy(update={"note": "; ".join(n for n in (result.note, note) if n)})
+
+
 def rubric(backend: Backend, source: str, text: str, sentences: Sequence[SentenceResult],
            settings: Settings) -> tuple[JudgeResult, list[CallRecord]]:
     """The rubric judge, its errors on verified sentences set aside, bounded by detection."""
     result, calls = rubric_judge.judge(backend, source, text, settings)
     verified = [s.text for s in sentences if s.checked and s.verdict == "supported"]
     result = rubric_judge.set_aside_verified(result, text, verified)
-    return bounded(result, sentences), calls
+    return _noted(bounded(result, sentences), unchecked_note(sentences)), calls
 
 
 def bounded(result: JudgeResult, sentences: Sequence[SentenceResult]) -> JudgeResult:
@@ -102,9 +137,17 @@ def bounded(result: JudgeResult, sentences: Sequence[SentenceResult]) -> JudgeRe
                                      "note": notes})
 
 
-def with_second_opinion(grounded: JudgeResult, second: JudgeResult) -> JudgeResult:
-    """The grounded result with the rubric judge's beside it, and why a human should look."""
+def with_second_opinion(grounded: JudgeResult, second: JudgeResult,
+                        unchecked: str | None = None) -> JudgeResult:
+    """The grounded result with the rubric judge's beside it, and why a human should look.
+
+    ``unchecked``: the note saying some sentences could not be checked, a reason too.
+    """
     review = list(grounded.review)
+    if grounded.status == "unverified":
+        review.append(f"the grounded judge could not score the text: {grounded.error}")
+    if unchecked:
+        review.append(unchecked)
     if grounded.score is not None and second.score is not None:
         gap = abs(grounded.score - second.score)
         if gap >= REVIEW_GAP:

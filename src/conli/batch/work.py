@@ -63,10 +63,14 @@ def make_worker(
     checker = Checker(plan, backend=counted)
 
     def check(record: Record) -> Any:
-        missing = [repr(name) for name in ("source", "response") if record.get(name) is None]
+        missing = [repr(name) for name in ("source", "response") if name not in record]
         if missing:
             raise InputError(f"the record has no {' and no '.join(missing)} field; each line "
                              "needs id, source and response")
+        null = [repr(name) for name in ("source", "response") if record[name] is None]
+        if null:
+            verb = "is" if len(null) == 1 else "are"
+            raise InputError(f"the record's {' and '.join(null)} {verb} null; give the text")
         checked = check_input(
             record["source"], record["response"], question=record.get("question"),
             points=record.get("points"), max_source_chars=run_settings.max_source_chars,

@@ -24,8 +24,9 @@ from conli.calibration import (
     fit_calibration,
     refuse_unusable,
 )
-from conli.errors import ConfigError
-from conli.evaluation.detection import run_detection
+from conli.cli.display import printable
+from conli.errors import ConfigError, InputError
+from conli.evaluation.detection import Outcome, run_detection
 from conli.evaluation.loaders import FORMATS, load_file
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import add_session_flags, session_settings
@@ -33,6 +34,8 @@ from conli.gate import ranking_score
 from conli.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
+
+_NAMED = 10  # examples named on stderr when detection could not check them
 
 
 def add_parser(subparsers: Any) -> None:
@@ -83,6 +86,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         outcomes = run_detection(checker, examples, progress=args.progress)
     finally:
         checker.close()
+    outcomes = _checked(outcomes, args.folds)
     by_id = {e.id: e for e in examples}
     # a verdict standing in as 1 or 0 is no score to fit a cut on (fit_calibration refuses)
     scored = [Scored(o.gold, o.predicted,
@@ -117,3 +121,26 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "examples (cross-validated); keep the shipped decision, or calibrate again with "
             "more examples\n")
     return 0
+
+
+def _checked(outcomes: list[Outcome], folds: int) -> list[Outcome]:
+    """The outcomes detection could check; those it refused are named on stderr and left out.
+
+    An example refused as input (too long, a lone surrogate) says nothing of the detectors:
+    fitting on it would count a wrong answer the checker never gave. None checked is
+    refused with the first one's reason.
+    """
+    refused = [o for o in outcomes if o.error]
+    if not refused:
+        return outcomes
+    kept = [o for o in outcomes if not o.error]
+    if not kept:
+        raise InputError(f"none of the {len(outcomes)} examples could be checked, so there is "
+                         f"nothing to calibrate on; {refused[0].example_id}: {refused[0].error}")
+    named = "; ".join(f"{printable(o.example_id)}: {printable(o.error or '')}"
+                      for o in refused[:_NAMED])
+    more = f"; and {len(refused) - _NAMED} more" if len(refused) > _NAMED else ""
+    sys.stderr.write(f"could not check {len(refused)} of {len(outcomes)} examples, left out "
+                     f"of the fit: {named}{more}\n")
+    refuse_unusable([o.gold for o in kept], folds, left_out=len(refused))
+    return kept

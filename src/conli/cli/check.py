@@ -26,7 +26,13 @@ from conli.frontdoor import (
     session_settings,
 )
 from conli.gate import fails, gate_line
-from conli.inputs import check_input, read_input, read_points, read_sources
+from conli.inputs import (
+    MAX_POINTS_FILE_CHARS,
+    check_input,
+    read_input,
+    read_points,
+    read_sources,
+)
 from conli.models import CheckResult
 from conli.pipeline import Checker
 
@@ -55,9 +61,10 @@ def format_text(result: CheckResult) -> str:
     for label, judged in (("raw", result.judge_raw), ("refined", result.judge_refined)):
         if judged is not None:
             score = (f"{judged.score:.1f}" if judged.score is not None
+                     else "emptied" if judged.status == "emptied"
                      else f"unverified ({judged.error})")
-            lines += ["", f"judge score, {label}: {printable(score)}",
-                      f"  {printable(judged.reasoning)}"]
+            lines += ["", f"judge score, {label}: {printable(score)}"]
+            lines += [f"  {printable(judged.reasoning)}"] if judged.reasoning else []
             lines += [f'  - "{printable(e.sentence)}": {printable(e.problem)}'
                       for e in judged.errors if judged.mode == "grounded"]
             lines += [f"  note: {printable(judged.note)}"] if judged.note else []
@@ -132,10 +139,11 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output:
         ensure_writable(args.output)
     checked = check_input(
-        read_sources(args.source),
-        read_input(args.response, "response"),
+        read_sources(args.source, max_chars=settings.max_source_chars),
+        read_input(args.response, "response", max_chars=settings.max_response_chars),
         question=args.question,
-        points=None if args.points is None else read_points(read_input(args.points, "points")),
+        points=None if args.points is None else read_points(
+            read_input(args.points, "points", max_chars=MAX_POINTS_FILE_CHARS)),
         max_source_chars=settings.max_source_chars,
         max_response_chars=settings.max_response_chars,
     )

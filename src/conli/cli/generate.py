@@ -52,7 +52,7 @@ def run_generate(args: argparse.Namespace) -> int:
     """Stream accepted sentences to stdout (text), or print the result at the end (JSON)."""
     _refuse_check_flags(args)
     settings = settings_from({"llm": args.llm})
-    source = read_input(args.source, "source")
+    source = read_input(args.source, "source", max_chars=settings.max_source_chars)
 
     def show(sentence: Any) -> None:
         sys.stdout.write(f"[{sentence.score:.2f} {sentence.origin}] "

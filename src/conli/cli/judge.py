@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.cli.display import printable
+from conli.config import Settings
 from conli.errors import InputError
 from conli.files import ensure_writable, write_atomically
 from conli.frontdoor import (
@@ -26,7 +27,7 @@ from conli.frontdoor import (
     judge_only,
     session_settings,
 )
-from conli.inputs import check_input, read_input, read_sources
+from conli.inputs import CheckInput, check_input, read_input, read_sources
 from conli.models import JudgeResult
 from conli.pipeline import Checker
 from conli.plan import plan_for
@@ -55,11 +56,8 @@ def run_judge(args: argparse.Namespace) -> int:
     settings = session_settings(args)
     if args.output:
         ensure_writable(args.output)
-    source = read_sources(args.source)
-    checked = [check_input(source, read_input(path, "response"), question=args.question,
-                           max_source_chars=settings.max_source_chars,
-                           max_response_chars=settings.max_response_chars)
-               for path in args.response]
+    source = read_sources(args.source, max_chars=settings.max_source_chars)
+    checked = [_candidate(source, path, args, settings) for path in args.response]
     plan = plan_for(settings, "judge")
     checker = Checker(plan)
     try:
@@ -74,6 +72,20 @@ def run_judge(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
     return 0
+
+
+def _candidate(source: str | list[str], path: str, args: argparse.Namespace,
+               settings: Settings) -> CheckInput:
+    """One ``--response`` read and validated; among several, a refusal names which one."""
+    try:
+        return check_input(source, read_input(path, "response",
+                                              max_chars=settings.max_response_chars),
+                           question=args.question, max_source_chars=settings.max_source_chars,
+                           max_response_chars=settings.max_response_chars)
+    except InputError as exc:
+        if len(args.response) == 1 or str(path) in str(exc):
+            raise
+        raise type(exc)(f"--response {path!r}: {exc}") from exc
 
 
 def as_json(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> dict[str, Any]:

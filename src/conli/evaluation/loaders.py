@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.errors import InputError
+from conli.models import FLAGGED
 from conli.training.example import Example as Example  # the type every loader returns
 
 
@@ -84,8 +85,15 @@ def load_conli_suite(task_dir: Path, dataset: str | None = None) -> list[Example
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(
+                    f"{path}:{number}: not UTF-8 (byte {exc.start} of the line: "
+                    f"{raw[exc.start:exc.start + 1]!r}); convert it, e.g. iconv -f latin1 "
+                    "-t utf-8") from exc
             if not line.strip():
                 continue
             try:
@@ -167,24 +175,36 @@ def load_claims_json(path: Path, dataset: str) -> list[Example]:
 
 
 def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
-    """Load the plain format in the module docstring; ``label`` true means hallucinated."""
+    """Load the plain format in the module docstring; ``label`` true means hallucinated.
+
+    Each row is held to its own fields: an id is a string or an integer and names one row
+    only, and a row the report's marks wrote (``verdict`` and ``mark``) has the label they
+    mean (``_check_mark``), so an edited file cannot turn a calibration silently.
+    """
     path = Path(path)
     name = dataset or path.stem
     examples = []
+    seen: dict[str, int] = {}
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
         try:
             label = _label(record.get("label"))
             sentences = _sentences(record.get("sentences"))
+            _check_mark(record, label)
+            row_id = _row_id(record.get("id", f"{name}:{number - 1}"))
         except ValueError as exc:
             raise DataFormatError(f"{where}: {exc}") from exc
         if sentences and label != any(h for _, h in sentences):
             raise DataFormatError(f"{where}: label disagrees with the sentence labels")
+        if row_id in seen:
+            raise DataFormatError(f"{where}: id {row_id!r} is already the id of line "
+                                  f"{seen[row_id]}; each example needs its own id")
+        seen[row_id] = number
         reference = record.get("reference")
         question = record.get("question")
         examples.append(
             Example(
-                id=str(record.get("id", f"{name}:{number - 1}")),
+                id=row_id,
                 source=_field(record, "source", where),
                 response=_field(record, "response", where),
                 label=label,
@@ -195,6 +215,37 @@ def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
             )
         )
     return examples
+
+
+MARKS = ("right", "wrong")  # the report's buttons on a sentence's verdict
+
+
+def _row_id(value: Any) -> str:
+    """An example's id: a string, or an integer written as one; anything else is an error."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise ValueError(f"id must be a string, got {type(value).__name__}")
+
+
+def _check_mark(record: dict[str, Any], label: bool) -> None:
+    """A marked row's label must be what its mark means (the report's marks, ``review.js``).
+
+    ``label`` is true when the answer is hallucinated: a flagged verdict marked right, or a
+    passed one marked wrong.
+    """
+    if "mark" not in record:
+        return
+    mark, verdict = record["mark"], record.get("verdict")
+    if mark not in MARKS:
+        raise ValueError(f"mark must be 'right' or 'wrong', got {mark!r}")
+    if not isinstance(verdict, str) or verdict not in (*FLAGGED, "supported"):
+        raise ValueError(f"a marked row needs the verdict it marks (hallucinated, unverified "
+                         f"or supported), got {verdict!r}")
+    meant = (verdict in FLAGGED) == (mark == "right")
+    if label != meant:
+        raise ValueError(f"label {str(label).lower()} contradicts the row's own verdict "
+                         f"{verdict!r} marked {mark!r}, which means label "
+                         f"{str(meant).lower()}")
 
 
 def _binary(value: Any) -> bool:
@@ -278,4 +329,8 @@ def load_file(path: Path, fmt: str = "jsonl", dataset: str | None = None) -> lis
     """Load one file (or suite folder) in a named format (see ``FORMATS``)."""
     if fmt not in FORMATS:
         raise DataFormatError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    return FORMATS[fmt](Path(path), dataset or Path(path).stem)
+    try:
+        return FORMATS[fmt](Path(path), dataset or Path(path).stem)
+    except UnicodeDecodeError as exc:  # the JSONL reader names the line; the others the file
+        raise DataFormatError(f"{path}: not UTF-8 (byte {exc.start}: "
+                              f"{exc.object[exc.start:exc.start + 1]!r})") from exc

@@ -138,13 +138,36 @@ def _values(handle: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 
 
 def iter_results(path: Path) -> Iterator[Record | Malformed]:
-    """Yield each value's record as read, or ``Malformed`` if it is not a valid one."""
+    """Yield each value's record as read, or ``Malformed`` if it is not a valid one.
+
+    Ids are made unique (``_unique_id``), so each record has its own name on the page.
+    """
+    seen: set[str] = set()
     with path.open("rb") as handle:
         for number, text in _values(handle):
             if text is None:
                 yield Malformed(number, "not valid JSON: the value that starts here never ends")
-            else:
-                yield parse(text, number)
+                continue
+            record = parse(text, number)
+            if not isinstance(record, Malformed):
+                _unique_id(record, number, seen)
+            yield record
+
+
+def _unique_id(record: Record, number: int, seen: set[str]) -> None:
+    """Name a record whose id came before (OUT files concatenated) ``ID (line N)``.
+
+    Every record is shown, none merged or dropped; the repeat's line tells the two apart,
+    and the marks downloaded from the page keep one id per sentence (``conli calibrate``
+    refuses a repeated id).
+    """
+    if record.get("id") is None:
+        return
+    name = str(record["id"])
+    if name in seen:
+        name = f"{name} (line {number})"
+        record["id"] = name
+    seen.add(name)
 
 
 def record_name(record: Record) -> str:

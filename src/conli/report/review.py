@@ -18,8 +18,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from conli.models import FLAGGED
+
 Record = dict[str, Any]
-FLAGGED = ("hallucinated", "unverified")
 _SCRIPTS = [Path(__file__).parent / "templates" / name for name in ("pages.js", "review.js")]
 
 

@@ -6,16 +6,19 @@
   route and status, latency, verdicts, model calls and tokens, errors by kind.
 - ``/healthz`` says the process is up; ``/readyz`` that the checker is built (the model
   loaded) and the backend answers: a failed model call (unavailable, rejected credentials)
-  makes it 503 with the reason until a call, or its own probe, succeeds.
+  makes it 503 with the reason until a call, or its own probe, succeeds. It answers from
+  the last known state: the probe runs in the background, one at a time.
 - ``log_config`` gives uvicorn's and conli's loggers one format, text or JSON lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -45,6 +48,7 @@ from conli.version import __version__
 REQUEST_ID_HEADER = "X-Request-ID"
 _GIVEN_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 PROBE_EVERY_SECONDS = 10.0
+PROBE_GRACE_SECONDS = 0.5  # how long /readyz waits for a probe before answering as it knows
 
 
 class Health(BaseModel):
@@ -105,12 +109,20 @@ class Metrics:
 
 
 class Readiness:
-    """Whether the backend answers, from the outcome of each check and a throttled probe."""
+    """Whether the backend answers, from the outcome of each check and a throttled probe.
 
-    def __init__(self, backend: Backend, *, probe_every: float = PROBE_EVERY_SECONDS) -> None:
-        self.backend, self.probe_every = backend, probe_every
+    ``/readyz`` answers from the last known state. A failed backend is probed now and then,
+    in a thread of its own, one probe at a time; an answer waits at most ``grace`` seconds
+    for a probe, so a hanging backend neither holds a readiness check past a short client
+    timeout nor gathers a thread per request.
+    """
+
+    def __init__(self, backend: Backend, *, probe_every: float = PROBE_EVERY_SECONDS,
+                 grace: float = PROBE_GRACE_SECONDS) -> None:
+        self.backend, self.probe_every, self.grace = backend, probe_every, grace
         self.failure: str | None = "the backend has not been reached yet"
         self.probed_at = -probe_every
+        self.probe: asyncio.Future[None] | None = None  # the one probe running, if any
 
     def outcome(self, outcome: object) -> None:
         """A finished check: a success clears a failure; an unusable backend sets one."""
@@ -123,22 +135,46 @@ class Readiness:
 
     async def reason(self) -> str | None:
         """Why the service is not ready (None: ready); probes a failed backend now and then."""
-        if self.failure is not None and time.monotonic() - self.probed_at >= self.probe_every:
+        if self.failure is None:
+            return None
+        if self.probe is None and time.monotonic() - self.probed_at >= self.probe_every:
             self.probed_at = time.monotonic()
-            try:
-                await asyncio.wait_for(asyncio.to_thread(self._probe), self.probe_every)
-                self.failure = None
-            except TimeoutError:
-                self.failure = f"the backend did not answer within {self.probe_every:g}s"
-            except Exception as exc:
-                self.outcome(exc)
-                if not isinstance(exc, BackendError):
-                    self.failure = f"{type(exc).__name__}: {exc}"
+            self.probe = self._start_probe()
+        if self.probe is not None:
+            await asyncio.wait([self.probe], timeout=self.grace)  # never cancels the probe
+            waited = time.monotonic() - self.probed_at
+            if self.probe is not None and waited >= self.probe_every:
+                self.failure = f"the backend has not answered a probe in {waited:.0f}s"
         return self.failure
 
-    def _probe(self) -> None:
-        self.backend.complete(Request([{"role": "user", "content": "Reply with OK."}],
-                                      max_tokens=8))
+    def _start_probe(self) -> asyncio.Future[None]:
+        """Ask the backend in a daemon thread (a hanging one cannot hold up shutdown)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def ask() -> None:
+            error: BaseException | None = None
+            try:
+                self.backend.complete(Request([{"role": "user", "content": "Reply with OK."}],
+                                              max_tokens=8))
+            except Exception as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the service stopped while it hung
+                loop.call_soon_threadsafe(self._settle, done, error)
+
+        threading.Thread(target=ask, name="conli-readyz-probe", daemon=True).start()
+        return done
+
+    def _settle(self, done: asyncio.Future[None], error: BaseException | None) -> None:
+        """The probe's answer becomes the known state; the next probe may start."""
+        if error is None:
+            self.failure = None
+        else:
+            self.outcome(error)
+            if not isinstance(error, BackendError):
+                self.failure = f"{type(error).__name__}: {error}"
+        self.probe = None
+        done.set_result(None)
 
 
 class Observe:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -28,6 +29,7 @@ from conli.inputs import decode_text
 from conli.streaming import OPENING_LINE, DoneEvent, Events, SentenceEvent
 
 log = logging.getLogger("conli.streaming")
+_SPACES = re.compile(r"\s+")  # a run of whitespace is one character of the reply's pace
 
 class ErrorEvent(BaseModel):
     """Over HTTP: the stream failed after it began (RFC 9457 problem fields); the last line."""
@@ -130,8 +132,13 @@ class ClientPace:
         self.rated, self.waited, self.chars = True, 0.0, 0
 
     def credit(self, text: str) -> None:
-        """Count a chunk of the reply that arrived."""
-        self.chars += len(text)
+        """Count a chunk of the reply that arrived, each run of whitespace as one character.
+
+        A chunk of whitespace alone counts nothing: a stream of spaces sends no reply, and
+        padding cannot buy a trickle its slot.
+        """
+        if text and not text.isspace():
+            self.chars += len(_SPACES.sub(" ", text))
 
     async def next(self, chunks: AsyncIterator[bytes]) -> bytes | None:
         """The next chunk of the body (None: it ended), or ``StreamIdleError`` at a limit."""

@@ -1,0 +1,142 @@
+"""Labelled files and the report's marks, held to their own fields (issue 52.3, 52.4, 52.5).
+
+A marks file with a non-UTF-8 byte, a label that contradicts its own verdict and mark, a
+mark that is neither right nor wrong, an id that is not a string, or one id on two rows is
+refused with exit 2 naming the line, by ``conli calibrate`` and ``conli eval --file`` alike;
+examples detection could not check are named, not silently counted; and ``conli report``
+over concatenated OUT files gives every record its own id.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conli.backends import register_backend
+from conli.cli import app as cli
+from conli.report.html import write_report
+from tests.readers import ReadingBackend
+
+SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
+
+
+@pytest.fixture(autouse=True)
+def reading_backend() -> None:
+    register_backend("reading", lambda _arg, _settings: ReadingBackend())
+
+
+def _row(i: int, **fields: Any) -> dict[str, Any]:
+    bad = i % 2 == 0
+    response = ("The library opened in 1921. It holds 90,000 books." if bad
+                else "The library opened in 1921. It holds 40,000 books.")
+    return {"id": f"x{i}", "source": SOURCE, "response": response, "label": bad, **fields}
+
+
+def _write(path: Path, rows: list[dict[str, Any]], *, raw: bytes = b"") -> Path:
+    path.write_bytes("".join(json.dumps(r) + "\n" for r in rows).encode() + raw)
+    return path
+
+
+def _calibrate(tmp_path: Path, data: Path) -> list[str]:
+    return ["calibrate", "--file", str(data), "--llm", "reading", "--out",
+            str(tmp_path / "cal.json"), "--no-cache"]
+
+
+def _eval(tmp_path: Path, data: Path) -> list[str]:
+    return ["eval", "detect", "--file", str(data), "--llm", "reading", "--no-cache",
+            "--out", str(tmp_path / "eval-out")]
+
+
+@pytest.mark.parametrize("door", [_calibrate, _eval])
+def test_a_marks_file_with_a_byte_that_is_not_utf8_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], door: Any,
+) -> None:
+    data = _write(tmp_path / "marks.jsonl", [_row(0), _row(1)],
+                  raw=b'{"id": "x2", "source": "caf\xe9", "response": "r", "label": true}\n')
+    assert cli.main(door(tmp_path, data)) == 2
+    err = capsys.readouterr().err
+    assert "marks.jsonl:3: not UTF-8" in err and "\\xe9" in err and "Traceback" not in err
+    assert not (tmp_path / "cal.json").exists()
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"verdict": "hallucinated", "mark": "right", "label": False},
+     "label false contradicts the row's own verdict 'hallucinated' marked 'right'"),
+    ({"verdict": "supported", "mark": "wrong", "label": False},
+     "label false contradicts the row's own verdict 'supported' marked 'wrong'"),
+    ({"verdict": "supported", "mark": "maybe"}, "mark must be 'right' or 'wrong', got 'maybe'"),
+    ({"verdict": "fine"}, "a marked row needs the verdict it marks"),
+    ({"id": {"x": 1}}, "id must be a string, got dict"),
+    ({"id": "x1"}, "id 'x1' is already the id of line 2"),
+])
+@pytest.mark.parametrize("door", [_calibrate, _eval])
+def test_a_tampered_marks_file_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, Any], message: str,
+    door: Any,
+) -> None:
+    rows = [_row(i, verdict="hallucinated" if i % 2 == 0 else "supported", mark="right")
+            for i in range(30)]
+    rows[5] = {**rows[5], **bad}  # line 6
+    assert cli.main(door(tmp_path, _write(tmp_path / "marks.jsonl", rows))) == 2
+    err = capsys.readouterr().err
+    assert "marks.jsonl:6: " in err and message in err, err
+    assert not (tmp_path / "cal.json").exists()
+
+
+def test_marks_that_agree_with_their_rows_calibrate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both ways a row can be hallucinated: a flag marked right, a pass marked wrong."""
+    rows = [_row(i, verdict="hallucinated" if i % 4 == 0 else "supported",
+                 mark="right" if i % 4 in (0, 1, 3) else "wrong") for i in range(30)]
+    rows = [{**r, "id": i} if i < 3 else r for i, r in enumerate(rows)]  # integer ids too
+    assert cli.main(_calibrate(tmp_path, _write(tmp_path / "marks.jsonl", rows))) == 0, \
+        capsys.readouterr().err
+
+
+def test_calibrate_names_the_examples_it_could_not_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONLI_MAX_SOURCE_CHARS", "500")
+    rows = [_row(i) for i in range(30)]
+    rows += [{**_row(30), "id": "too-long", "source": SOURCE * 10},
+             {**_row(31), "id": "surrogate", "response": "It opened in 1921 \ud800."}]
+    assert cli.main(_calibrate(tmp_path, _write(tmp_path / "d.jsonl", rows))) == 0
+    err = capsys.readouterr().err
+    assert "could not check 2 of 32 examples, left out of the fit" in err
+    assert "too-long: source has 820 characters, over the limit of 500" in err
+    assert "surrogate: response is not valid Unicode: a lone surrogate" in err
+    assert json.loads((tmp_path / "cal.json").read_text())["examples"] == 30
+
+
+def test_calibrate_with_nothing_checkable_says_why_not_log_probabilities(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONLI_MAX_SOURCE_CHARS", "20")
+    assert cli.main(_calibrate(tmp_path, _write(tmp_path / "d.jsonl",
+                                                [_row(i) for i in range(24)]))) == 2
+    err = capsys.readouterr().err
+    assert "none of the 24 examples could be checked" in err
+    assert "x0: source has 82 characters, over the limit of 20" in err
+    assert "log-probabilities" not in err
+
+
+def test_the_report_over_concatenated_out_files_gives_each_record_its_own_id(
+    tmp_path: Path,
+) -> None:
+    from conli.report.records import iter_results
+
+    run = [{"id": name, "ok": False, "source": SOURCE, "response": "r",
+            "error": {"type": "InputError", "message": "x"}} for name in ("a", "b")]
+    out = tmp_path / "both.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in run + run), "utf-8")
+    ids = [r["id"] for r in iter_results(out) if isinstance(r, dict)]
+    assert ids == ["a", "b", "a (line 3)", "b (line 4)"]
+    page = tmp_path / "page.html"
+    with page.open("w", encoding="utf-8") as handle:
+        write_report(out, handle, title="t")
+    html = page.read_text("utf-8")
+    assert 'data-id="a (line 3)"' in html and html.count('data-id="a"') == 1
