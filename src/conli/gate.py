@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from conli.models import CheckResult, Verdict
+from conli.models import CheckResult, SentenceResult, Verdict
 
 Outcome = Literal["passed", "failed", "unverified"]
 FailOn = Literal["hallucinated", "unverified"]
@@ -43,6 +43,18 @@ def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
     if "unverified" in seen or not seen:
         return "unverified"
     return "supported"
+
+
+def supported_share(sentences: Iterable[SentenceResult]) -> float | None:
+    """Supported checked sentences over checked sentences; None when none was checked.
+
+    Faithfulness as peers report it (supported claims over claims). An unverified sentence
+    counts as checked and not supported: never fail open.
+    """
+    verdicts = [s.verdict for s in sentences if s.checked]
+    if not verdicts:
+        return None
+    return verdicts.count("supported") / len(verdicts)
 
 
 def clears(verdict: str | None, scores: Iterable[float | None], threshold: float | None) -> bool:
