@@ -32,7 +32,9 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 
 def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
-    environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
+    # this checkout's conli, not whichever one the interpreter has installed
+    environment.update({"CONLI_TEST_FAKE": "1",
+                        "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "src")))})
     done = subprocess.run([sys.executable, "-c", RUN, *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     tail = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "{}"

@@ -355,3 +355,109 @@ def test_the_chat_hook_examples_reply_falls_back_when_every_sentence_was_removed
     example = load_script(ROOT / "examples" / "langgraph_chat_hook.py", "langgraph_chat_hook")
     assert example.reply({"refined_text": "  "}) == {"answer": example.DECLINED}
     assert example.reply({"refined_text": GOOD}) == {"answer": GOOD}
+
+
+# --- a plain chat app (issue 54): the checked message carries the result ----------------
+
+def plain_chat(node: Any) -> Any:
+    """``StateGraph(MessagesState)``: no conli keys at all."""
+    return chat_app(node, MessagesState)
+
+
+def test_a_plain_messages_state_gets_the_checked_message_back_with_its_result() -> None:
+    messages = conversation(SOURCE, BAD)
+    state = plain_chat(check_node(checker())).invoke({"messages": messages})
+    assert set(state) == {"messages"}
+    assert len(state["messages"]) == len(messages)  # replaced in place, nothing appended
+    sent = state["messages"][-1]
+    assert isinstance(sent, AIMessage)
+    assert sent.content == "The library opened in 1962. It is run by a true charity."
+    conli = sent.response_metadata["conli"]
+    json.dumps(conli)  # JSON-able as it is
+    assert conli["verdict"] == "hallucinated" and conli["supported_share"] == 0.5
+    assert [s["verdict"] for s in conli["sentences"]] == ["supported", "hallucinated"]
+    assert conli["refined_text"] == sent.content
+    assert [m.content for m in state["messages"][:-1]] == [m.content for m in messages[:-1]]
+
+
+def test_the_checked_message_keeps_its_id_so_add_messages_replaces_it() -> None:
+    draft = AIMessage(BAD, id="answer-1", response_metadata={"model_name": "m"})
+    messages = [*conversation(SOURCE, BAD)[:-1], draft]
+    state = plain_chat(check_node(checker())).invoke({"messages": messages})
+    (sent,) = [m for m in state["messages"] if m.id == "answer-1"]
+    assert sent is state["messages"][-1] and sent.response_metadata["model_name"] == "m"
+    assert sent.response_metadata["conli"]["verdict"] == "hallucinated"
+
+
+def test_a_supported_answer_goes_out_as_written_and_an_emptied_one_is_declined() -> None:
+    good = plain_chat(check_node(checker())).invoke({"messages": conversation(SOURCE, GOOD)})
+    assert good["messages"][-1].content == GOOD
+    assert good["messages"][-1].response_metadata["conli"]["passed"] is True
+    removing = Checker(Settings(_env_file=None), backend=ScriptedBackend(
+        responder=rule_responder(bad=("FALSE",)), judges_batches=True))
+    emptied = plain_chat(check_node(removing, declined="Sorry, I cannot say.")).invoke(
+        {"messages": conversation(SOURCE, "It is run by a FALSE charity.")})
+    last = emptied["messages"][-1]
+    assert last.content == "Sorry, I cannot say."  # never an empty message
+    assert last.response_metadata["conli"]["refined_text"].strip() == ""
+
+
+def test_on_flag_raise_stops_an_answer_that_is_not_supported() -> None:
+    from conli.errors import UnsupportedAnswerError, boundary
+
+    node = check_node(checker(), on_flag="raise")
+    with pytest.raises(UnsupportedAnswerError) as raised:
+        plain_chat(node).invoke({"messages": conversation(SOURCE, BAD)})
+    assert raised.value.verdict == "hallucinated"
+    assert raised.value.result["sentences"][1]["verdict"] == "hallucinated"
+    assert boundary(raised.value).exit_code == 4
+    state = plain_chat(node).invoke({"messages": conversation(SOURCE, GOOD)})
+    assert state["messages"][-1].content == GOOD  # supported: it goes on, annotated
+    with pytest.raises(ConfigError, match="on_flag"):
+        check_node(checker(), on_flag="ignore")  # type: ignore[arg-type]
+
+
+def test_keyed_states_keep_their_keys_and_get_the_message_too() -> None:
+    state = chat_app(check_node(checker())).invoke({"messages": conversation(SOURCE, BAD)})
+    assert state["verdict"] == "hallucinated"  # the declared keys, as before
+    assert state["messages"][-1].content == state["refined_text"]
+    host = host_app(check_node(checker())).invoke(  # no messages: no messages update
+        {"source": SOURCE, "response": BAD}, context=HostContext(user="ada"))
+    assert "messages" not in host and host["verdict"] == "hallucinated"
+
+
+def test_the_async_node_runs_under_ainvoke_and_a_timeout_stops_its_model_calls() -> None:
+    state = asyncio.run(plain_chat(check_node(checker())).ainvoke(
+        {"messages": conversation(SOURCE, BAD)}))
+    assert state["messages"][-1].response_metadata["conli"]["verdict"] == "hallucinated"
+
+    full = ScriptedBackend(responder=scripted.responder(), judges_batches=True)
+    Checker(Settings(_env_file=None), backend=full).check(SOURCE, BAD)
+    assert len(full.calls) >= 3  # a whole check: detection, rewrite, judge
+
+    slow = ScriptedBackend(responder=scripted.responder(sleep=0.4), judges_batches=True)
+    counted = Checker(Settings(_env_file=None), backend=slow)
+    app = plain_chat(check_node(counted))
+
+    async def give_up() -> int:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(app.ainvoke({"messages": conversation(SOURCE, BAD)}), 0.1)
+        return len(slow.calls)  # the calls in flight when the graph was cancelled
+
+    in_flight = asyncio.run(give_up())
+    counted.close()  # waits for the abandoned check's thread to end
+    assert in_flight <= 1 and len(slow.calls) == in_flight
+
+
+def test_dict_messages_without_a_reducer_are_replaced_in_the_list() -> None:
+    class DictChat(TypedDict, total=False):
+        messages: list[dict[str, Any]]
+
+    messages = [{"role": "user", "content": "Who runs the library?"},
+                {"role": "tool", "content": SOURCE, "tool_call_id": "a"},
+                {"role": "assistant", "content": BAD}]
+    state = chat_app(check_node(checker()), DictChat).invoke({"messages": messages})
+    assert [m["role"] for m in state["messages"]] == ["user", "tool", "assistant"]
+    last = state["messages"][-1]
+    assert last["content"] == "The library opened in 1962. It is run by a true charity."
+    assert last["response_metadata"]["conli"]["verdict"] == "hallucinated"

@@ -42,10 +42,12 @@ class Calibration(BaseModel):
     nli_prompt: str
     method: Literal["threshold", "fused_weights"]
     flag_at: float | None = Field(
-        None, ge=0.0, le=1.0, description="a sentence is hallucinated when its P(unsupported) "
+        default=None,
+        ge=0.0, le=1.0, description="a sentence is hallucinated when its P(unsupported) "
         "(1 - score) is at or above this")
     fused_model: dict[str, Any] | None = Field(
-        None, description="refitted fused classifier (method fused_weights), with its threshold")
+        default=None,
+        description="refitted fused classifier (method fused_weights), with its threshold")
     examples: int = Field(ge=1)
     hallucinated: int = Field(ge=0)
     data_sha256: str

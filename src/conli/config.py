@@ -71,24 +71,29 @@ def _default_cache_dir() -> Path:
 class BackendSettings(BaseModel):
     """Which model answers, and how its calls are made and bounded."""
 
-    llm: str = Field("local", description="backend spec, e.g. local, openai:gpt-4o-mini")
-    local_model: Path | None = Field(None, description="GGUF to run instead of the bundled one")
-    local_context: int = Field(8192, ge=512, description="context window of the embedded model")
+    llm: str = Field(default="local", description="backend spec, e.g. local, openai:gpt-4o-mini")
+    local_model: Path | None = Field(
+        default=None, description="GGUF to run instead of the bundled one")
+    local_context: int = Field(
+        default=8192, ge=512, description="context window of the embedded model")
     local_threads: int = Field(
         default_factory=lambda: os.cpu_count() or 2, ge=1, description="CPU threads for llama.cpp"
     )
     local_prompt_cache: bool = Field(
-        True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
+        default=True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
     )
     cache_dir: Path = Field(
         default_factory=_default_cache_dir, description="the embedded model once assembled "
         "(models/), its saved prompt states, and conli eval's call cache")
-    request_timeout: float = Field(60.0, gt=0, description="seconds one HTTP model call may take")
-    max_concurrency: int = Field(8, ge=1, description="model calls in flight per process")
-    requests_per_minute: int | None = Field(None, ge=1, description="optional RPM limit")
-    tokens_per_minute: int | None = Field(None, ge=1, description="optional TPM limit")
-    azure_openai_endpoint: str | None = Field(None, description="else AZURE_OPENAI_ENDPOINT")
-    azure_openai_api_version: str = Field("2024-10-21", description="Azure OpenAI api-version")
+    request_timeout: float = Field(
+        default=60.0, gt=0, description="seconds one HTTP model call may take")
+    max_concurrency: int = Field(default=8, ge=1, description="model calls in flight per process")
+    requests_per_minute: int | None = Field(default=None, ge=1, description="optional RPM limit")
+    tokens_per_minute: int | None = Field(default=None, ge=1, description="optional TPM limit")
+    azure_openai_endpoint: str | None = Field(
+        default=None, description="else AZURE_OPENAI_ENDPOINT")
+    azure_openai_api_version: str = Field(
+        default="2024-10-21", description="Azure OpenAI api-version")
 
 
 class DetectionSettings(BaseModel):
@@ -106,98 +111,112 @@ class DetectionSettings(BaseModel):
         "CONLI_DETECTOR_OPTIONS__MYDET__WORD=x",
     )
     signal_model: Path | None = Field(
-        None, description="a signal classifier artifact (JSON) instead of the shipped one"
+        default=None, description="a signal classifier artifact (JSON) instead of the shipped one"
     )
     fused_model: Path | None = Field(
-        None, description="a fused (NLI + signals) classifier artifact instead of the shipped one"
+        default=None,
+        description="a fused (NLI + signals) classifier artifact instead of the shipped one"
     )
     calibration: Path | None = Field(
-        None, description="a calibration file from `conli calibrate`: the decision fitted on "
+        default=None,
+        description="a calibration file from `conli calibrate`: the decision fitted on "
         "your own labelled examples, applied wherever this backend and detectors run")
     threshold: float | None = Field(
-        None, ge=0.0, le=1.0, description="the bar a result's `passed` sets: every checked "
+        default=None, ge=0.0, le=1.0, description="the bar a result's `passed` sets: every checked "
         "sentence's score (P(grounded)) at or above it, i.e. support_score >= it; None: passed "
         "= verdict supported. It decides `passed` only, never the verdicts")
     language: LanguageSetting = Field(
-        "auto", description="the language of the source and response (ISO 639-1): it picks "
+        default="auto", description="the language of the source and response (ISO 639-1): it picks "
         "the sentence splitter (pySBD; conli's own for en, zh and ja), the stop words, and "
         "whether the English spaCy entities are read (en only); auto: read from the source's "
         "stop words, en when they do not tell")
     ner: Literal["spacy", "azure"] = Field(
-        "spacy", description="entity recognizer of the entity level: spacy (its small English "
+        default="spacy",
+        description="entity recognizer of the entity level: spacy (its small English "
         "model comes with conli) or azure (Azure AI Language, the paper's; the [azure] extra)")
     entity_categories: list[str] = Field(
         default_factory=lambda: list(PAPER_ENTITY_CATEGORIES),
         description="entity categories the entity level re-checks (the paper's Azure selection)")
-    entity_level: bool = Field(True, description="re-check passed sentences entity by entity")
+    entity_level: bool = Field(
+        default=True, description="re-check passed sentences entity by entity")
     entity_recheck: Literal["unmatched", "all"] = Field(
-        "unmatched",
+        default="unmatched",
         description="entities the entity level re-checks: unmatched = those the source does "
         "not state word for word; all = every tagged entity (the paper's pattern)",
     )
     coverage_recall: float = Field(
-        0.5, ge=0.0, le=1.0, description="coverage_overlap: a point is covered when the "
+        default=0.5, ge=0.0, le=1.0, description="coverage_overlap: a point is covered when the "
         "response has this share of its content words (ROUGE-1 recall)")
     word_scores: Literal["off", "lexical", "semantic"] = Field(
-        "lexical", description="score each content word: lexical = in the source or not; "
+        default="lexical", description="score each content word: lexical = in the source or not; "
         "semantic = aligned to the source's tokens by the embedded model's hidden states")
     sentence_level: bool = Field(
-        True, description="ablation only: off skips sentence NLI, so every claim goes to entities"
+        default=True,
+        description="ablation only: off skips sentence NLI, so every claim goes to entities"
     )
     hypotheses_per_call: int | None = Field(
-        None, ge=1, description="NLI batch size (default: hosted_hypotheses_per_call where the "
+        default=None,
+        ge=1, description="NLI batch size (default: hosted_hypotheses_per_call where the "
         "backend judges batches, else 1)"
     )
     hosted_hypotheses_per_call: int = Field(
-        8, ge=1, description="NLI batch size for backends that judge batches"
+        default=8, ge=1, description="NLI batch size for backends that judge batches"
     )
-    chain_of_thought: bool = Field(True, description="ask the NLI judge to reason before labels")
+    chain_of_thought: bool = Field(
+        default=True, description="ask the NLI judge to reason before labels")
     nli_prompt: Literal["auto", "v1", "v2", "v3"] = Field(
-        "auto",
+        default="auto",
         description="NLI templates: v1 quotes evidence, then reasons; v2 only reasons; v3 is "
         "v1 for one claim per call; auto = v3 where calls hold one claim, else v1",
     )
     score_first: bool = Field(
-        False, description="score each hypothesis from its label token; reason only on failures"
+        default=False,
+        description="score each hypothesis from its label token; reason only on failures"
     )
     nli_evidence: Literal["whole", "focus"] = Field(
-        "whole", description="what NLI reads of the source: the whole source (in windows when "
+        default="whole",
+        description="what NLI reads of the source: the whole source (in windows when "
         "long), or focus = each claim's best-matching source sentences (experimental)")
     nli_unquoted: Literal["record", "rejudge"] = Field(
-        "record", description="an entailment whose quoted evidence is not in the source (or, "
+        default="record",
+        description="an entailment whose quoted evidence is not in the source (or, "
         "at the entity level, lacks the tagged entity the source never states): record it "
         "(evidence_in_source false; the label stands), or rejudge = ask once more with the "
         "problem named, and leave the claim unverified if the answer still rests on it "
         "(experimental; docs/benchmarks.md)")
     nli_focus_sentences: int = Field(
-        5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
+        default=5, ge=1, le=50, description="focus: how many source sentences each claim is shown")
     nli_looks: int = Field(
-        1, ge=1, le=9, description="chains of thought per claim: the first as usual, the rest "
+        default=1,
+        ge=1, le=9, description="chains of thought per claim: the first as usual, the rest "
         "sampled; a claim passes when most do (experimental, agents/looks.py)")
     nli_looks_on: Literal["every", "flagged"] = Field(
-        "every", description="which claims get the looks after the first: every claim, or "
+        default="every", description="which claims get the looks after the first: every claim, or "
         "only those the first look does not pass (fewer calls; experimental)")
     nli_look_temperature: float = Field(
-        0.7, gt=0.0, le=2.0, description="sampling temperature of the looks after the first")
+        default=0.7,
+        gt=0.0, le=2.0, description="sampling temperature of the looks after the first")
     entailment_threshold: float = Field(
-        0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
+        default=0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
     )
-    azure_language_endpoint: str | None = Field(None, description="else AZURE_LANGUAGE_ENDPOINT")
-    azure_ner_timeout: float = Field(30.0, gt=0, description="seconds per Text Analytics call")
+    azure_language_endpoint: str | None = Field(
+        default=None, description="else AZURE_LANGUAGE_ENDPOINT")
+    azure_ner_timeout: float = Field(
+        default=30.0, gt=0, description="seconds per Text Analytics call")
 
 
 class RewriteSettings(BaseModel):
     """Whether and how flagged sentences are rewritten."""
 
-    mitigate: bool = Field(True, description="rewrite or remove the flagged sentences")
+    mitigate: bool = Field(default=True, description="rewrite or remove the flagged sentences")
     fix_coverage: bool = Field(
-        False, description="add one sentence for each uncovered point, drawn only from the "
+        default=False, description="add one sentence for each uncovered point, drawn only from the "
         "point's text and checked like any other sentence")
     verify_rewrites: bool = Field(
-        True, description="re-check each rewrite; remove the sentence if still unsupported"
+        default=True, description="re-check each rewrite; remove the sentence if still unsupported"
     )
     keep_unverified_rewrites: bool = Field(
-        False,
+        default=False,
         description="keep a rewrite whose re-check could not complete (marked unverified); "
         "off: remove the sentence instead",
     )
@@ -209,18 +228,20 @@ JudgeMode = Literal["grounded", "rubric", "both"]
 class JudgeSettings(BaseModel):
     """The 1-5 judge of faithfulness."""
 
-    judge: bool = Field(True, description="score the text 1-5 against its source")
+    judge: bool = Field(default=True, description="score the text 1-5 against its source")
     judge_mode: JudgeMode = Field(
-        "grounded",
+        default="grounded",
         description="grounded: the score comes from the sentence verdicts and the model writes "
         "the reasoning; rubric: the model reads the rubric and scores, bounded by detection "
         "(at most 4 with a flagged sentence); both: grounded, with the rubric's beside it and "
         "a mark for review where they differ by 2 or more",
     )
-    judge_raw: bool = Field(True, description="also score the raw response, for before/after")
-    judge_template: Path | None = Field(None, description="a Jinja rubric replacing the default")
+    judge_raw: bool = Field(
+        default=True, description="also score the raw response, for before/after")
+    judge_template: Path | None = Field(
+        default=None, description="a Jinja rubric replacing the default")
     judge_scale: Path | None = Field(
-        None, description="a grounded judge scale (evidence -> 1-5, from conli eval judge "
+        default=None, description="a grounded judge scale (evidence -> 1-5, from conli eval judge "
         "--write-scale) instead of the shipped one")
 
 
@@ -228,17 +249,21 @@ class RunSettings(BaseModel):
     """Limits of one check: input sizes, re-asks, sampling and the deadline."""
 
     max_source_chars: int = Field(
-        200_000, ge=1, description="longest source: a longer one is refused, never truncated")
+        default=200_000,
+        ge=1, description="longest source: a longer one is refused, never truncated")
     max_response_chars: int = Field(
-        20_000, ge=1, description="longest response: a longer one is refused, never truncated")
+        default=20_000,
+        ge=1, description="longest response: a longer one is refused, never truncated")
     max_response_sentences: int | None = Field(
-        None, ge=1, description="refuse a response of more sentences (the service sets its own)"
+        default=None,
+        ge=1, description="refuse a response of more sentences (the service sets its own)"
     )
-    max_reasks: int = Field(1, ge=0, le=3, description="re-asks after output fails validation")
+    max_reasks: int = Field(
+        default=1, ge=0, le=3, description="re-asks after output fails validation")
     temperature: float = Field(
-        0.0, ge=0.0, le=2.0, description="sampling temperature of a check's model calls")
+        default=0.0, ge=0.0, le=2.0, description="sampling temperature of a check's model calls")
     check_deadline_seconds: float | None = Field(
-        900.0,
+        default=900.0,
         gt=0,
         description="no model call starts after a check has run this long (None: no limit)",
     )
@@ -247,16 +272,17 @@ class RunSettings(BaseModel):
 class GenerationSettings(BaseModel):
     """``conli generate``: faithfulness-oriented decoding (seed 002, Algorithm 1)."""
 
-    fod_backtrack: float = Field(0.7, ge=0.0, le=1.0, description="tau1: a greedy sentence "
+    fod_backtrack: float = Field(default=0.7, ge=0.0, le=1.0, description="tau1: a greedy sentence "
                                  "the monitor scores below this starts the beam search")
-    fod_prune: float = Field(0.85, ge=0.0, le=1.0, description="tau2: a sampled sentence "
+    fod_prune: float = Field(default=0.85, ge=0.0, le=1.0, description="tau2: a sampled sentence "
                              "below this is pruned")
-    fod_samples: int = Field(2, ge=1, le=16, description="S: sentences sampled per beam a step "
+    fod_samples: int = Field(
+        default=2, ge=1, le=16, description="S: sentences sampled per beam a step "
                              "(4 kept the same faithfulness at 1.6x greedy's time, not 1.2x)")
-    fod_beams: int = Field(2, ge=1, le=8, description="K: beams kept a step")
-    fod_temperature: float = Field(0.8, gt=0.0, le=2.0, description="sampling temperature")
-    generate_max_sentences: int = Field(8, ge=1, le=50, description="longest answer")
-    generate_max_tokens: int = Field(400, ge=16, description="tokens of the greedy answer")
+    fod_beams: int = Field(default=2, ge=1, le=8, description="K: beams kept a step")
+    fod_temperature: float = Field(default=0.8, gt=0.0, le=2.0, description="sampling temperature")
+    generate_max_sentences: int = Field(default=8, ge=1, le=50, description="longest answer")
+    generate_max_tokens: int = Field(default=400, ge=16, description="tokens of the greedy answer")
 
 
 class ServiceSettings(BaseModel):
@@ -267,24 +293,26 @@ class ServiceSettings(BaseModel):
         description="keys accepted in the X-API-Key header; set as JSON, e.g. "
         "CONLI_SERVICE_API_KEYS='[\"k1\"]'",
     )
-    service_max_body_bytes: int = Field(1_000_000, ge=1, description="largest request body")
-    service_max_sentences: int = Field(200, ge=1, description="most sentences per response")
-    service_timeout_seconds: float = Field(120.0, gt=0, description="per-request time limit")
+    service_max_body_bytes: int = Field(default=1_000_000, ge=1, description="largest request body")
+    service_max_sentences: int = Field(default=200, ge=1, description="most sentences per response")
+    service_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="per-request time limit")
     service_max_concurrent: int | None = Field(
-        None, ge=1, description="requests run at once (default: the backend's max_concurrency)"
+        default=None,
+        ge=1, description="requests run at once (default: the backend's max_concurrency)"
     )
-    service_retry_after_seconds: int = Field(5, ge=1, description="Retry-After when full")
+    service_retry_after_seconds: int = Field(default=5, ge=1, description="Retry-After when full")
     service_batch_max_items: int = Field(
-        64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
+        default=64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
     service_max_streams: int = Field(
-        4, ge=1, description="streamed checks open at once, counted apart from the "
+        default=4, ge=1, description="streamed checks open at once, counted apart from the "
         "request slots (429 beyond)")
     service_stream_idle_seconds: float = Field(
-        30.0, gt=0, description="a stream whose client sends nothing for this long, while "
+        default=30.0, gt=0, description="a stream whose client sends nothing for this long, while "
         "the server has nothing in progress on it (no check running, no verdict unsent), is "
         "ended")
     service_stream_min_rate: float = Field(
-        4.0, gt=0, description="characters of the reply a stream must send for each second "
+        default=4.0, gt=0, description="characters of the reply a stream must send for each second "
         "it keeps the server waiting, beyond its first CONLI_SERVICE_STREAM_IDLE_SECONDS, or "
         "it is ended: a client streaming a model's reply at a token a second passes, one "
         "sending a word every ten seconds does not hold its slot")
@@ -294,10 +322,12 @@ class BatchSettings(BaseModel):
     """``conli batch``."""
 
     batch_concurrency: int | None = Field(
-        None, ge=1, description="records run at once (default: the backend's max_concurrency)"
+        default=None,
+        ge=1, description="records run at once (default: the backend's max_concurrency)"
     )
     batch_stop_after_failures: int = Field(
-        5, ge=0, description="stop the run (exit 3) after this many records in a row failed on "
+        default=5,
+        ge=0, description="stop the run (exit 3) after this many records in a row failed on "
         "the backend, or when the first this many all ended unverified on invalid answers (a "
         "backend that answers, but never as asked); those not run stay out of OUT for a re-run "
         "(0: never stop)")

@@ -16,6 +16,7 @@
     │   │   └── RateLimitError          429, carries the provider's Retry-After if any
     │   └── DeadlineExceededError   the whole check ran past its deadline
     ├── CheckCancelledError     the caller cancelled the check (an async task that was cancelled)
+    ├── UnsupportedAnswerError  check_node(on_flag="raise"): the checked answer is not supported
     ├── OutputParseError        model output did not validate after the bounded re-ask
     └── ModelStoreError         the embedded model could not be assembled or verified
 
@@ -26,7 +27,9 @@ be used (any ``BackendError``) fails the whole check. Neither ever surfaces as `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 def install_hint(extra: str) -> str:
@@ -116,6 +119,19 @@ class CheckCancelledError(ConliError):
     """
 
 
+class UnsupportedAnswerError(ConliError):
+    """``check_node(on_flag="raise")``: the answer's verdict is not ``supported``.
+
+    The check completed (or could not: ``unverified``); ``verdict`` says which, and
+    ``result`` is the whole result as JSON (what ``conli check --json`` prints).
+    """
+
+    def __init__(self, message: str, *, verdict: str, result: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.result = result
+
+
 class OutputParseError(ConliError):
     """Model output that failed validation even after the bounded re-ask."""
 
@@ -161,6 +177,8 @@ _TABLE: tuple[tuple[type[BaseException], Boundary], ...] = (
     (OutputParseError, Boundary(3, 502, "backend", "the model answer was unusable")),
     (CheckCancelledError, Boundary(EXIT_INTERRUPTED, 499, "cancelled",
                                    "the caller cancelled the check")),
+    (UnsupportedAnswerError, Boundary(EXIT_GATE_FAILED, 422, "not-supported",
+                                      "the answer is not supported by its source")),
     (ConliError, Boundary(2, 500, "internal", "internal error")),
 )
 UNEXPECTED = Boundary(1, 500, "internal", "internal error")

@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Mapping
 from typing import get_args
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from conli.config import JudgeMode, Settings
 from conli.errors import ConfigError
@@ -23,7 +23,8 @@ from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
 from conli.plan import MODES, Mode, Plan, make_plan, options, plan_for
 
-__all__ = ["MODES", "JudgeOnlyResult", "Mode", "judge_only", "plan_for"]
+__all__ = ["MODES", "JudgeOnlyResult", "JudgedText", "JudgedTexts", "Mode", "judge_only",
+           "plan_for"]
 
 
 class JudgeOnlyResult(BaseModel):
@@ -31,6 +32,19 @@ class JudgeOnlyResult(BaseModel):
 
     judge: JudgeResult
     usage: UsageTotals
+
+
+class JudgedText(JudgeOnlyResult):
+    """One of several judged texts, by its place among them."""
+
+    index: int = Field(ge=0, description="the text's position among the responses")
+
+
+class JudgedTexts(BaseModel):
+    """Several candidate texts judged against one source, as ``conli judge --json`` gives them."""
+
+    judge_mode: JudgeMode
+    texts: list[JudgedText]
 
 
 # what a judge-only run is: detection, no rewrite, and the judge on the response alone

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from conli.models import CheckResult, Verdict
+from conli.models import CheckResult, SentenceResult, Verdict
 
 log = logging.getLogger(__name__)
 Outcome = Literal["passed", "failed", "unverified"]
@@ -46,6 +46,18 @@ def response_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
     if "unverified" in seen or not seen:
         return "unverified"
     return "supported"
+
+
+def supported_share(sentences: Iterable[SentenceResult]) -> float | None:
+    """Supported checked sentences over checked sentences; None when none was checked.
+
+    Faithfulness as peers report it (supported claims over claims). An unverified sentence
+    counts as checked and not supported: never fail open.
+    """
+    verdicts = [s.verdict for s in sentences if s.checked]
+    if not verdicts:
+        return None
+    return verdicts.count("supported") / len(verdicts)
 
 
 def clears(verdict: str | None, scores: Iterable[float | None], threshold: float | None) -> bool:
@@ -145,25 +157,73 @@ def record_outcome(result: Mapping[str, Any], threshold: float | None) -> Outcom
     return "passed" if clears(verdict, scores, threshold) else "failed"
 
 
+def unranked(result: Mapping[str, Any], threshold: float | None) -> bool:
+    """A supported stored result that fails ``threshold`` only for want of a ranking score.
+
+    A backend that answers without log-probabilities (a gateway that drops them) leaves
+    each sentence's verdict standing in as its score (``score_method`` verdict): under a
+    threshold such a result cannot pass, whatever it says.
+    """
+    return threshold is not None and result.get("verdict") == "supported" and any(
+        s.get("checked") and ranking_score(s.get("score"), s.get("score_method")) is None
+        for s in result.get("sentences") or [])
+
+
+NO_LOGPROBS = ("the backend answered without log-probabilities, so a sentence's only score "
+               "is its verdict (score_method verdict), which no threshold can rank")
+
+
+def why_not_passed(result: Mapping[str, Any], threshold: float | None) -> str:
+    """Why a stored result did not pass ``threshold``'s bar, in one line (its first cause)."""
+    sentences = [s for s in result.get("sentences") or [] if s.get("checked")]
+    verdict = result.get("verdict")
+    if verdict in ("hallucinated", "unverified"):
+        first = next((s for s in sentences if s.get("verdict") == verdict), None)
+        if first is None:
+            return f"verdict {verdict}"
+        reasons = first.get("reasons") or []
+        why = f": {reasons[0]}" if reasons else ""
+        return f"verdict {verdict}: sentence {first.get('index')} {first.get('text')!r}{why}"
+    if unranked(result, threshold):
+        return f"verdict supported, but {NO_LOGPROBS}; threshold {threshold:g} not passed"
+    low = [s for s in sentences if (s.get("score") or 0.0) < (threshold or 0.0)]
+    if low:
+        worst = min(low, key=lambda s: s.get("score") or 0.0)
+        return (f"verdict supported, but sentence {worst.get('index')} scored "
+                f"{worst.get('score'):g} below threshold {threshold:g}")
+    return f"verdict {verdict}"
+
+
 @dataclass
 class GateTally:
-    """A batch's results counted against the bar: passed, failed, unverified."""
+    """A batch's results counted against the bar: passed, failed, unverified, by id."""
 
     threshold: float | None = None
     counts: Counter[Outcome] = field(default_factory=Counter)
+    keys: list[tuple[Outcome, str]] = field(default_factory=list)  # in counting order
+    unranked: int = 0  # supported results failed for want of a score that ranks
 
-    def add(self, result: Mapping[str, Any]) -> None:
-        """Count one stored result (one without a verdict is not counted)."""
+    def add(self, result: Mapping[str, Any], key: str = "") -> None:
+        """Count one stored result under its record's ``key`` (none without a verdict)."""
         seen = record_outcome(result, self.threshold)
         if seen is not None:
             self.counts[seen] += 1
+            self.keys.append((seen, key))
+            self.unranked += seen == "failed" and unranked(result, self.threshold)
 
     def fails(self, fail_on: FailOn) -> bool:
         """Whether any counted result fails ``--fail-on``."""
         return any(_gate_fails(seen, fail_on) for seen, n in self.counts.items() if n)
 
+    def failing(self, fail_on: FailOn) -> list[str]:
+        """The keys of the results that fail ``--fail-on``, in the order they were counted."""
+        return [key for seen, key in self.keys if _gate_fails(seen, fail_on)]
+
     def format(self) -> str:
         """One summary line: the counts, and the threshold they were held to."""
         bar = "verdict supported" if self.threshold is None else f"threshold {self.threshold:g}"
-        return (f"passed {self.counts['passed']} · failed {self.counts['failed']} · "
+        failed = f"failed {self.counts['failed']}"
+        if self.unranked:
+            failed += f" ({self.unranked} supported, without a score that ranks)"
+        return (f"passed {self.counts['passed']} · {failed} · "
                 f"unverified {self.counts['unverified']} ({bar})")

@@ -70,12 +70,13 @@ class Generation(BaseModel):
     text: str
     abstained: bool = False
     message: str | None = None
-    backtracked_at: int | None = Field(None, description="the greedy sentence that failed")
-    samples: int = Field(0, description="sentences sampled by the search, or whole answers "
+    backtracked_at: int | None = Field(default=None, description="the greedy sentence that failed")
+    samples: int = Field(default=0, description="sentences sampled by the search, or whole answers "
                          "sampled for reranking")
     seconds: float = 0.0
     template: str = TEMPLATE
-    backend: str | None = Field(None, description="the backend that generated and scored it")
+    backend: str | None = Field(
+        default=None, description="the backend that generated and scored it")
     model: str | None = None
     usage: UsageTotals = Field(default_factory=UsageTotals,
                                description="every model call: the decoder's and the monitor's")

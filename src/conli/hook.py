@@ -20,10 +20,12 @@ import functools
 import threading
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableLambda
 
 from conli.config import Settings
-from conli.errors import InputError
+from conli.errors import ConfigError, InputError, UnsupportedAnswerError
 from conli.graph.state import NodeOutput
 from conli.inputs import Source
 from conli.models import CheckResult
@@ -139,12 +141,22 @@ async def astream_check(
 # --- conli as one node of a host LangGraph app ------------------------------------------
 
 
-class CheckNode(Protocol):
-    """A LangGraph node: reads the host's state, returns the keys conli writes."""
+OnFlag = Literal["annotate", "raise"]
+ON_FLAG: tuple[OnFlag, ...] = ("annotate", "raise")
+# What a chat node sends when the rewrite removed every sentence: never an empty message.
+DECLINED = "I could not give an answer that the source supports."
+
+
+class CheckNode(RunnableLambda[Mapping[str, Any], NodeOutput]):
+    """A LangGraph node: reads the host's state, returns the keys conli writes.
+
+    Sync under ``invoke``/``stream`` (``Checker.check``), async under ``ainvoke``/``astream``
+    (``acheck``: a cancelled graph starts no further model call). Calling it runs it sync.
+    """
 
     def __call__(self, state: Mapping[str, Any]) -> NodeOutput:
         """Check ``state``'s response against its source."""
-        ...
+        return self.invoke(state)
 
 
 def check_node(
@@ -153,6 +165,8 @@ def check_node(
     settings: Settings | None = None,
     response_key: str = "response",
     source_key: str = "source",
+    on_flag: OnFlag = "annotate",
+    declined: str = DECLINED,
 ) -> CheckNode:
     """A node that checks the state's response against its source.
 
@@ -167,13 +181,36 @@ def check_node(
     ``InputError`` before any model call, a backend that cannot be used raises
     ``BackendError``, and a check past its deadline raises ``DeadlineExceededError``.
     ``settings`` overrides the checker's for this node (e.g. detect only), as in ``check``.
+
+    The node writes conli's keys (``node_output``: a state that declares them keeps them)
+    and, when the response came from ``messages``, a ``messages`` update: the AI message it
+    checked, same id (``add_messages`` replaces it), carrying the text to send (``sent``)
+    and the whole result under ``response_metadata["conli"]``. ``on_flag="raise"`` raises
+    ``UnsupportedAnswerError`` instead when the verdict is not ``supported``.
     """
+    if on_flag not in ON_FLAG:
+        raise ConfigError(f"on_flag must be one of {', '.join(ON_FLAG)}, not {on_flag!r}")
+
+    def _read(state: Mapping[str, Any]) -> tuple[object, object, str | None]:
+        return chat_inputs(state, response_key=response_key, source_key=source_key)
+
+    def _written(state: Mapping[str, Any], result: CheckResult) -> NodeOutput:
+        if on_flag == "raise" and result.verdict != "supported":
+            raise UnsupportedAnswerError(
+                f"the answer is {result.verdict}, not supported by its source "
+                f"(check_node on_flag='raise'); the result is on this error's .result",
+                verdict=result.verdict, result=result.model_dump(mode="json"))
+        output = node_output(result)
+        if response_key not in state:
+            update = messages_update(state.get("messages"), result, declined=declined)
+            if update is not None:
+                output["messages"] = update
+        return output
 
     # Annotated as a plain mapping, not a TypedDict: LangGraph would read a TypedDict hint
     # as the node's input schema and hand it only those keys (no ``messages``, no custom key).
     def conli(state: Mapping[str, Any]) -> NodeOutput:
-        source, response, question = chat_inputs(state, response_key=response_key,
-                                                 source_key=source_key)
+        source, response, question = _read(state)
         result = checker.check(
             source,  # type: ignore[arg-type]  # validated in check
             response,  # type: ignore[arg-type]
@@ -181,9 +218,57 @@ def check_node(
             points=state.get("points"),
             settings=settings,
         )
-        return node_output(result)
+        return _written(state, result)
 
-    return conli
+    async def aconli(state: Mapping[str, Any]) -> NodeOutput:
+        source, response, question = _read(state)
+        result = await acheck(
+            source,  # type: ignore[arg-type]  # validated in check
+            response,  # type: ignore[arg-type]
+            settings, checker=checker, question=question, points=state.get("points"))
+        return _written(state, result)
+
+    return CheckNode(conli, afunc=aconli, name="conli")
+
+
+def sent(result: CheckResult, *, declined: str = DECLINED) -> str:
+    """The text a chat node sends after ``result``: the rewrite (or the answer as written).
+
+    When the rewrite removed every sentence, ``declined``: never an empty message. An
+    unverified or a detect-only hallucinated answer goes out as written, and its
+    ``response_metadata["conli"]`` says so (``on_flag="raise"`` stops it instead).
+    """
+    return reply_text(result) or declined
+
+
+def messages_update(messages: object, result: CheckResult, *,
+                    declined: str = DECLINED) -> list[Any] | None:
+    """The ``messages`` update that replaces the checked AI message; None without one.
+
+    LangChain messages with ids (``MessagesState``'s ``add_messages`` gives each one): the
+    one message, same id, so the reducer replaces it. Otherwise (dicts, or no ids) the whole
+    list with that message replaced, for a ``messages`` key without that reducer.
+    """
+    chat = list(messages) if isinstance(messages, list | tuple) else []
+    at = next((i for i in range(len(chat) - 1, -1, -1) if _role(chat[i]) == "ai"), None)
+    if at is None:
+        return None
+    checked = chat[at]
+    annotation = {"conli": result.model_dump(mode="json")}
+    text = sent(result, declined=declined)
+    if isinstance(checked, Mapping):
+        meta = checked.get("response_metadata")
+        replaced: Any = {**checked, "content": text,
+                         "response_metadata": {**(meta if isinstance(meta, Mapping) else {}),
+                                               **annotation}}
+    else:
+        meta = getattr(checked, "response_metadata", None)
+        replaced = checked.model_copy(update={  # a LangChain message: a pydantic model
+            "content": text,
+            "response_metadata": {**(meta if isinstance(meta, Mapping) else {}), **annotation}})
+        if getattr(checked, "id", None):
+            return [replaced]
+    return [*chat[:at], replaced, *chat[at + 1:]]
 
 
 _ROLES = {"human": "human", "user": "human", "ai": "ai", "assistant": "ai",

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 from conli.config import Settings
 from conli.errors import ConfigError, InputError, boundary
 from conli.graph.runner import CheckRunner
+from conli.inputs import Source
 from conli.models import PairError, PairResult
 from conli.plan import make_plan, options
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-Pair = tuple[str, str] | Mapping[str, Any]
+# A source is one text or its chunks (``Source``): ``(chunks, answer)`` is a pair too.
+Pair = tuple[Source, str] | Mapping[str, Any]
 _KEYS = frozenset({"source", "response", "question", "points"})
 
 

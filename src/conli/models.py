@@ -6,9 +6,9 @@ puts its reasoning before its label or score so the model reasons first.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from conli.config import Language
 
@@ -36,7 +36,21 @@ SCORE_METHODS: tuple[ScoreMethod, ...] = ("classifier", "logprobs", "looks", "ve
 #    ``emptied`` status; the result's ``language`` and ``notes`` (steps skipped, and why).
 # 7: several sources: each sentence's ``evidence`` (the spans its verdict quotes, by source
 #    index and offsets within that source); ``score_method`` (how ``score`` was made).
-RESULT_SCHEMA_VERSION = "7"
+# 8: ``supported_share`` (supported checked sentences over checked sentences); scores are
+#    rounded to ``SCORE_PLACES`` decimals (no float noise such as 0.9300000000000002);
+#    ``notes`` of kind ``addressed`` (a source that speaks to the checker: ``source``,
+#    ``text``); ``conli_version`` and ``commit``.
+RESULT_SCHEMA_VERSION = "8"
+SCORE_PLACES = 4
+
+
+def _rounded(value: float) -> float:
+    """A score as results carry it: rounded to ``SCORE_PLACES`` decimals."""
+    return round(value, SCORE_PLACES)
+
+
+# A score in a result: rounded where the result is built, so every front door shows the same.
+Score = Annotated[float, AfterValidator(_rounded)]
 
 
 # --- what a check returns ---------------------------------------------------------------
@@ -73,13 +87,14 @@ class Look(BaseModel):
     """One chain of thought's answer when a claim is judged several times."""
 
     verdict: Verdict
-    score: float | None = Field(None, ge=0.0, le=1.0, description="its P(entailment), if read")
+    score: Score | None = Field(
+        default=None, ge=0.0, le=1.0, description="its P(entailment), if read")
 
 
 class SourceSpan(BaseModel):
     """Where words a verdict rests on stand in the sources: which source, and the offsets."""
 
-    source: int = Field(0, ge=0, description="the source's index (0 for a single source)")
+    source: int = Field(default=0, ge=0, description="the source's index (0 for a single source)")
     start: int = Field(ge=0, description="offset in that source, in code points")
     end: int = Field(ge=0)
     text: str = Field(description="the source's own words there")
@@ -102,24 +117,27 @@ class Judgement(BaseModel):
     label: NLILabel | None = None
     evidence: str = ""
     evidence_in_source: bool | None = Field(
-        None, description="the quoted evidence occurs in the source (None: nothing quoted)"
+        default=None, description="the quoted evidence occurs in the source (None: nothing quoted)"
     )
     reasoning: str = ""
     entity: Entity | None = None
     error: str | None = None
-    score: float | None = Field(
-        None, ge=0.0, le=1.0, description="P(entailment) read from the label token, if scored"
+    score: Score | None = Field(
+        default=None,
+        ge=0.0, le=1.0, description="P(entailment) read from the label token, if scored"
     )
     source_window: int | None = Field(
-        None, ge=0, description="which window of a source too long for the context decided it"
+        default=None,
+        ge=0, description="which window of a source too long for the context decided it"
     )
     looks: list[Look] | None = Field(
-        None, description="several looks (nli_looks > 1): each chain's verdict and "
+        default=None, description="several looks (nli_looks > 1): each chain's verdict and "
         "P(entailment), the greedy one first; most looks passing decides, ``score`` is the "
         "mean P(entailment)")
-    template: str | None = Field(None, description="prompt template version, if one was used")
+    template: str | None = Field(
+        default=None, description="prompt template version, if one was used")
     final: bool = Field(
-        False, description="decided for good: later detectors leave this sentence alone"
+        default=False, description="decided for good: later detectors leave this sentence alone"
     )
     features: dict[str, float] = Field(
         default_factory=dict,
@@ -136,18 +154,19 @@ class SentenceResult(BaseModel):
     start: int = Field(description="offset in the response in code points (a Python index)")
     end: int
     start_utf16: int | None = Field(
-        None, description="``start`` in UTF-16 code units (a JavaScript string index)")
-    end_utf16: int | None = Field(None, description="``end`` in UTF-16 code units")
+        default=None, description="``start`` in UTF-16 code units (a JavaScript string index)")
+    end_utf16: int | None = Field(default=None, description="``end`` in UTF-16 code units")
     checked: bool = Field(description="false for headings, list markers and fragments")
     verdict: Verdict | None = None
-    detector: str | None = Field(None, description="the detector that decided a hallucination")
+    detector: str | None = Field(
+        default=None, description="the detector that decided a hallucination")
 
     _schema_1 = model_validator(mode="before")(_from_schema_1)
     reasons: list[str] = Field(default_factory=list)
-    score: float | None = Field(
-        None, description="lowest P(entailment) over this sentence's scored checks"
+    score: Score | None = Field(
+        default=None, description="lowest P(entailment) over this sentence's scored checks"
     )
-    score_method: ScoreMethod | None = Field(None, description="how ``score`` was made")
+    score_method: ScoreMethod | None = Field(default=None, description="how ``score`` was made")
     entities: list[Entity] = Field(default_factory=list)
     judgements: list[Judgement] = Field(default_factory=list)
     evidence: list[EvidenceSpan] = Field(
@@ -163,7 +182,8 @@ class SentenceChange(BaseModel):
     before: str
     after: str
     rewrite_verdict: Verdict | None = Field(
-        None, description="sentence-level NLI on the proposed rewrite (None: not re-checked)"
+        default=None,
+        description="sentence-level NLI on the proposed rewrite (None: not re-checked)"
     )
     note: str | None = None
 
@@ -176,8 +196,9 @@ class PointAddition(BaseModel):
     point: str
     sentence: str
     added: bool
-    verdict: Verdict | None = Field(None, description="the sentence checked against the source")
-    covers: CoverageVerdict | None = Field(None, description="the sentence checked against "
+    verdict: Verdict | None = Field(
+        default=None, description="the sentence checked against the source")
+    covers: CoverageVerdict | None = Field(default=None, description="the sentence checked against "
                                            "the point")
     note: str | None = None
 
@@ -214,7 +235,8 @@ class AuditSentence(BaseModel):
     end: int = Field(ge=0)
     checked: bool
     verdict: Verdict | None
-    severity: Severity | None = Field(None, description="how the grounded judge weighs a flag")
+    severity: Severity | None = Field(
+        default=None, description="how the grounded judge weighs a flag")
     relation: Literal["supports", "contradicts", "no_span_found", "not_checked"] = Field(
         description="what the source span does to the sentence; no_span_found: none was")
     source_span: SourceSpan | None = None
@@ -226,7 +248,8 @@ class JudgeAudit(BaseModel):
 
     judged_at: str = Field(description="UTC time the score was made, ISO 8601")
     conli_version: str
-    commit: str | None = Field(None, description="the source commit, where conli runs from git")
+    commit: str | None = Field(
+        default=None, description="the source commit, where conli runs from git")
     backend: str
     model: str
     detectors: list[str]
@@ -248,7 +271,7 @@ class JudgeError(BaseModel):
     start: int = Field(ge=0, description="offset of the sentence in the judged text")
     end: int = Field(ge=0)
     problem: str
-    source_quote: str = Field("", description="the source's words the error rests on, "
+    source_quote: str = Field(default="", description="the source's words the error rests on, "
                               "checked to occur in the source (empty: the source lacks it)")
 
 
@@ -270,24 +293,26 @@ class JudgeResult(BaseModel):
     """
 
     status: Literal["scored", "unverified", "emptied"]
-    score: float | None = Field(None, ge=1.0, le=5.0)
+    score: Score | None = Field(default=None, ge=1.0, le=5.0)
     mode: Literal["grounded", "rubric"] = "rubric"
     scored_by: Literal["distribution", "token", "verdicts"] | None = None
     distribution: dict[str, float] | None = Field(
-        None, description="P of each score token 1-5 at the score position (rubric)")
+        default=None, description="P of each score token 1-5 at the score position (rubric)")
     note: str | None = None
     reasoning: str = ""
     reasoning_status: Literal["checked", "dropped"] = "checked"
     errors: list[JudgeError] = Field(default_factory=list)
-    dropped_errors: int = Field(0, ge=0)
-    share: float | None = Field(None, ge=0.0, description="weighted share of flagged sentences")
+    dropped_errors: int = Field(default=0, ge=0)
+    share: Score | None = Field(
+        default=None, ge=0.0, description="weighted share of flagged sentences")
     findings: list[JudgeFinding] = Field(default_factory=list)
     error: str | None = None
     template: str
-    bounded_from: float | None = Field(
-        None, description="rubric: its own score, above what the detection findings allow")
+    bounded_from: Score | None = Field(
+        default=None, description="rubric: its own score, above what the detection findings allow")
     second_opinion: JudgeResult | None = Field(
-        None, description="judge_mode both: the rubric judge's result beside the grounded one")
+        default=None,
+        description="judge_mode both: the rubric judge's result beside the grounded one")
     review: list[str] = Field(
         default_factory=list, description="why a human should look at this text (empty: none)")
     audit: JudgeAudit | None = None
@@ -300,7 +325,8 @@ class CalibrationUse(BaseModel):
     sha256: str
     method: Literal["threshold", "fused_weights"]
     flag_at: float | None = Field(
-        None, description="a sentence is hallucinated when 1 - its score is at or above this")
+        default=None,
+        description="a sentence is hallucinated when 1 - its score is at or above this")
 
 
 class UsageTotals(BaseModel):
@@ -312,13 +338,15 @@ class UsageTotals(BaseModel):
     completion_tokens: int = 0
     seconds: float = 0.0
     failed_attempts: int = Field(
-        0, description="model calls that failed and were retried (transient errors)"
+        default=0, description="model calls that failed and were retried (transient errors)"
     )
     prefill_seconds: float | None = Field(
-        None, description="the model's prompt-reading time, where every call's server reports it"
+        default=None,
+        description="the model's prompt-reading time, where every call's server reports it"
     )
     decode_seconds: float | None = Field(
-        None, description="the model's generation time, where every call's server reports it"
+        default=None,
+        description="the model's generation time, where every call's server reports it"
     )
 
 
@@ -331,7 +359,7 @@ class WordScore(BaseModel):
     text: str
     start: int
     end: int
-    score: float = Field(ge=0.0, le=1.0)
+    score: Score = Field(ge=0.0, le=1.0)
     method: Literal["lexical", "semantic"]
 
 
@@ -343,8 +371,8 @@ class PointCheck(BaseModel):
     index: int = Field(ge=0)
     point: str
     verdict: CoverageVerdict
-    score: float | None = Field(None, ge=0.0, le=1.0, description="how covered, 0-1")
-    sentence: int | None = Field(None, description="the response sentence that covers it")
+    score: Score | None = Field(default=None, ge=0.0, le=1.0, description="how covered, 0-1")
+    sentence: int | None = Field(default=None, description="the response sentence that covers it")
     reasoning: str = ""
     error: str | None = None
 
@@ -356,7 +384,7 @@ class PointResult(BaseModel):
     index: int
     point: str
     verdict: CoverageVerdict
-    score: float | None = None
+    score: Score | None = None
     sentence: int | None = None
     checks: list[PointCheck] = Field(default_factory=list)
     words: list[WordScore] = Field(default_factory=list, description="1 = not in the response")
@@ -366,7 +394,7 @@ class PerspectiveCoverage(BaseModel):
     """A perspective's coverage: its worst point (seed 001 takes the minimum)."""
 
     name: str
-    score: float | None
+    score: Score | None
     verdict: CoverageVerdict
 
 
@@ -374,10 +402,10 @@ class Coverage(BaseModel):
     """What the response covers of the points it was given, or of its source."""
 
     verdict: CoverageVerdict | None = Field(
-        None, description="uncovered = a coverage error (a point is missing); None without "
+        default=None, description="uncovered = a coverage error (a point is missing); None without "
         "points: a summary is not expected to cover every source sentence")
-    score: float | None = Field(
-        None, description="minimum over perspectives; without points, the share of the "
+    score: Score | None = Field(
+        default=None, description="minimum over perspectives; without points, the share of the "
         "source's content words the response uses (ROUGE-1 recall)")
     points: list[PointResult] = Field(default_factory=list)
     perspectives: list[PerspectiveCoverage] = Field(default_factory=list)
@@ -412,17 +440,24 @@ class CheckResult(BaseModel):
         description="hallucinated if any sentence is; unverified if "
         "none is but some check could not complete"
     )
-    support_score: float | None = Field(
-        None, description="lowest sentence score: a continuous P(grounded), for AUROC/thresholds"
+    support_score: Score | None = Field(
+        default=None,
+        description="lowest sentence score: a continuous P(grounded), for AUROC/thresholds"
     )
+    supported_share: Score | None = Field(
+        default=None, ge=0.0, le=1.0, description="supported checked sentences over checked "
+        "sentences (faithfulness as supported claims over claims); None when none was checked")
     score_method: ScoreMethod | None = Field(
-        None, description="how the scores were made: the least informative method among the "
+        default=None,
+        description="how the scores were made: the least informative method among the "
         "checked sentences' (classifier, logprobs, looks, verdict)")
     passed: bool = Field(
-        False, description="clears the user's bar: never when unverified; with a threshold, "
+        default=False,
+        description="clears the user's bar: never when unverified; with a threshold, "
         "every checked sentence has a score at or above it; without one, verdict supported")
     threshold: float | None = Field(
-        None, description="the support-score threshold `passed` was decided by (None: none)")
+        default=None,
+        description="the support-score threshold `passed` was decided by (None: none)")
     backend: str
     model: str
     sentences: list[SentenceResult]
@@ -438,9 +473,11 @@ class CheckResult(BaseModel):
     word_scores: list[WordScore] = Field(
         default_factory=list, description="content words of the response; 1 = not in the source")
     calibration: CalibrationUse | None = Field(
-        None, description="the calibration file that decided the verdicts (conli calibrate)")
+        default=None,
+        description="the calibration file that decided the verdicts (conli calibrate)")
     language: Language = Field(
-        "en", description="the language the texts were read in: the setting, or the source's "
+        default="en",
+        description="the language the texts were read in: the setting, or the source's "
         "as detected (auto)")
     notes: list[Note] = Field(
         default_factory=list, description="steps that did not run on this text, and why")
@@ -466,8 +503,8 @@ class PairResult(BaseModel):
     """
 
     index: int = Field(ge=0, description="the pair's position in the input")
-    score: float | None = None
-    verdict: Verdict | None = Field(None, description="None: the pair failed (see error)")
+    score: Score | None = None
+    verdict: Verdict | None = Field(default=None, description="None: the pair failed (see error)")
     passed: bool = False
     result: CheckResult | None = None
     error: PairError | None = None

@@ -22,7 +22,7 @@ from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
-from conli.gate import passes, response_verdict
+from conli.gate import passes, response_verdict, supported_share
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
 from conli.inputs import CheckInput, Source, check_input
@@ -331,6 +331,7 @@ def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> Check
     return CheckResult(
         verdict=response_verdict(s.verdict for s in sentences),
         support_score=min(scores) if scores else None,
+        supported_share=supported_share(sentences),
         score_method=max(methods, key=SCORE_METHODS.index) if methods else None,
         backend=backend.name,
         model=backend.model,

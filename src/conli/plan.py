@@ -36,15 +36,16 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mitigate: bool | None = Field(None, description="rewrite flagged sentences")
-    fix_coverage: bool | None = Field(None, description="add a sentence per uncovered point")
-    judge: bool | None = Field(None, description="score 1-5 after detection")
-    judge_raw: bool | None = Field(None, description="also score the raw response")
+    mitigate: bool | None = Field(default=None, description="rewrite flagged sentences")
+    fix_coverage: bool | None = Field(
+        default=None, description="add a sentence per uncovered point")
+    judge: bool | None = Field(default=None, description="score 1-5 after detection")
+    judge_raw: bool | None = Field(default=None, description="also score the raw response")
     judge_mode: JudgeMode | None = None
-    detectors: list[str] | None = Field(None, description="detectors or presets, in order")
-    threshold: float | None = Field(None, ge=0.0, le=1.0, description="the bar of `passed`")
-    max_response_sentences: int | None = Field(None, ge=1)
-    deadline_seconds: float | None = Field(None, gt=0, description="the check's deadline")
+    detectors: list[str] | None = Field(default=None, description="detectors or presets, in order")
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="the bar of `passed`")
+    max_response_sentences: int | None = Field(default=None, ge=1)
+    deadline_seconds: float | None = Field(default=None, gt=0, description="the check's deadline")
     tuning: Mapping[str, object] = Field(default_factory=dict)
 
     @classmethod

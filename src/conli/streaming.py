@@ -29,10 +29,18 @@ from pydantic import BaseModel, Field
 
 from conli import errors
 from conli.config import Settings
-from conli.gate import response_verdict
+from conli.gate import response_verdict, supported_share
 from conli.graph.runner import CheckRunner, Prepared
 from conli.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
-from conli.models import CheckResult, Entity, Note, SentenceResult, UsageTotals, Verdict
+from conli.models import (
+    CheckResult,
+    Entity,
+    Note,
+    Score,
+    SentenceResult,
+    UsageTotals,
+    Verdict,
+)
 from conli.plan import Plan, make_plan, options
 from conli.segment import (
     FINAL_STOP,
@@ -69,7 +77,10 @@ class DoneEvent(BaseModel):
 
     event: Literal["done"] = "done"
     verdict: Verdict
-    support_score: float | None = Field(None, description="lowest sentence score, if scored")
+    support_score: Score | None = Field(
+        default=None, description="lowest sentence score, if scored")
+    supported_share: Score | None = Field(
+        default=None, description="supported checked sentences over checked sentences")
     sentences: int = Field(description="sentences in the reply, checked or not")
     response_chars: int = Field(description="characters in the whole reply")
     backend: str
@@ -77,7 +88,7 @@ class DoneEvent(BaseModel):
     usage: UsageTotals
     templates: list[str]
     seconds: float = Field(description="from the start of the stream to this summary")
-    language: Language = Field("en", description="the language the reply was read in")
+    language: Language = Field(default="en", description="the language the reply was read in")
     notes: list[Note] = Field(default_factory=list,
                               description="steps that did not run on this text, and why")
 
@@ -381,6 +392,7 @@ class _Stream:
         return DoneEvent(
             verdict=response_verdict(s.verdict for s in sentences),
             support_score=min(scores) if scores else None,
+            supported_share=supported_share(sentences),
             sentences=len(sentences),
             response_chars=len(self.cutter.text),
             backend=backend.name,

@@ -14,7 +14,9 @@ A contradiction is a sentence chain of thought labels ``contradiction``; a minor
 one that only the entity level flagged; anything else flagged, or a sentence that could not
 be checked, is an unsupported addition (never fail open). The model then writes the
 reasoning from these findings, in one short generation, quoting only sentences of the text
-(``check_quotes``); with no finding there is nothing to explain and no call is made.
+(``check_quotes``); with no finding there is nothing to explain and no call is made. The
+reasoning shown leads with the findings' summary and keeps only the prose that agrees with
+them (``agents.reasoning``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.judge import sentence_span
+from conli.agents.reasoning import settled, summary
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -202,13 +205,14 @@ def grounded_judge(
         return JudgeResult(status="unverified", mode="grounded", error=why,
                            template=f"{TEMPLATE}+{scale.version}"), []
     score, share, findings = grounded_score(sentences, scale)
+    checked = [s for s in sentences if s.checked]
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",
             "share": share, "findings": findings, "errors": errors,
             "template": f"{TEMPLATE}+{scale.version}"}
     if not findings:  # nothing to explain, and nothing the model could add but invention
-        return JudgeResult(reasoning=f"{RUBRIC[5]}: every checked sentence is supported by "
-                           "the source.", **done), []
+        return JudgeResult(reasoning=f"{RUBRIC[5]}: {summary(findings, len(checked)).lower()}",
+                           **done), []
     level = min(RUBRIC, key=lambda k: abs(k - score))
     prompt = render(
         TEMPLATE, sentences=[s.text for s in sentences], score=round(score, 1),
@@ -222,7 +226,7 @@ def grounded_judge(
         schema=schema, check=lambda answer: check_quotes(answer.reasoning, text),
     )
     result = JudgeResult(
-        reasoning=asked.value.reasoning if asked.value else "",
+        reasoning=settled(asked.value.reasoning if asked.value else "", sentences, findings),
         reasoning_status="checked" if asked.value else "dropped",
         error=None if asked.value else f"reasoning dropped: {asked.error}", **done,
     )

@@ -7,7 +7,7 @@ so a node returns only what it adds.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from conli.agents.structured import CallRecord
 from conli.config import Language
@@ -106,3 +106,4 @@ class NodeOutput(TypedDict, total=False):
     coverage: Coverage | None
     word_scores: list[WordScore]
     check_result: CheckResult  # the whole result, as `conli check --json` prints it
+    messages: list[Any]  # a chat state's checked AI message, annotated (``hook.messages_update``)

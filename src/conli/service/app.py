@@ -19,7 +19,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, install_hint
-from conli.frontdoor import JudgeOnlyResult
+from conli.frontdoor import JudgedTexts, JudgeOnlyResult
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
@@ -197,10 +197,14 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         """
         return await runner.run(runner.job("rewrite", body))
 
-    @app.post("/v1/judge", response_model=JudgeOnlyResult, responses=errors, dependencies=security,
-              tags=["conli"])
+    @app.post("/v1/judge", response_model=JudgeOnlyResult | JudgedTexts, responses=errors,
+              dependencies=security, tags=["conli"])
     async def judge(body: JudgeRequest) -> BaseModel:
-        """Score the response's faithfulness to the source, 1-5, with the rubric judge."""
+        """Score faithfulness to the source, 1-5, in the service's judge mode.
+
+        ``response``: one result; ``responses`` (several candidates): one result each, in
+        order, under ``texts`` with the mode that ran, as ``conli judge --json`` gives them.
+        """
         return await runner.run(runner.job("judge", body))
 
     add_batch_route(app, runner, metrics.problem, responses=errors, dependencies=security)

@@ -29,8 +29,8 @@ class BatchEntry(BaseModel):
 
     index: int = Field(description="the item's position in the request")
     ok: bool
-    result: CheckResult | None = Field(None, description="the check's result, when ok")
-    error: Problem | None = Field(None, description="why this item has no result")
+    result: CheckResult | None = Field(default=None, description="the check's result, when ok")
+    error: Problem | None = Field(default=None, description="why this item has no result")
 
 
 class BatchResult(BaseModel):

@@ -31,12 +31,13 @@ class RequestOptions(BaseModel):
     ]})
 
     detector: str | None = Field(
-        None, description="one detector or preset to run instead of the service's "
+        default=None, description="one detector or preset to run instead of the service's "
         "(cot, fast, hybrid, fused, auto, or a registered detector)")
     threshold: float | None = Field(
-        None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
+        default=None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
     judge_mode: JudgeMode | None = Field(
-        None, description="how the judge scores: grounded (from the sentence verdicts), rubric "
+        default=None,
+        description="how the judge scores: grounded (from the sentence verdicts), rubric "
         "(bounded by them) or both (grounded, the rubric beside it)")
 
     @model_validator(mode="before")
@@ -68,33 +69,59 @@ class RequestOptions(BaseModel):
         return update
 
 
-class JudgeRequest(BaseModel):
-    """A source document and the LLM response to score against it."""
+class TextsRequest(BaseModel):
+    """What every route reads: the source, the question, and the per-request options."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "source": _SOURCE, "response": _RESPONSE,
-    }]})
+    model_config = ConfigDict(extra="forbid")
 
     source: str | list[str] = Field(
         description="the document the response must be faithful to, or a list of sources "
         "(a RAG app's retrieved chunks): each sentence's evidence names the source index")
-    response: str = Field(description="the LLM answer to check, rewrite or judge")
     question: str | None = Field(
-        None, description="the question the response answers, if any (read with each sentence)"
+        default=None,
+        description="the question the response answers, if any (read with each sentence)"
     )
     options: RequestOptions | None = Field(
-        None, description="per-request settings, from an allow-list (others are a 422)")
+        default=None, description="per-request settings, from an allow-list (others are a 422)")
 
 
-class CheckRequest(JudgeRequest):
+class JudgeRequest(TextsRequest):
+    """A source and the response (or several candidate responses) to score against it."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"source": _SOURCE, "response": _RESPONSE},
+        {"source": _SOURCE, "responses": [_RESPONSE, "The library opened in 1962."]},
+    ]})
+
+    response: str | None = Field(
+        default=None, description="the LLM answer to judge (or give `responses`)")
+    responses: list[str] | None = Field(
+        default=None, min_length=1, description="several candidate answers to judge against "
+        "the one source: one result each, in order, as `conli judge --json` gives them")
+
+    @model_validator(mode="after")
+    def _one_or_the_other(self) -> JudgeRequest:
+        if (self.response is None) == (self.responses is None):
+            raise ValueError("give either response (one text) or responses (a list), not "
+                             + ("both" if self.response is not None else "neither"))
+        return self
+
+    def texts(self) -> list[str]:
+        """The responses to judge, in order."""
+        return [self.response] if self.response is not None else list(self.responses or [])
+
+
+class CheckRequest(TextsRequest):
     """A source, the LLM response to check against it, and optionally the points to cover."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "source": _SOURCE, "response": _RESPONSE, "points": [_POINT_1, _POINT_2],
     }]})
 
+    response: str = Field(description="the LLM answer to check or rewrite")
+
     points: PointsBody | None = Field(
-        None, description="what the response must cover (seed 001): a list of points, or "
+        default=None, description="what the response must cover (seed 001): a list of points, or "
         "{perspective: [points]}; each point is checked covered, uncovered or unverified",
     )
 
@@ -108,7 +135,7 @@ class RewriteRequest(CheckRequest):
     }]})
 
     fix_coverage: bool | None = Field(
-        None, description="add one checked sentence for each uncovered point (default: the "
+        default=None, description="add one checked sentence for each uncovered point (default: the "
         "service's CONLI_FIX_COVERAGE)",
     )
 
@@ -126,4 +153,4 @@ class BatchRequest(BaseModel):
         min_length=1, description="the checks to run; at most CONLI_SERVICE_BATCH_MAX_ITEMS "
         "(413 beyond)")
     options: RequestOptions | None = Field(
-        None, description="options for every item; an item's own options win, one by one")
+        default=None, description="options for every item; an item's own options win, one by one")

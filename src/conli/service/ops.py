@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conli.backends.base import Backend, Request
 from conli.errors import AuthenticationError, BackendError, boundary
-from conli.frontdoor import JudgeOnlyResult
+from conli.frontdoor import JudgedTexts, JudgeOnlyResult
 from conli.models import CheckResult, UsageTotals
 from conli.service.problems import PROBLEM, REQUEST_ID, problem_response
 from conli.streaming import DoneEvent
@@ -86,6 +86,9 @@ class Metrics:
             self.verdicts.labels(outcome.verdict).inc()
         if isinstance(outcome, CheckResult | DoneEvent | JudgeOnlyResult):
             self._usage(outcome.usage)
+        if isinstance(outcome, JudgedTexts):
+            for text in outcome.texts:
+                self._usage(text.usage)
 
     def problem(self, kind: str) -> None:
         """Count one problem answered: a response, a batch item's entry, a stream's last line."""

@@ -38,8 +38,8 @@ class Problem(BaseModel):
     status: int
     detail: str = ""
     instance: str | None = None
-    request_id: str | None = Field(None, description="the X-Request-ID of the request")
-    errors: list[dict[str, Any]] | None = Field(None, description="field errors, for 422")
+    request_id: str | None = Field(default=None, description="the X-Request-ID of the request")
+    errors: list[dict[str, Any]] | None = Field(default=None, description="field errors, for 422")
 
 
 class ProblemError(Exception):

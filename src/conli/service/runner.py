@@ -20,16 +20,21 @@ from pydantic import BaseModel
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
-from conli.frontdoor import Mode, judge_only
+from conli.frontdoor import JudgedText, JudgedTexts, Mode, judge_only
 from conli.inputs import check_input
 from conli.pipeline import Checker
 from conli.plan import Plan, plan_for
-from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
+from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest, TextsRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
 from conli.streaming import Busy, DoneEvent, Events
 
 Job = Callable[[float], BaseModel]  # the work of one request, given when its answer is due
+
+
+def _left(due: float) -> float:
+    """Seconds left until ``due`` (a monotonic time), never quite zero."""
+    return max(due - time.monotonic(), 1e-3)
 
 
 class TimedOut(Exception):
@@ -47,7 +52,7 @@ class Runner:
         self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def plan_for(self, mode: Mode, body: JudgeRequest | None = None) -> Plan:
+    def plan_for(self, mode: Mode, body: TextsRequest | None = None) -> Plan:
         """The plan of one request in ``mode``: the service's sentence limit, its options."""
         chosen: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
         if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
@@ -56,27 +61,35 @@ class Runner:
             chosen |= body.options.settings_update()
         return plan_for(self.settings, mode, more=chosen)
 
-    def job(self, mode: Mode, body: JudgeRequest) -> Job:
+    def job(self, mode: Mode, body: TextsRequest) -> Job:
         """Return the blocking work for one request; its texts are validated once, there.
 
-        Given the (monotonic) time its answer is due, the check's deadline ends there.
+        Given the (monotonic) time its answer is due, the check's deadline ends there. A
+        judge request with ``responses`` judges each in turn (every text validated before
+        any model call) and answers them together, as ``conli judge --json`` does.
         """
         plan = self.plan_for(mode, body)
         settings = plan.settings
         checker = self.checker
         points = body.points if isinstance(body, CheckRequest) else None
+        texts = body.texts() if isinstance(body, JudgeRequest) else [body.response] \
+            if isinstance(body, CheckRequest) else []
 
         def run(due: float) -> BaseModel:
-            checked = check_input(
-                body.source, body.response, question=body.question, points=points,
+            checked = [check_input(
+                body.source, text, question=body.question, points=points,
                 max_source_chars=settings.max_source_chars,
                 max_response_chars=settings.max_response_chars,
-            )
-            bounded = plan.within(max(due - time.monotonic(), 1e-3))
+            ) for text in texts]
             try:
-                if mode == "judge":
-                    return judge_only(checker, checked, bounded)
-                return checker.run(checked, plan=bounded)
+                if mode != "judge":
+                    return checker.run(checked[0], plan=plan.within(_left(due)))
+                judged = [judge_only(checker, one, plan.within(_left(due))) for one in checked]
+                if isinstance(body, JudgeRequest) and body.responses is None:
+                    return judged[0]
+                return JudgedTexts(judge_mode=settings.judge_mode, texts=[
+                    JudgedText(index=i, judge=one.judge, usage=one.usage)
+                    for i, one in enumerate(judged)])
             except ConfigError as exc:
                 if body.options is None:
                     raise

@@ -39,7 +39,8 @@ class ErrorEvent(BaseModel):
     title: str
     status: int = Field(description="the HTTP status the same failure gets from /v1/check")
     detail: str = ""
-    retry_after: int | None = Field(None, description="seconds to wait before retrying (503)")
+    retry_after: int | None = Field(
+        default=None, description="seconds to wait before retrying (503)")
 
 
 StreamLine = Annotated[SentenceEvent | DoneEvent | ErrorEvent, Field(discriminator="event")]
@@ -214,7 +215,7 @@ class StreamOpening(BaseModel):
 
     source: str | list[str] = Field(
         description="the document the reply must be faithful to, or a list of sources")
-    question: str | None = Field(None, description="the question the reply answers, if any")
+    question: str | None = Field(default=None, description="the question the reply answers, if any")
 
 
 class StreamChunk(BaseModel):
