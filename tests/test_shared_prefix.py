@@ -9,10 +9,16 @@ import json
 
 import pytest
 
+from conli.backends.fake import ScriptedBackend
+from conli.pipeline import Checker
 from conli.prompts import Trusted, render
+from tests.conftest import kind_of, rule_responder
 
 SOURCE = "The Riverside pool opened in 1962. It cost 2.4 million dollars."
 CLAIM = "The pool opened in 1972."
+BRIDGE = ("The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes "
+          "of traffic. The city council paid for it with a regional grant.")
+ANSWER = "The Riverside bridge opened in 1998. It is 420 metres long and carries two lanes."
 # sha256 of the rendered messages (json, sorted keys), as rendered before issue 56
 PINNED = {
     "nli_sentence.v1|cot|-": "160b96bd18518110e17540ae84c23507",
@@ -60,3 +66,61 @@ CASES = [(f"nli_{kind}.{version}", cot, question)
 @pytest.mark.parametrize(("template", "cot", "question"), CASES)
 def test_the_nli_prompts_render_byte_for_byte_as_before(template, cot, question):
     assert _digest(template, cot, question) == PINNED[_key(template, cot, question)]
+
+
+def _flat(messages: list) -> str:
+    """The prompt as a chat template lays it out (ChatML, as the embedded Qwen's)."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+
+
+def _common(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def _checked(settings, *, batches: bool, question: str | None):
+    backend = ScriptedBackend(responder=rule_responder(
+        bad=("420",), rewrite=lambda t: t.replace("420", "240")), judges_batches=batches)
+    shared = settings.model_copy(update={"prompt_layout": "shared", "judge_mode": "both"})
+    result = Checker(shared, backend=backend).check(BRIDGE, ANSWER, question=question)
+    return result, backend.calls
+
+
+@pytest.mark.parametrize("batches", [False, True])  # the one-claim v3 prompt, the batch v1
+@pytest.mark.parametrize("question", [None, "How long is the Riverside bridge?"])
+def test_the_rewrite_and_the_rubric_judge_open_with_the_nli_prompts_source(
+        settings, batches, question):
+    result, calls = _checked(settings, batches=batches, question=question)
+    nli = [_flat(c) for c in calls if kind_of(c) == "nli"]
+    source_end = nli[0].rindex("</source>")  # the examples have sources of their own
+    assert BRIDGE in nli[0][:source_end]
+    # the rewrite shares the question too, where there is one (the judge is not given it)
+    shared_to = {"mitigate": nli[0].rindex("</question>") if question else source_end,
+                 "judge": source_end}
+    readers = {kind: [_flat(c) for c in calls if kind_of(c) == kind] for kind in shared_to}
+    assert all(readers.values())
+    for kind, prompts in readers.items():
+        for prompt in prompts:
+            assert _common(prompt, nli[0]) > shared_to[kind], kind
+    version = "v1" if batches else "v3"
+    assert result.mitigation.template == f"mitigate.v2+nli_base.{version}"
+    assert result.mitigation.status == "rewritten"
+    second = result.judge_raw.second_opinion
+    assert second is not None and second.template == f"judge_rubric.v3+nli_base.{version}"
+    assert second.status == "scored" and second.score == 2
+    # the grounded judge's reasoning reads findings, not the source: it has no source to share
+    assert all(BRIDGE not in _flat(c) for c in calls if kind_of(c) == "reasoning")
+
+
+def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
+    backend = ScriptedBackend(responder=rule_responder(
+        bad=("420",), rewrite=lambda t: t.replace("420", "240")))
+    both = settings.model_copy(update={"judge_mode": "both"})
+    result = Checker(both, backend=backend).check(BRIDGE, ANSWER)
+    nli = next(_flat(c) for c in backend.calls if kind_of(c) == "nli")
+    source_at = nli.index(BRIDGE)
+    readers = [_flat(c) for c in backend.calls if kind_of(c) in ("mitigate", "judge")]
+    assert readers and all(_common(prompt, nli) < source_at for prompt in readers)
+    assert result.mitigation.template == "mitigate.v1"
+    assert result.judge_raw.second_opinion.template == "judge_rubric.v2"

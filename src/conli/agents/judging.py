@@ -54,7 +54,7 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     """Score ``text`` (whose checked ``sentences`` detection judged) in ``judge_mode``."""
     mode = settings.judge_mode
     if not text.strip():
-        return _audited(emptied(settings), text, sentences, provenance), []
+        return _audited(emptied(settings, backend), text, sentences, provenance), []
     if mode == "rubric":
         result, calls = rubric(backend, source, text, sentences, settings)
     else:
@@ -65,11 +65,11 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     return _audited(result, text, sentences, provenance), calls
 
 
-def emptied(settings: Settings) -> JudgeResult:
+def emptied(settings: Settings, backend: Backend) -> JudgeResult:
     """The result for a text with nothing left in it: no score, and it says why."""
     if settings.judge_mode == "rubric":
         return JudgeResult(status="emptied", mode="rubric", reasoning=EMPTIED,
-                           template=rubric_judge.template_name(settings))
+                           template=rubric_judge.template_name(settings, backend.capabilities))
     scale = configured_scale(settings)
     return JudgeResult(status="emptied", mode="grounded", reasoning=EMPTIED,
                        template=f"{GROUNDED_TEMPLATE}+{scale.version}")
