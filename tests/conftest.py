@@ -35,6 +35,8 @@ def kind_of(messages: list[Message]) -> str:
         return "mitigate"
     if "you grade how faithful a whole TEXT" in task:
         return "judge"
+    if "you write the reasoning behind a faithfulness score" in task:
+        return "reasoning"
     if "editor" in system:
         return "mitigate"
     if "fact checker" in system:

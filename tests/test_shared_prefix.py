@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
 from conli.pipeline import Checker
 from conli.prompts import Trusted, render
@@ -95,9 +96,9 @@ def test_the_rewrite_and_the_rubric_judge_open_with_the_nli_prompts_source(
     nli = [_flat(c) for c in calls if kind_of(c) == "nli"]
     source_end = nli[0].rindex("</source>")  # the examples have sources of their own
     assert BRIDGE in nli[0][:source_end]
-    # the rewrite shares the question too, where there is one (the judge is not given it)
+    # the rewrite shares the question too, where there is one (the judges are not given it)
     shared_to = {"mitigate": nli[0].rindex("</question>") if question else source_end,
-                 "judge": source_end}
+                 "judge": source_end, "reasoning": source_end}
     readers = {kind: [_flat(c) for c in calls if kind_of(c) == kind] for kind in shared_to}
     assert all(readers.values())
     for kind, prompts in readers.items():
@@ -109,8 +110,9 @@ def test_the_rewrite_and_the_rubric_judge_open_with_the_nli_prompts_source(
     second = result.judge_raw.second_opinion
     assert second is not None and second.template == f"judge_rubric.v3+nli_base.{version}"
     assert second.status == "scored" and second.score == 2
-    # the grounded judge's reasoning reads findings, not the source: it has no source to share
-    assert all(BRIDGE not in _flat(c) for c in calls if kind_of(c) == "reasoning")
+    scale = load_scale().version
+    assert result.judge_raw.template == f"judge_grounded.v2+nli_base.{version}+{scale}"
+    assert result.judge_raw.reasoning_status == "checked"
 
 
 def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
@@ -120,7 +122,9 @@ def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
     result = Checker(both, backend=backend).check(BRIDGE, ANSWER)
     nli = next(_flat(c) for c in backend.calls if kind_of(c) == "nli")
     source_at = nli.index(BRIDGE)
-    readers = [_flat(c) for c in backend.calls if kind_of(c) in ("mitigate", "judge")]
+    readers = [_flat(c) for c in backend.calls
+               if kind_of(c) in ("mitigate", "judge", "reasoning")]
     assert readers and all(_common(prompt, nli) < source_at for prompt in readers)
     assert result.mitigation.template == "mitigate.v1"
     assert result.judge_raw.second_opinion.template == "judge_rubric.v2"
+    assert result.judge_raw.template == "judge_grounded.v1+" + load_scale().version

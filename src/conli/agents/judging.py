@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from conli.agents import judge as rubric_judge
-from conli.agents.grounded_judge import TEMPLATE as GROUNDED_TEMPLATE
-from conli.agents.grounded_judge import configured_scale, finding, grounded_judge
+from conli.agents.grounded_judge import finding, grounded_judge
+from conli.agents.grounded_judge import template_name as grounded_template
 from conli.agents.judge import sentence_span
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
@@ -58,7 +58,7 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     if mode == "rubric":
         result, calls = rubric(backend, source, text, sentences, settings)
     else:
-        result, calls = grounded_judge(backend, text, sentences, settings)
+        result, calls = grounded_judge(backend, source, text, sentences, settings)
         if mode == "both":
             second, more = rubric(backend, source, text, sentences, settings)
             result, calls = with_second_opinion(result, second), calls + more
@@ -70,9 +70,8 @@ def emptied(settings: Settings, backend: Backend) -> JudgeResult:
     if settings.judge_mode == "rubric":
         return JudgeResult(status="emptied", mode="rubric", reasoning=EMPTIED,
                            template=rubric_judge.template_name(settings, backend.capabilities))
-    scale = configured_scale(settings)
     return JudgeResult(status="emptied", mode="grounded", reasoning=EMPTIED,
-                       template=f"{GROUNDED_TEMPLATE}+{scale.version}")
+                       template=grounded_template(settings, backend.capabilities))
 
 
 def rubric(backend: Backend, source: str, text: str, sentences: Sequence[SentenceResult],
