@@ -6,11 +6,14 @@ rendered bytes are pinned by hash for fixed examples.
 
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
 
 from conli.agents.grounded_judge import load_scale
+from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
+from conli.cli import app as cli
 from conli.pipeline import Checker
 from conli.prompts import Trusted, render
 from tests.conftest import kind_of, rule_responder
@@ -128,3 +131,45 @@ def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
     assert result.mitigation.template == "mitigate.v1"
     assert result.judge_raw.second_opinion.template == "judge_rubric.v2"
     assert result.judge_raw.template == "judge_grounded.v1+" + load_scale().version
+
+
+class OneSlotCache(ScriptedBackend):
+    """A model whose prompt cache keeps only the last prompt (a llama.cpp slot on its own).
+
+    Each call's usage counts as cached what its prompt shares with the call before, as
+    llama.cpp's does; ``prefilled`` keeps what each call had to read anew.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.last, self.prefilled = "", []
+
+    def complete(self, request):
+        flat = _flat(request.messages)
+        cached = _common(flat, self.last)
+        self.last = flat
+        self.prefilled.append(flat[cached:])
+        done = super().complete(request)
+        return replace(done, usage=replace(done.usage, prompt_tokens=len(flat),
+                                           cached_tokens=cached))
+
+
+@pytest.mark.parametrize(("layout", "source_reads"), [("shared", 1), ("own", 3)])
+def test_three_candidates_against_one_source_read_it_once(
+        tmp_path, monkeypatch, capsys, layout, source_reads):
+    backend = OneSlotCache(responder=rule_responder(bad=("420",)))
+    register_backend("one-slot", lambda _arg, _settings: backend)
+    monkeypatch.setenv("CONLI_PROMPT_LAYOUT", layout)
+    (tmp_path / "source.txt").write_text(BRIDGE)
+    args = ["judge", "--source", str(tmp_path / "source.txt"), "--llm", "one-slot", "--json"]
+    for number in range(3):  # each with a flagged sentence: each has a reasoning call
+        path = tmp_path / f"candidate{number}.txt"
+        path.write_text(f"The Riverside bridge opened in 1998. It is 420 metres long. "
+                        f"It has {number + 2} lanes.")
+        args += ["--response", str(path)]
+    assert cli.main(args) == 0
+    texts = json.loads(capsys.readouterr().out)["texts"]
+    assert [t["judge"]["status"] for t in texts] == ["scored"] * 3
+    assert all(t["judge"]["reasoning_status"] == "checked" for t in texts)
+    assert sum(BRIDGE in part for part in backend.prefilled) == source_reads
+    assert all(t["usage"]["cached_tokens"] > 0 for t in texts)
