@@ -28,8 +28,15 @@ def claims_of(messages: list[Message]) -> list[str]:
 
 
 def kind_of(messages: list[Message]) -> str:
-    """Which agent a prompt belongs to, from its system message."""
-    system = messages[0]["content"]
+    """Which agent a prompt belongs to, from its system message (or, for a prompt in the
+    shared layout, which opens as NLI's does, from its task)."""
+    system, task = messages[0]["content"], messages[-1]["content"]
+    if "you correct a TEXT" in task:
+        return "mitigate"
+    if "you grade how faithful a whole TEXT" in task:
+        return "judge"
+    if "you write the reasoning behind a faithfulness score" in task:
+        return "reasoning"
     if "editor" in system:
         return "mitigate"
     if "fact checker" in system:
@@ -95,7 +102,7 @@ def rule_responder(
             return json.dumps({"rewrites": rewrites})
         if kind == "reasoning":
             return REASONING
-        text = messages[-1]["content"].split("<text>")[1].split("</text>")[0]
+        text = messages[-1]["content"].split("<text>")[-1].split("</text>")[0]
         flagged = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if any(b in s for b in bad)]
         score = judge_scores[0] if flagged else judge_scores[1]
         return json.dumps({"errors": [{"sentence": s, "problem": "not in the source",

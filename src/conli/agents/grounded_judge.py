@@ -32,16 +32,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.judge import sentence_span
+from conli.agents.nli_prompts import Layout, laid_out
 from conli.agents.reasoning import settled, summary
 from conli.agents.structured import CallRecord, ask_structured
-from conli.backends.base import Backend
+from conli.backends.base import Backend, Capabilities
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.models import JudgeError, JudgeFinding, JudgeResult, SentenceResult
 from conli.ner.grounding import normalize
 from conli.prompts import render
 
-TEMPLATE = "judge_grounded.v1"
+TEMPLATE = "judge_grounded.v1"  # its own prompt; SHARED opens as the NLI prompt does
+SHARED_TEMPLATE = "judge_grounded.v2"
 SCALE_ARTIFACT = Path(__file__).parent.parent / "signals" / "grounded_scale.v1.json"
 Severity = Literal["contradiction", "unsupported", "minor"]
 SEVERITY: dict[Severity, float] = {"contradiction": 1.0, "unsupported": 0.75, "minor": 0.4}
@@ -195,33 +197,51 @@ def errors_of(findings: Sequence[JudgeFinding], sentences: Sequence[SentenceResu
     return out
 
 
+def reasoning_layout(settings: Settings, capabilities: Capabilities) -> Layout:
+    """The reasoning prompt in ``prompt_layout``: v1 alone, or v2 opening as NLI's does."""
+    return laid_out(TEMPLATE, SHARED_TEMPLATE, settings, capabilities)
+
+
+def template_name(settings: Settings, capabilities: Capabilities) -> str:
+    """The version a grounded result records: the reasoning prompt's, and the scale's."""
+    reasoning = reasoning_layout(settings, capabilities).version
+    return f"{reasoning}+{configured_scale(settings).version}"
+
+
 def grounded_judge(
-    backend: Backend, text: str, sentences: Sequence[SentenceResult], settings: Settings
+    backend: Backend, source: str, text: str, sentences: Sequence[SentenceResult],
+    settings: Settings,
 ) -> tuple[JudgeResult, list[CallRecord]]:
-    """Score ``text`` from its checked ``sentences``; the model writes only the reasoning."""
+    """Score ``text`` from its checked ``sentences``; the model writes only the reasoning.
+
+    ``source`` is shown only in the shared layout, where the prompt opens as NLI's does.
+    """
     scale = configured_scale(settings)
+    layout = reasoning_layout(settings, backend.capabilities)
+    template = template_name(settings, backend.capabilities)
     why = nothing_checked(sentences)
     if why:  # a score would rest on no verdict at all
         return JudgeResult(status="unverified", mode="grounded", error=why,
-                           template=f"{TEMPLATE}+{scale.version}"), []
+                           template=template), []
     score, share, findings = grounded_score(sentences, scale)
     checked = [s for s in sentences if s.checked]
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",
             "share": share, "findings": findings, "errors": errors,
-            "template": f"{TEMPLATE}+{scale.version}"}
+            "template": template}
     if not findings:  # nothing to explain, and nothing the model could add but invention
         return JudgeResult(reasoning=f"{RUBRIC[5]}: {summary(findings, len(checked)).lower()}",
                            **done), []
     level = min(RUBRIC, key=lambda k: abs(k - score))
     prompt = render(
-        TEMPLATE, sentences=[s.text for s in sentences], score=round(score, 1),
-        rubric_line=RUBRIC[level], findings=[f.model_dump() for f in findings],
+        layout.template, sentences=[s.text for s in sentences], score=round(score, 1),
+        rubric_line=RUBRIC[level], findings=[f.model_dump() for f in findings], source=source,
+        **layout.variables,
     )
     schema = GroundedAnswer.model_json_schema()
     schema["properties"]["reasoning"]["maxLength"] = REASONING_CHARS
     asked = ask_structured(
-        backend, prompt.messages, GroundedAnswer, step="judge", template=TEMPLATE,
+        backend, prompt.messages, GroundedAnswer, step="judge", template=layout.version,
         max_tokens=300, max_reasks=settings.max_reasks, temperature=settings.temperature,
         schema=schema, check=lambda answer: check_quotes(answer.reasoning, text),
     )

@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from conli.agents.answers import JudgeErrorsAnswer, NamedError
+from conli.agents.nli_prompts import Layout, laid_out
 from conli.agents.structured import CallRecord, ask_structured
 from conli.agents.windows import tokens_of, windows_for
-from conli.backends.base import Backend, Completion
+from conli.backends.base import Backend, Capabilities, Completion
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeError, JudgeResult
@@ -27,7 +29,9 @@ from conli.prompts import render
 from conli.signals.lexical import sentence_spans
 
 DEFAULT_TEMPLATE = "judge_rubric.v2"
+SHARED_TEMPLATE = "judge_rubric.v3"  # the same rubric, opening as the NLI prompt does
 JUDGE_PROMPT_TOKENS = 900  # the rubric, the worked example and framing around the texts
+SHARED_PROMPT_TOKENS = 1700  # the NLI prompt's rules and examples, then the rubric
 ANSWER_TOKENS = 640  # four capped errors at 3 characters a token, and the score
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TOP_ALTERNATIVES = 10
@@ -50,16 +54,16 @@ def judge(
     window's score is kept (seed 003); if any window could not be scored, the result is
     ``unverified``, since that window might have scored higher.
     """
-    name = template_name(settings)
-    reserved = JUDGE_PROMPT_TOKENS + ANSWER_TOKENS + tokens_of(backend, text)
+    layout = rubric_layout(settings, backend.capabilities)
+    framing = SHARED_PROMPT_TOKENS if layout.shared else JUDGE_PROMPT_TOKENS
+    reserved = framing + ANSWER_TOKENS + tokens_of(backend, text)
     try:
         windows = windows_for(backend, source, reserved, settings.language)
     except ContextOverflowError as exc:
-        template = render(name, source="", text="").template
-        return JudgeResult(status="unverified", error=str(exc), template=template), []
+        return JudgeResult(status="unverified", error=str(exc), template=layout.version), []
     if len(windows) == 1:
-        return _judge_once(backend, source, text, settings, name)
-    judged = [_judge_once(backend, window, text, settings, name) for window in windows]
+        return _judge_once(backend, source, text, settings, layout)
+    judged = [_judge_once(backend, window, text, settings, layout) for window in windows]
     calls = [call for _, window_calls in judged for call in window_calls]
     failed = [(i, r) for i, (r, _) in enumerate(judged) if r.status != "scored"]
     if failed:
@@ -71,28 +75,37 @@ def judge(
     return best.model_copy(update={"note": "; ".join(n for n in (best.note, note) if n)}), calls
 
 
-def template_name(settings: Settings) -> str:
-    """The rubric template ``settings`` name: the user's file, else the shipped one."""
-    return str(settings.judge_template) if settings.judge_template else DEFAULT_TEMPLATE
+def template_name(settings: Settings, capabilities: Capabilities) -> str:
+    """The rubric template version ``settings`` use on a backend of ``capabilities``."""
+    return rubric_layout(settings, capabilities).version
+
+
+def rubric_layout(settings: Settings, capabilities: Capabilities) -> Layout:
+    """The user's rubric file as it is, else the shipped one in ``prompt_layout``."""
+    if settings.judge_template:
+        name = str(settings.judge_template)  # recorded as ``render`` names it
+        return Layout(name, {}, Path(name).stem if name.endswith(".jinja") else name)
+    return laid_out(DEFAULT_TEMPLATE, SHARED_TEMPLATE, settings, capabilities)
 
 
 def _judge_once(
-    backend: Backend, source: str, text: str, settings: Settings, name: str
+    backend: Backend, source: str, text: str, settings: Settings, layout: Layout
 ) -> tuple[JudgeResult, list[CallRecord]]:
-    prompt = render(name, source=source, text=text)
+    prompt = render(layout.template, source=source, text=text, **layout.variables)
+    template = layout.version
     reads = backend.capabilities.logprobs > 0
     try:
         asked = ask_structured(
             backend, prompt.messages, JudgeErrorsAnswer, schema=answer_schema(), step="judge",
-            template=prompt.template, max_tokens=ANSWER_TOKENS,
+            template=template, max_tokens=ANSWER_TOKENS,
             max_reasks=settings.max_reasks, temperature=settings.temperature,
             top_logprobs=TOP_ALTERNATIVES if reads else 0,
         )
     except ContextOverflowError as exc:
-        return JudgeResult(status="unverified", error=str(exc), template=prompt.template), []
+        return JudgeResult(status="unverified", error=str(exc), template=template), []
     if asked.value is None:
         return JudgeResult(
-            status="unverified", error=asked.error, template=prompt.template
+            status="unverified", error=asked.error, template=template
         ), asked.calls
     errors, dropped = tie_errors(asked.value.errors, text, source)
     distribution = score_distribution(asked.completion) if asked.completion else None
@@ -105,7 +118,7 @@ def _judge_once(
     result = JudgeResult(
         status="scored", score=score, scored_by=scored_by, distribution=distribution,
         note=note, reasoning=describe(errors, dropped), errors=errors, dropped_errors=dropped,
-        template=prompt.template,
+        template=template,
     )
     return result, asked.calls
 

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from conli.agents import judge as rubric_judge
-from conli.agents.grounded_judge import TEMPLATE as GROUNDED_TEMPLATE
 from conli.agents.grounded_judge import (
-    configured_scale,
     finding,
     grounded_judge,
     nothing_checked,
     unchecked_note,
 )
+from conli.agents.grounded_judge import template_name as grounded_template
 from conli.agents.judge import sentence_span
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
@@ -62,14 +61,14 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     """Score ``text`` (whose checked ``sentences`` detection judged) in ``judge_mode``."""
     mode = settings.judge_mode
     if not text.strip():
-        return _audited(emptied(settings), text, sentences, provenance), []
+        return _audited(emptied(settings, backend), text, sentences, provenance), []
     why = nothing_checked(sentences)
     if why:
-        return _audited(unscored(settings, why), text, sentences, provenance), []
+        return _audited(unscored(settings, backend, why), text, sentences, provenance), []
     if mode == "rubric":
         result, calls = rubric(backend, source, text, sentences, settings)
     else:
-        result, calls = grounded_judge(backend, text, sentences, settings)
+        result, calls = grounded_judge(backend, source, text, sentences, settings)
         result = _noted(result, unchecked_note(sentences))
         if mode == "both":
             second, more = rubric(backend, source, text, sentences, settings)
@@ -78,17 +77,16 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     return _audited(result, text, sentences, provenance), calls
 
 
-def emptied(settings: Settings) -> JudgeResult:
+def emptied(settings: Settings, backend: Backend) -> JudgeResult:
     """The result for a text with nothing left in it: no score, and it says why."""
     if settings.judge_mode == "rubric":
         return JudgeResult(status="emptied", mode="rubric", reasoning=EMPTIED,
-                           template=rubric_judge.template_name(settings))
-    scale = configured_scale(settings)
+                           template=rubric_judge.template_name(settings, backend.capabilities))
     return JudgeResult(status="emptied", mode="grounded", reasoning=EMPTIED,
-                       template=f"{GROUNDED_TEMPLATE}+{scale.version}")
+                       template=grounded_template(settings, backend.capabilities))
 
 
-def unscored(settings: Settings, why: str) -> JudgeResult:
+def unscored(settings: Settings, backend: Backend, why: str) -> JudgeResult:
     """The result for a text detection could not check at all: no score in any mode.
 
     No judge is asked: the rubric's 5 would rest on nothing checked. In ``both`` the
@@ -96,11 +94,10 @@ def unscored(settings: Settings, why: str) -> JudgeResult:
     """
     if settings.judge_mode == "rubric":
         return JudgeResult(status="unverified", mode="rubric", error=why,
-                           template=rubric_judge.template_name(settings))
+                           template=rubric_judge.template_name(settings, backend.capabilities))
     review = [f"no judge scored the text: {why}"] if settings.judge_mode == "both" else []
-    scale = configured_scale(settings)
     return JudgeResult(status="unverified", mode="grounded", error=why, review=review,
-                       template=f"{GROUNDED_TEMPLATE}+{scale.version}")
+                       template=grounded_template(settings, backend.capabilities))
 
 
 def _noted(result: JudgeResult, note: str | None) -> JudgeResult:

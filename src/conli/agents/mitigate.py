@@ -12,6 +12,7 @@ from typing import Literal
 
 from conli.agents.answers import RewriteAnswer, RewriteItem
 from conli.agents.nli import Hypothesis, nli_windows, run_nli
+from conli.agents.nli_prompts import laid_out
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
 from conli.backends.base import Backend
 from conli.config import Settings
@@ -19,7 +20,8 @@ from conli.errors import ContextOverflowError
 from conli.models import Judgement, Mitigation, SentenceChange, SentenceResult
 from conli.prompts import render
 
-TEMPLATE = "mitigate.v1"
+TEMPLATE = "mitigate.v1"  # its own prompt; SHARED opens as the NLI prompt does
+SHARED_TEMPLATE = "mitigate.v2"
 Unstated = Callable[[str], list[str]]  # a text's names, numbers, dates the source never states
 # judges rewritten sentences (one hypothesis each) as the check's own detector would
 Verifier = Callable[[list[Hypothesis]], tuple[list[Judgement], list[CallRecord]]]
@@ -45,11 +47,15 @@ def mitigate(
     flagged = {s.index: s for s in sentences if s.verdict == "hallucinated"}
     if not flagged:
         return response, Mitigation(status="nothing_flagged"), []
+    layout = laid_out(TEMPLATE, SHARED_TEMPLATE, settings, backend.capabilities)
+    template = layout.version
     prompt = render(
-        TEMPLATE,
+        layout.template,
         source=relevant_source(backend, source, list(flagged.values()), settings),
         response=response,
         flagged=[{"id": i, "text": s.text, "reasons": s.reasons} for i, s in flagged.items()],
+        question=question,
+        **layout.variables,
     )
 
     def only_flagged_ids(answer: RewriteAnswer) -> None:
@@ -64,7 +70,7 @@ def mitigate(
             prompt.messages,
             RewriteAnswer,
             step="mitigate",
-            template=TEMPLATE,
+            template=template,
             max_tokens=96 + 160 * len(flagged),
             max_reasks=settings.max_reasks,
             temperature=settings.temperature,
@@ -72,11 +78,11 @@ def mitigate(
             schema=exact_items_schema(RewriteAnswer, "rewrites", "RewriteItem", sorted(flagged)),
         )
     except ContextOverflowError as exc:
-        return response, Mitigation(status="failed", error=str(exc), template=TEMPLATE), []
+        return response, Mitigation(status="failed", error=str(exc), template=template), []
     if asked.value is None:
         return (
             response,
-            Mitigation(status="failed", error=asked.error, template=TEMPLATE),
+            Mitigation(status="failed", error=asked.error, template=template),
             asked.calls,
         )
     changes = [_change(r, flagged[r.id].text) for r in asked.value.rewrites]
@@ -88,7 +94,7 @@ def mitigate(
         calls += verify_calls
     refined = apply_changes(response, sentences, changes)
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
-    mitigation = Mitigation(status=status, changes=changes, error=error, template=TEMPLATE)
+    mitigation = Mitigation(status=status, changes=changes, error=error, template=template)
     return refined, mitigation, calls
 
 

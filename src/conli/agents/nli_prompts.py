@@ -7,7 +7,7 @@ to a concrete version once per run (``resolve_nli_prompt``), where the backend i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -19,8 +19,9 @@ from conli.agents.answers import (
     NLIReasonedAnswer,
 )
 from conli.backends.base import Capabilities
-from conli.config import DetectionSettings
+from conli.config import DetectionSettings, Settings
 from conli.errors import ConfigError
+from conli.prompts import Trusted
 
 Kind = Literal["sentence", "entity"]  # a whole claim, or the [ tagged ] words of a claim
 
@@ -97,3 +98,38 @@ def batch_size(settings: DetectionSettings, capabilities: Capabilities) -> int:
     if settings.hypotheses_per_call is not None:
         return settings.hypotheses_per_call
     return settings.hosted_hypotheses_per_call if capabilities.judges_batches else 1
+
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A source-reading step's prompt: its template, the variables its layout adds, and its version.
+
+    ``version`` is what results record; it names the NLI base in the shared layout.
+    """
+
+    template: str
+    variables: dict[str, Any]
+    version: str
+
+    @property
+    def shared(self) -> bool:
+        """Opens as the NLI prompt does (its rules and examples come first)."""
+        return bool(self.variables)
+
+
+def laid_out(own: str, shared: str, settings: Settings, capabilities: Capabilities) -> Layout:
+    """The step's prompt in ``settings.prompt_layout``: its ``own`` template, or ``shared``.
+
+    A shared-layout template (``mitigate.v2``, ``judge_rubric.v3``) extends the NLI base of
+    the run's version with its own ``task`` block, so it opens exactly as the check's NLI
+    calls do (rules, worked examples, the source): a prompt cache holding them prefills
+    only what follows. Its version names the base too, e.g. ``mitigate.v2+nli_base.v3``.
+    The NLI version is the one the run uses on a backend of ``capabilities``.
+    """
+    if settings.prompt_layout == "own":
+        return Layout(own, {}, own)
+    base = f"nli_base.{nli_prompt(resolve_nli_prompt(settings, capabilities)).version}"
+    variables = {"nli_base": Trusted(f"{base}.jinja"), "cot": settings.chain_of_thought,
+                 "hypotheses": []}
+    return Layout(shared, variables, f"{shared}+{base}")

@@ -395,7 +395,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
             backend.close()
     recorded: Backend | Recorded = backend or Recorded("none", "none")
     rubric_template = set() if backend is None else \
-        {str(settings.judge_template or judge_agent.DEFAULT_TEMPLATE)}  # no rubric, no template
+        {judge_agent.template_name(settings, backend.capabilities)}  # no rubric, no template
     payload = {"kind": "judge-auroc", "predictions": str(args.predictions),
                "scale": scale.version,
                "provenance": meta(args, recorded, settings, rubric_template, paths),

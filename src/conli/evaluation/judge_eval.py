@@ -209,7 +209,7 @@ def _evidence_row(checker: Checker, item: JudgeItem, task: Task, settings: Setti
     seconds = status = None
     if reason and (task.task == "gold_full" or task.pct == 100):
         started = perf_counter()
-        result, _ = grounded_judge(checker.backend, task.text, sentences, settings)
+        result, _ = grounded_judge(checker.backend, item.source, task.text, sentences, settings)
         seconds, status = perf_counter() - started, result.reasoning_status
     return Scored(task, "grounded", None, "judge_grounded.v1", item.dataset,
                   seconds=seconds, reasoning_status=status, evidence=share)

@@ -1,6 +1,7 @@
 """Wire the CoNLI steps into a LangGraph state machine, as in the paper's Figure 1.
 
-split -> select -> detector ... detector -> ground -> merge -> coverage -> [mitigate | keep]
+split -> select -> detector ... detector -> ground -> merge -> coverage
+-> [mitigate (|| raw_judge) | keep]
 -> [fix_coverage] -> [judge]
 
 The default detectors are the paper's two levels: sentence_nli -> entity_nli.
@@ -12,7 +13,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -23,11 +24,23 @@ from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckInput, CheckOutput, CheckState
 from conli.run_context import report
 
+Edit = Literal["mitigate", "keep", "raw_judge"]
 
-def route_to_edit(state: CheckState, runtime: Runtime[Deps]) -> Literal["mitigate", "keep"]:
-    """Mitigate only when something was flagged and rewriting is on (after coverage)."""
-    flagged = any(s.verdict == "hallucinated" for s in state["sentences"])
-    return "mitigate" if flagged and deps_of(runtime).settings.mitigate else "keep"
+
+def route_to_edit(state: CheckState, runtime: Runtime[Deps]) -> list[Edit]:
+    """Mitigate only when something was flagged and rewriting is on (after coverage).
+
+    Beside the rewrite, on a backend that runs calls at once, the raw response is judged:
+    its judge needs only detection's findings, so a hosted model makes three calls in a
+    row (detect, rewrite beside the raw judge's reasoning, verify), not four.
+    """
+    deps = deps_of(runtime)
+    settings = deps.settings
+    if not (settings.mitigate and any(s.verdict == "hallucinated" for s in state["sentences"])):
+        return ["keep"]
+    if settings.judge and settings.judge_raw and deps.backend.capabilities.max_concurrency > 1:
+        return ["mitigate", "raw_judge"]
+    return ["mitigate"]
 
 
 def route_after_edit(
@@ -80,6 +93,7 @@ def build_graph(
         ("mitigate", nodes.mitigate),
         ("keep", nodes.keep),
         ("fix_coverage", nodes.fix_coverage),
+        ("raw_judge", nodes.raw_judge),
         ("judge", nodes.judge),
     ]
     for name, node in steps:
@@ -88,7 +102,8 @@ def build_graph(
     graph.add_edge(START, chain[0])
     for before, after in itertools.pairwise(chain):
         graph.add_edge(before, after)
-    graph.add_conditional_edges("coverage", route_to_edit)
+    graph.add_conditional_edges("coverage", route_to_edit, list(get_args(Edit)))
+    graph.add_edge("raw_judge", END)  # the branch beside the rewrite ends; judge reads it
     graph.add_conditional_edges("mitigate", route_after_edit)
     graph.add_conditional_edges("keep", route_after_edit)
     graph.add_conditional_edges("fix_coverage", route_to_judge)

@@ -291,18 +291,33 @@ def keep(state: CheckState) -> dict[str, Any]:
     return {"refined_text": state["response"], "mitigation": Mitigation(status=status)}
 
 
+def raw_judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
+    """Score the raw response from detection's verdicts, beside the rewrite (see ``judge``)."""
+    deps = deps_of(runtime)
+    raw, calls = judge_text(deps.backend, state["source"], state["response"],
+                            state["sentences"], deps.settings, provenance(deps))
+    return {"judge_raw": raw, "calls": calls}
+
+
 def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Score the final text 1-5 in the configured mode, and the raw response when it changed.
 
     The refined text's verdicts come from its unchanged sentences and checked rewrites; a
-    text the rewrite emptied is ``emptied``, never a 5 (``agents.judging``).
+    text the rewrite emptied is ``emptied``, never a 5 (``agents.judging``). The raw
+    response's score may already be there (``raw_judge`` ran beside the rewrite): it is
+    not asked for again, and stands for the refined text too if the rewrite left it as it was.
     """
     deps = deps_of(runtime)
     made_by = provenance(deps)
     changed = state["refined_text"] != state["response"]
+    raw = state.get("judge_raw")
+    if raw is not None and not changed:
+        return {"judge_refined": raw}
     refined_sentences = refined_verdicts(state["sentences"], state.get("mitigation"))
     refined, calls = judge_text(deps.backend, state["source"], state["refined_text"],
                                 refined_sentences, deps.settings, made_by)
+    if raw is not None:
+        return {"judge_refined": refined, "calls": calls}
     raw = refined
     if changed and deps.settings.judge_raw:
         raw, raw_calls = judge_text(deps.backend, state["source"], state["response"],
