@@ -355,3 +355,12 @@ def test_the_chat_hook_examples_reply_falls_back_when_every_sentence_was_removed
     example = load_script(ROOT / "examples" / "langgraph_chat_hook.py", "langgraph_chat_hook")
     assert example.reply({"refined_text": "  "}) == {"answer": example.DECLINED}
     assert example.reply({"refined_text": GOOD}) == {"answer": GOOD}
+
+
+def test_the_old_path_of_the_node_still_works_and_says_where_it_moved() -> None:
+    import conli.graph
+    import conli.hook
+
+    with pytest.warns(DeprecationWarning, match=r"conli\.check_node \(conli\.hook\.check_node\)"):
+        old = conli.graph.check_node
+    assert old is check_node is conli.hook.check_node
