@@ -2,13 +2,13 @@
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, its words not in the source marked, the
-points it had to cover (``report_coverage``), the rewrite as a word diff, the judge scores
+points it had to cover (``report.coverage``), the rewrite as a word diff, the judge scores
 before/after with their provenance, and each sentence for the auditor to mark (``review``);
 a summary table, an index of the records that need a look, and a legend come first. The
 page is rendered from the Jinja templates in ``report/templates`` with autoescape on, so
 every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
 allows one script, the marks' own (by its hash), and no outside request. What is read, and
-what is skipped as malformed, is ``report_input``'s part; a file with no valid record at all
+what is skipped as malformed, is ``report.records``'s part; a file with no valid record at all
 is an error, and nothing is written.
 """
 
