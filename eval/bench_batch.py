@@ -30,20 +30,22 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.scripted / tests.http_fakes: the scripted answers
 
 from tests import http_fakes, scripted  # noqa: E402
 
-from conli import files  # noqa: E402
 from conli.backends import get_backend  # noqa: E402
 from conli.batch import local as batch  # noqa: E402
 from conli.batch import ray_engine as batch_ray  # noqa: E402
+from conli.batch.records import OutLog, Record  # noqa: E402
 from conli.batch.work import make_worker  # noqa: E402
 from conli.config import Settings  # noqa: E402
 from conli.evaluation.report import git_state  # noqa: E402
@@ -108,27 +110,29 @@ class Result:
     steady: float  # records/s after the first records out, to the last
 
 
-class _Timed(files.LogAppender):
-    """OUT's writer, noting when each line was written (both engines use it)."""
+@contextmanager
+def write_times() -> Iterator[list[float]]:
+    """When each record was written to OUT: both engines write through ``OutLog.write``."""
+    times: list[float] = []
+    write = OutLog.write
 
-    times: ClassVar[list[float]] = []
+    def timed_write(self: OutLog, record: Record) -> None:
+        write(self, record)
+        times.append(time.perf_counter())
 
-    def write(self, record: Any) -> None:
-        super().write(record)
-        _Timed.times.append(time.perf_counter())
-
-
-batch.LogAppender = _Timed  # type: ignore[misc]
-batch_ray.LogAppender = _Timed  # type: ignore[misc]
+    OutLog.write = timed_write  # type: ignore[method-assign]
+    try:
+        yield times
+    finally:
+        OutLog.write = write  # type: ignore[method-assign]
 
 
 def timed(engine: str, actors: int | None, concurrency: int, call: Any) -> Result:
     """Run ``call()`` (a batch returning its Summary) and time its records."""
-    _Timed.times = []
-    started = time.perf_counter()
-    summary = call()
-    ended = time.perf_counter()
-    times = _Timed.times
+    with write_times() as times:
+        started = time.perf_counter()
+        summary = call()
+        ended = time.perf_counter()
     n = summary.processed
     first = times[0] - started if times else float("nan")
     # records out after the first burst (the records finished together with the first one,
@@ -162,10 +166,10 @@ def run_ray(settings: Settings, src: Path, work_dir: Path, actors: int, concurre
     """Ray batch with ``actors`` actors of ``concurrency`` records each, into a fresh OUT."""
     out = work_dir / f"ray-{actors}x{concurrency}.jsonl"
     out.unlink(missing_ok=True)
-    plan = batch_ray.make_plan(settings, "rewrite", concurrency=concurrency,
-                               cpus_per_actor=cpus_per_actor)
+    job = batch_ray.actor_job(settings, "rewrite", concurrency=concurrency,
+                              cpus_per_actor=cpus_per_actor)
     return timed("ray", actors, concurrency, lambda: batch_ray.run_ray(
-        str(src), out, plan, actors=actors, progress=False))
+        str(src), out, job, actors=actors, progress=False))
 
 
 def machine() -> dict[str, Any]:

@@ -14,12 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, beside this file
-
+from conli.evaluation.paired import pct, per_set
 from conli.signals.model import SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import response_score
-from train_detector import pct, per_set
 
 
 def decide(model: SignalModel, rows: list[ExampleRows]) -> dict[str, bool]:

@@ -17,14 +17,15 @@ the seeded order), e.g. the ones nobody had looked at when a mode was chosen.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.metrics import detection_report
+from conli.gate import response_verdict
 
 
 def load(run: Path, after: int = 0) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
-    rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    rows = read_predictions(run)
     return {(r["dataset"], r["example_id"]): r for r in rows[after:]}
 
 
@@ -34,9 +35,7 @@ def sentence_only(row: dict) -> str:  # type: ignore[type-arg]
         return str(row["predicted"])
     verdicts = [j["verdict"] for s in row["result"]["sentences"] if s["checked"]
                 for j in s["judgements"] if j["level"] == "sentence"]
-    if "hallucinated" in verdicts:
-        return "hallucinated"
-    return "unverified" if "unverified" in verdicts or not verdicts else "supported"
+    return response_verdict(verdicts)
 
 
 def line(name: str, rows: list[dict], *, sentences_only: bool = False) -> str:  # type: ignore[type-arg]

@@ -12,12 +12,13 @@ where misses are long sentences, and adds chances to flag a faithful one.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from conli.evaluation.detection import read_predictions
 
 LONG = 25  # words: a sentence this long usually joins two or more claims
 
@@ -25,8 +26,7 @@ LONG = 25  # words: a sentence this long usually joins two or more claims
 def outcomes(predictions: Path) -> list[dict[str, Any]]:
     """Per decided example: set, gold label, cot's flag and its longest sentence in words."""
     found = []
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    for record in read_predictions(predictions):
         result = record.get("result")
         if record.get("error") is not None or not result:
             continue

@@ -43,6 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conli.evaluation.detection import read_predictions
+from conli.gate import response_verdict
+
 # Numbers, dates and names: what a sentence's claim turns on. PersonType (nationalities,
 # groups: spaCy's NORP) and Skill are descriptions, not names, and are left out.
 DECISIVE = ("Quantity", "DateTime", "Person", "Location", "Organization", "Event", "Product")
@@ -134,10 +137,7 @@ def sentence_of(raw: Mapping[str, Any], categories: Sequence[str]) -> Sentence:
 def read_records(path: Path, categories: Sequence[str]) -> list[Record]:
     """A detect run's ``predictions.jsonl``: every example that has a result, in run order."""
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        raw = json.loads(line)
+    for raw in read_predictions(path):
         result = raw.get("result")
         if raw.get("error") is not None or not result:
             continue
@@ -146,14 +146,6 @@ def read_records(path: Path, categories: Sequence[str]) -> list[Record]:
                               [sentence_of(s, categories) for s in result["sentences"]
                                if s.get("checked")]))
     return records
-
-
-def response(verdicts: Iterable[str]) -> str:
-    """The response's prediction from its checked sentences' verdicts (as the evaluation)."""
-    verdicts = list(verdicts)
-    if "hallucinated" in verdicts:
-        return "hallucinated"
-    return "unverified" if "unverified" in verdicts else "supported"
 
 
 def flag(predicted: str, gold: bool) -> float:
@@ -188,7 +180,7 @@ def apply(record: Record, verdict_of: Verdicts, rules: Sequence[str], action: st
             changed.append((sentence.index, new, sentence.reason(rules)))
             verdict = new
         after.append(verdict)
-    return Applied(response(before), response(after), changed)
+    return Applied(response_verdict(before), response_verdict(after), changed)
 
 
 def by_set(records: Sequence[Record]) -> dict[str, list[Record]]:
@@ -255,7 +247,7 @@ def scored_as_the_evaluation(records: Sequence[Record], verdict_of: Verdicts) ->
 
     out = {}
     for name, mine in by_set(records).items():
-        predicted = [response(verdict_of(s) for s in r.sentences) for r in mine]
+        predicted = [response_verdict(verdict_of(s) for s in r.sentences) for r in mine]
         matrix = confusion([r.gold for r in mine], predicted)  # type: ignore[arg-type]
         out[name] = balanced_accuracy(*matrix.as_wrong())
     return out
@@ -265,7 +257,7 @@ def scored_as_the_evaluation(records: Sequence[Record], verdict_of: Verdicts) ->
 
 def check_stored(records: Sequence[Record]) -> dict[str, int]:
     """The fused sentences' verdicts give each example's stored prediction."""
-    agree = sum(response(s.fused or "unverified" for s in r.sentences) == r.predicted
+    agree = sum(response_verdict(s.fused or "unverified" for s in r.sentences) == r.predicted
                 for r in records)
     return {"examples": len(records), "prediction_recomputed": agree}
 
@@ -280,7 +272,7 @@ def check_cot_run(records: Sequence[Record], cot_run: Sequence[Record]) -> dict[
             counts["not in the fused run"] += 1
             continue
         counts["examples"] += 1
-        counts["response verdict agrees"] += (response(s.cot for s in mine.sentences)
+        counts["response verdict agrees"] += (response_verdict(s.cot for s in mine.sentences)
                                               == theirs.predicted)
         pairs = {s.index: s for s in mine.sentences}
         for sentence in theirs.sentences:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.agents.grounded_judge import Scale, evidence, finding, load_scale
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.judge_eval import stored_grounded_scores
 from conli.evaluation.rule import Paired, decide, held_out
 from conli.models import CheckResult, Entity, Judgement, SentenceResult
@@ -113,9 +114,8 @@ def read_examples(path: Path, scale: Scale, counts: Counter[str]) -> list[Exampl
     """Every stored example with a result, in the file's order, scored both ways."""
     current = {(i, d): (g, s) for i, d, g, s in stored_grounded_scores(path, scale)}
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line) if line.strip() else None
-        if not record or not record.get("result"):
+    for record in read_predictions(path):
+        if not record.get("result"):
             continue
         sentences = [cot_sentence(s, counts)
                      for s in CheckResult.model_validate(record["result"]).sentences]
@@ -147,9 +147,8 @@ def check_cot_run(examples: Sequence[Example], path: Path, scale: Scale) -> dict
     derived = {e.example_id: e for e in examples}
     counts: Counter[str] = Counter()
     differ = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line) if line.strip() else None
-        if not record or not record.get("result"):
+    for record in read_predictions(path):
+        if not record.get("result"):
             continue
         counts["examples in the cot run"] += 1
         mine = derived.get(record["example_id"])

@@ -11,12 +11,13 @@ hypothesis, so use single-sentence sets (factcc, halueval_qa, aggrefact_*).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
-from conli.agents.scoring import LABEL_PREFILL, TOP_ALTERNATIVES
+from conli.agents.nli_prompts import nli_prompt
+from conli.agents.scoring import TOP_ALTERNATIVES
 from conli.backends import Request, get_backend
 from conli.config import Settings
 from conli.evaluation.detection import stratified_sample
@@ -25,6 +26,7 @@ from conli.evaluation.metrics import auroc
 from conli.prompts import render
 
 LABELS = ("entailment", "contradiction", "neutral")
+PROMPT = nli_prompt("v1")  # the batch prompt this probe was written for, and its label opening
 
 
 def shares(top: dict[str, float]) -> dict[str, float]:
@@ -39,17 +41,21 @@ def shares(top: dict[str, float]) -> dict[str, float]:
     return {label: value / total for label, value in mass.items()}
 
 
-def main(dataset: str, limit: int, seed: int = 0) -> None:
+def main(dataset: str, limit: int, seed: int = 0, data_dir: Path = Path("../shared/data")
+         ) -> None:
     settings = Settings()
     backend = get_backend(settings.llm, settings)
-    examples = stratified_sample(load_dataset(dataset, Path("../shared/data")), limit, seed)
+    examples = stratified_sample(load_dataset(dataset, data_dir), limit, seed)
     gold, rows = [], []
     for example in examples:
-        prompt = render("nli_sentence.v1", source=example.source, hypotheses=[example.response],
-                        cot=True)
-        messages = [*prompt.messages, {"role": "assistant", "content": LABEL_PREFILL}]
+        prompt = render(PROMPT.template("sentence"), source=example.source,
+                        hypotheses=[example.response], cot=True)
+        messages = [*prompt.messages, {"role": "assistant", "content": PROMPT.label_opening}]
         reply = backend.complete(Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES))
-        row = shares(reply.top_logprobs[0])
+        if not reply.logprobs:
+            raise SystemExit(f"{backend.name} returned no log-probabilities: use a backend "
+                             "whose capabilities have scores_labels")
+        row = shares(reply.logprobs[0].top)
         gold.append(example.label)
         rows.append(row)
         print(json.dumps({"id": example.id, "hallucinated": example.label,
@@ -62,4 +68,10 @@ def main(dataset: str, limit: int, seed: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", help="a single-sentence set, e.g. factcc")
+    parser.add_argument("limit", type=int, help="examples, stratified by label")
+    parser.add_argument("seed", type=int, nargs="?", default=0)
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    args = parser.parse_args()
+    main(args.dataset, args.limit, args.seed, args.data_dir)

@@ -21,14 +21,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings: paired_gain, train_detector
-
+from conli.evaluation.paired import (
+    compare,
+    finish,
+    parse_args,
+    pct,
+    read_run,
+    run_flags,
+    run_scores,
+    signed,
+    table_head,
+)
 from conli.training.data import read_rows
-from paired_gain import compare, finish, parse_args, read_records, run_flags, run_scores, table_head
-from train_detector import pct, signed
 
 NLI = ("sentence_nli", "entity_nli")
 Read = Callable[[list[bool]], bool]  # whether each look passed -> the judgement passes
@@ -49,7 +55,7 @@ def read_flags(records: list[dict[str, Any]], read: Read) -> tuple[dict[str, boo
     window the vote chose, so the other reads see only that window.
     """
     flags, unsure = {}, 0
-    for record in records:  # paired_gain.read_records: the completed examples
+    for record in records:  # paired.read_run: the completed examples
         if not record.get("result"):
             continue
         flagged = missing = False
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     """Read a looks run and the features file; write results.json and results.md."""
     args = parse_args(__doc__, argv)
     meta, rows = read_rows(args.features)
-    records = read_records(args.predictions, args.exclude)
+    records = read_run(args.predictions, args.exclude)
     scores = run_scores(records)
     reports, flags_by = {}, {}
     for name, read in READS.items():

@@ -17,13 +17,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.rule import Paired, decide
 
 
 def predictions(run: Path) -> dict[str, dict[str, Any]]:
     """The run's predictions by example id (the last line for an id wins)."""
-    rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
-    return {row["example_id"]: row for row in rows}
+    return {row["example_id"]: row for row in read_predictions(run)}
 
 
 def flag(row: dict[str, Any]) -> float:

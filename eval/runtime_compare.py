@@ -9,8 +9,8 @@ for the prefill measurement (each prompt is new).
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from typing import Any
 
@@ -58,7 +58,11 @@ def llama_cpp_runner(model: str) -> Any:
 
 
 def main() -> None:
-    runtime, model = sys.argv[1], sys.argv[2]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("runtime", choices=["xllamacpp", "llama_cpp"])
+    parser.add_argument("model", help="the GGUF file")
+    args = parser.parse_args()
+    runtime, model = args.runtime, args.model
     started = time.perf_counter()
     run = xllamacpp_runner(model) if runtime == "xllamacpp" else llama_cpp_runner(model)
     load = time.perf_counter() - started

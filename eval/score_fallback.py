@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.rule import Paired, decide
 from conli.version import source_commit
 
@@ -113,7 +114,7 @@ def main() -> None:
     parser.add_argument("--predictions", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    rows = [json.loads(line) for line in args.predictions.read_text().splitlines()]
+    rows = read_predictions(args.predictions)
     sets = by_set(rows)
     worth = decide(paired(sets, "looks", "verdict"))
     loses = decide(paired(sets, "looks", "logprobs"))

@@ -26,16 +26,22 @@ import hashlib
 import json
 import statistics
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conli.detectors.fused import nli_features
-from conli.evaluation.detection import Outcome, run_order, stratified_sample
+from conli.evaluation.detection import PREDICTIONS, Outcome, read_predictions
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
+from conli.evaluation.paired import (
+    gain_interval,
+    pct,
+    per_set,
+    signed,
+    trained_on,
+    with_v1_nli,
+)
 from conli.evaluation.report import file_digest, write_results
-from conli.files import read_log, write_atomically
+from conli.files import write_atomically
 from conli.signals.features import FEATURES
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows, rows_of, write_rows
@@ -52,14 +58,13 @@ from conli.training.train import (
 )
 
 SIGNALS = [name for name, _ in FEATURES]
-NLI_KEYS = ("nli_support", "nli_flagged", "nli_contradiction")  # what a v1 run replaces
 FUSED_TRAINING_ROWS = 291  # fused.v1's training examples, the first of the v1 run's order
 REBUILT_VERSION = "fused.v2"  # fused.v1's recipe, rebuilt from the repository
 
 
 def export(args: argparse.Namespace) -> int:
     """Join a detect run's recorded features with the dev sets' labels."""
-    outcomes = read_log(args.predictions / "predictions.jsonl", Outcome.from_json)
+    outcomes = read_predictions(args.predictions, Outcome.from_json)
     run = json.loads((args.predictions / "results.json").read_text(encoding="utf-8"))
     examples = {(e.dataset, e.id): e for name in DATASETS
                 for e in load_dataset(name, args.data_dir)}
@@ -122,8 +127,7 @@ def rebuild_fused(args: argparse.Namespace) -> int:
     ships is decided by the project's rule, as any change of the default is.
     """
     meta, rows = read_rows(args.features)
-    order = [o.example_id for o in read_log(args.v1_predictions / "predictions.jsonl",
-                                            Outcome.from_json)]
+    order = [o.example_id for o in read_predictions(args.v1_predictions, Outcome.from_json)]
     chosen = set(order[:FUSED_TRAINING_ROWS])
     v1_rows, _ = with_v1_nli([r for r in rows if r.example_id in chosen], args.v1_predictions)
     if len(v1_rows) != FUSED_TRAINING_ROWS:
@@ -139,50 +143,13 @@ def rebuild_fused(args: argparse.Namespace) -> int:
         "recipe": "the first 291 examples of the v1 run's order; NLI features from the v1 "
                   "run (v1_predictions), the reading from features_file",
         "v1_predictions": str(args.v1_predictions),
-        "v1_predictions_sha256": _sha256(args.v1_predictions / "predictions.jsonl"),
+        "v1_predictions_sha256": _sha256(args.v1_predictions / PREDICTIONS),
         "features_file": str(args.features), "training_rows_sha256": digest,
         "data_files": meta.get("data_files", {}),
         "leave_one_dataset_out": held})
     write_atomically(args.out, json.dumps(model.to_json(), indent=1) + "\n")
     print(f"wrote {args.out} from {len(v1_rows)} examples", file=sys.stderr)
     return 0
-
-
-def with_v1_nli(rows: list[ExampleRows], predictions: Path) -> tuple[list[ExampleRows], int]:
-    """``rows`` with their NLI features from a v1 run; and how many could not be matched.
-
-    The reading's features and the labels stay the rows' own. Sentences are matched by
-    their count and indices (the rows hold no text); a row whose v1 run checked other
-    sentences is left out and counted.
-    """
-    v1 = {o.example_id: o.result for o in read_log(predictions / "predictions.jsonl",
-                                                  Outcome.from_json) if o.result}
-    out, unmatched = [], 0
-    for row in rows:
-        result = v1.get(row.example_id)
-        checked = [s for s in result.sentences if s.checked] if result else []
-        if len(checked) != len(row.sentences) or any(
-                s.index != r.index for s, r in zip(checked, row.sentences, strict=True)):
-            unmatched += 1
-            continue
-        sentences = [replace(r, values={**r.values, **{k: v for k, v in nli_features(
-            s.judgements).items() if k in NLI_KEYS}})
-            for s, r in zip(checked, row.sentences, strict=True)]
-        out.append(replace(row, sentences=sentences))
-    return out, unmatched
-
-
-def trained_on(model: SignalModel, data_dir: Path) -> set[str]:
-    """Ids of the dev examples an artifact was trained on, from its training manifest.
-
-    The fused artifacts record the run they read: the first ``n`` examples of the seeded,
-    set-interleaved order of a ``limit_per_set`` sample (``conli eval detect``'s order).
-    """
-    training = model.training
-    n = training["leave_one_dataset_out"]["n"]
-    sets = [stratified_sample(load_dataset(name, data_dir), training["limit_per_set"],
-                              training["seed"]) for name in DATASETS]
-    return {e.id for e in run_order(sets, training["seed"])[:n]}
 
 
 def shipped_held_out(model: SignalModel, rows: list[ExampleRows], data_dir: Path
@@ -229,60 +196,9 @@ def candidate(held: list[HeldOut], features: tuple[str, ...], keep: tuple[str, .
             "gain_over_cot": gain_interval(held, rows)}
 
 
-def gain_interval(held: list[HeldOut], rows: list[ExampleRows], draws: int = 2000,
-                  baseline: Callable[[ExampleRows], bool] = ExampleRows.cot_flagged,
-                  ) -> tuple[float, float, float]:
-    """Mean-of-sets BAcc minus the baseline's (cot's), with a paired bootstrap 95% interval.
-
-    Each draw resamples every set's examples, hallucinated and faithful apart (so both
-    labels stay), and scores the held-out decisions and the baseline's on the same draw:
-    with about 50 examples a set, whether a gain is more than noise.
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(SEED)
-    sets = []
-    for h in held:
-        if len(set(h.gold)) < 2:  # no balanced accuracy, as per_set leaves it out
-            continue
-        gold = np.asarray(h.gold)
-        cot = [baseline(r) for r in rows if r.dataset == h.dataset]
-        sets.append((gold, np.asarray(h.predicted), np.asarray(cot),
-                     [np.flatnonzero(gold == label) for label in (False, True)]))
-
-    def bacc(gold: Any, flagged: Any) -> float:  # sklearn's, without its checks: 10^5 calls
-        return float((flagged[gold].mean() + (~flagged[~gold]).mean()) / 2)
-
-    def gain(picks: list[Any]) -> float:
-        return statistics.mean(bacc(g[i], p[i]) - bacc(g[i], c[i])
-                               for (g, p, c, _), i in zip(sets, picks, strict=True))
-
-    point = gain([np.arange(len(g)) for g, *_ in sets])
-    boot = sorted(gain([np.concatenate([rng.choice(ix, len(ix)) for ix in by_label])
-                        for *_, by_label in sets]) for _ in range(draws))
-    return point, boot[int(0.025 * draws)], boot[int(0.975 * draws) - 1]
-
-
 def cot_alone(rows: list[ExampleRows]) -> dict[str, float]:
     """Chain of thought's own balanced accuracy on the same examples, per set and mean."""
     return per_set(rows, ExampleRows.cot_flagged)
-
-
-def per_set(rows: list[ExampleRows], flagged: Callable[[ExampleRows], bool]
-            ) -> dict[str, float]:
-    """Balanced accuracy of ``flagged`` on each dataset's rows, and their mean.
-
-    A set whose rows hold one label only has no balanced accuracy and is left out.
-    """
-    from sklearn.metrics import balanced_accuracy_score
-
-    out = {dataset: balanced_accuracy_score(
-        [r.label for r in rows if r.dataset == dataset],
-        [flagged(r) for r in rows if r.dataset == dataset])
-        for dataset in sorted({r.dataset for r in rows})
-        if len({r.label for r in rows if r.dataset == dataset}) == 2}
-    out["mean"] = statistics.mean(out.values())
-    return out
 
 
 def signal_aurocs(rows: list[ExampleRows]) -> dict[str, float | None]:
@@ -354,16 +270,6 @@ def shipped_lines(shipped: dict[str, Any]) -> list[str]:
     auroc = shipped["pooled_auroc"]
     return [*lines, "", f"Pooled AUROC: cot (1 - NLI support) {pct(auroc['cot'])}, "
             f"shipped fused {pct(auroc['fused'])}."]
-
-
-def pct(value: float | None) -> str:
-    """A 0-1 figure as a percentage with one decimal; a dash for none."""
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def signed(value: float) -> str:
-    """A 0-1 difference as signed percentage points."""
-    return f"{100 * value:+.1f}"
 
 
 def _public(held: HeldOut) -> dict[str, Any]:

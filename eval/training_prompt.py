@@ -20,8 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_detector, beside this file
-
+from conli.evaluation.paired import (
+    gain_interval,
+    held_decisions,
+    pct,
+    per_set,
+    signed,
+    trained_on,
+    with_v1_nli,
+)
 from conli.evaluation.report import write_results
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows
@@ -33,7 +40,6 @@ from conli.training.train import (
     fit,
     response_score,
 )
-from train_detector import gain_interval, pct, per_set, signed, trained_on, with_v1_nli
 
 
 def lodo_decisions(train_rows: list[ExampleRows], test_rows: list[ExampleRows]
@@ -81,20 +87,16 @@ def compare(v3_rows: list[ExampleRows], v1_rows: list[ExampleRows],
         def shipped_flag(r: ExampleRows) -> bool:
             return response_score(model, r) >= model.threshold
 
-        def held(flags: dict[str, bool]) -> list[HeldOut]:
-            return [HeldOut(d, 0, None, 0.0, None, None, [], [r.label for r in mine],
-                            [flags[r.example_id] for r in mine])
-                    for d in sorted({r.dataset for r in unseen})
-                    for mine in [[r for r in unseen if r.dataset == d]]]
-
         report["unseen"] = {
             "version": model.version, "n": len(unseen),
             "cot": per_set(unseen, ExampleRows.cot_flagged),
             "shipped": per_set(unseen, shipped_flag),
             "trained_on_v1": per_set(unseen, lambda r: v1_flag[r.example_id]),
             "trained_on_v3": per_set(unseen, lambda r: v3_flag[r.example_id]),
-            "v1_over_shipped": gain_interval(held(v1_flag), unseen, baseline=shipped_flag),
-            "v3_over_shipped": gain_interval(held(v3_flag), unseen, baseline=shipped_flag)}
+            "v1_over_shipped": gain_interval(held_decisions(unseen, v1_flag), unseen,
+                                             baseline=shipped_flag),
+            "v3_over_shipped": gain_interval(held_decisions(unseen, v3_flag), unseen,
+                                             baseline=shipped_flag)}
     return report
 
 

@@ -145,8 +145,9 @@ def main(argv: list[str] | None = None, *, checker: Checker | None = None) -> in
     args = parser.parse_args(argv)
     own = checker is None
     try:
-        source = read_input(args.source, "source")
-        checker = checker or Checker(session_settings(args))
+        settings = checker.plan.settings if checker else session_settings(args)
+        source = read_input(args.source, "source", max_chars=settings.max_source_chars)
+        checker = checker or Checker(settings)
         app = build_app(checker)
         inputs: ChatState = {"question": args.question, "source": source}
         for update in app.stream(inputs, context=AppContext(chat=checker.backend),

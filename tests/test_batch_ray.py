@@ -26,7 +26,8 @@ from conli.backends.base import Backend, Message  # noqa: E402
 from conli.backends.fake import ScriptedBackend  # noqa: E402
 from conli.batch.local import run  # noqa: E402
 from conli.batch.ray_engine import actor_job, run_ray  # noqa: E402
-from conli.batch.records import Summary, record_key  # noqa: E402
+from conli.batch.records import record_key  # noqa: E402
+from conli.batch.summary import Summary  # noqa: E402
 from conli.batch.work import make_worker  # noqa: E402
 from conli.config import BackendSettings, Settings  # noqa: E402
 from conli.errors import (  # noqa: E402

@@ -20,7 +20,7 @@ import pytest
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.batch.local import run
-from conli.batch.records import Summary
+from conli.batch.summary import Summary
 from conli.batch.work import make_worker
 from conli.config import Settings
 from conli.errors import TransientBackendError

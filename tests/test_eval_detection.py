@@ -11,7 +11,7 @@ from conli.backends import register_backend
 from conli.backends.base import Backend
 from conli.cli.app import main
 from conli.config import Settings
-from conli.errors import EmptyInputError
+from conli.errors import EmptyInputError, InputError
 from conli.evaluation import detection
 from conli.evaluation import judge_eval as je
 from conli.evaluation.loaders import Example, load_jsonl
@@ -357,3 +357,20 @@ def test_judge_auroc_from_a_stored_run_names_the_rubric_template_only_when_it_ra
                  "--out", str(tmp_path / "s")]) == 0
     skipped = json.loads((tmp_path / "s" / "results.json").read_text())
     assert [s["id"] for s in skipped["datasets"]["eval_sample"]["sample"]] == [kept[1]["id"]]
+
+
+def test_predictions_are_read_from_the_run_folder_or_the_file_and_a_torn_line_is_cut(
+        tmp_path: Path) -> None:
+    """One reader: a run's folder or its file; a new run's folder is empty, a wrong path is
+    bad input, and a crash's torn last line is dropped (the record runs again)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    assert detection.read_predictions(run) == []
+    outcome = detection.Outcome("x1", "toy", True, "hallucinated")
+    (run / detection.PREDICTIONS).write_text(
+        json.dumps(outcome.to_json()) + "\n" + '{"example_id": "x2", "data', encoding="utf-8")
+    assert detection.read_predictions(run) == [outcome.to_json()]
+    assert detection.read_predictions(run / detection.PREDICTIONS,
+                                      detection.Outcome.from_json) == [outcome]
+    with pytest.raises(InputError, match="neither a detect run's folder"):
+        detection.read_predictions(tmp_path / "elsewhere.jsonl")

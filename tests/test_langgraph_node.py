@@ -461,3 +461,12 @@ def test_dict_messages_without_a_reducer_are_replaced_in_the_list() -> None:
     last = state["messages"][-1]
     assert last["content"] == "The library opened in 1962. It is run by a true charity."
     assert last["response_metadata"]["conli"]["verdict"] == "hallucinated"
+
+
+def test_the_old_path_of_the_node_still_works_and_says_where_it_moved() -> None:
+    import conli.graph
+    import conli.hook
+
+    with pytest.warns(DeprecationWarning, match=r"conli\.check_node \(conli\.hook\.check_node\)"):
+        old = conli.graph.check_node
+    assert old is check_node is conli.hook.check_node

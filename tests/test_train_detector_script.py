@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from conli.evaluation import paired
+from conli.evaluation.paired import gain_interval, trained_on, with_v1_nli
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow
 from conli.training.train import HeldOut
@@ -28,8 +30,7 @@ def _load(name: str) -> ModuleType:
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
 def test_the_shipped_weights_training_rows_are_the_run_they_read() -> None:
-    trainer = _load("train_detector")
-    seen = trainer.trained_on(load_model(FUSED_ARTIFACT), DATA)
+    seen = trained_on(load_model(FUSED_ARTIFACT), DATA)
     run = ROOT / "eval" / "results" / "detect-default" / "predictions.jsonl"
     order = [json.loads(line)["example_id"] for line in run.read_text().splitlines()]
     assert len(seen) == 291 and seen == set(order[:291])
@@ -66,19 +67,18 @@ def _held(rows: list[ExampleRows], predicted: list[bool]) -> HeldOut:
 
 
 def test_the_gain_over_cot_is_zero_for_cots_own_decisions_and_clear_for_a_better_one() -> None:
-    trainer = _load("train_detector")
     cot = ["hallucinated", "supported"]
     rows = [ExampleRows("d", f"x{i}", i % 2 == 0, [SentenceRow(0, {}, None, cot[i % 4 // 2])])
             for i in range(40)]  # cot flags half of each label: BAcc 0.5
-    same = trainer.gain_interval([_held(rows, [r.cot_flagged() for r in rows])], rows)
+    same = gain_interval([_held(rows, [r.cot_flagged() for r in rows])], rows)
     assert same == (0.0, 0.0, 0.0)
-    better = trainer.gain_interval([_held(rows, [r.label for r in rows])], rows)
+    better = gain_interval([_held(rows, [r.label for r in rows])], rows)
     assert better[0] == pytest.approx(0.5) and 0.2 < better[1] <= better[0] <= better[2]
 
 
 def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
         tmp_path: Path) -> None:
-    paired = _load("paired_gain")
+    paired_gain = _load("paired_gain")
     cot = ["hallucinated", "supported"]
     rows = [ExampleRows("d", f"x{i}", i % 2 == 0, [SentenceRow(0, {}, None, cot[i % 4 // 2])])
             for i in range(40)]  # cot flags half of each label: BAcc 0.5
@@ -87,18 +87,18 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
                 "supported", "error": None} for r in rows[:36]]  # a run that is always right
     records.append({"example_id": "x36", "predicted": None, "error": "backend failed"})
     run.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    report = paired.compare(rows, paired.run_flags(paired.read_records(run)))
+    report = paired.compare(rows, paired.run_flags(paired.read_run(run)))
     assert report["n"] == 36  # undecided and errored examples are left out, not counted wrong
     chosen_on = tmp_path / "chosen.jsonl"  # examples a rule was chosen on are left out
     chosen_on.write_text("\n".join(json.dumps(r) for r in records[:10]) + "\n")
-    assert [r["example_id"] for r in paired.read_records(run, chosen_on)] == [
+    assert [r["example_id"] for r in paired.read_run(run, chosen_on)] == [
         f"x{i}" for i in range(10, 36)]
     assert report["run"]["per_set"]["d"] == 1.0 and report["cot"]["d"] == 0.5
     assert report["run"]["gain_interval"][0] == pytest.approx(0.5)
     # flagging only where both flag keeps cot's misses and drops its false flags: 0.75
     assert report["both flag"]["per_set"]["d"] == pytest.approx(0.75)
     assert report["flips"] == {"hallucinated, now flagged": 9, "faithful, now passed": 9}
-    assert "+50.0" in paired.markdown(report) and "auroc" not in report
+    assert "+50.0" in paired_gain.markdown(report) and "auroc" not in report
     # with scores: the run ranks perfectly, cot's one support value ranks at chance
     cot_rows = [ExampleRows(r.dataset, r.example_id, r.label,
                             [SentenceRow(0, {"nli_support": 0.5}, None, r.sentences[0].cot)])
@@ -106,10 +106,10 @@ def test_a_runs_verdicts_are_paired_with_cots_on_the_examples_both_decided(
     scores = {r.example_id: 0.1 if r.label else 0.9 for r in rows[:36]}
     run.write_text("\n".join(json.dumps({**r, "support_score": scores.get(r["example_id"])})
                              for r in records) + "\n")
-    scored = paired.compare(cot_rows, paired.run_flags(paired.read_records(run)),
-                            paired.run_scores(paired.read_records(run)))
+    scored = paired.compare(cot_rows, paired.run_flags(paired.read_run(run)),
+                            paired.run_scores(paired.read_run(run)))
     assert scored["auroc"] == {"cot": 0.5, "run": 1.0}
-    assert "the run 100.0" in paired.markdown(scored)
+    assert "the run 100.0" in paired_gain.markdown(scored)
 
 
 def test_cot_errors_counts_misses_and_false_alarms_with_their_lengths(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
         "look again where the first passes": ([True, True, True, True], 0),
     }
     for name, (flags, unsure) in expect.items():
-        found, uncertain = looks.read_flags(looks.read_records(path), looks.READS[name])
+        found, uncertain = looks.read_flags(paired.read_run(path), looks.READS[name])
         assert list(found.values()) == flags, name
         assert uncertain == unsure, name
     # cost: the greedy look replayed, so decode is the two sampled looks' (4 s + 8 s)
@@ -180,12 +180,11 @@ def test_looks_gain_reads_each_rule_off_the_recorded_looks(tmp_path: Path) -> No
 
 def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_collection(
 ) -> None:
-    prompt = _load("training_prompt")
     from conli.training.data import read_rows
 
     _, rows = read_rows(ROOT / "eval" / "features" / "dev.jsonl")
     rows = rows[:60]
-    v1_rows, unmatched = prompt.with_v1_nli(rows, ROOT / "eval" / "results" / "detect-default")
+    v1_rows, unmatched = with_v1_nli(rows, ROOT / "eval" / "results" / "detect-default")
     assert unmatched == 0 and [r.example_id for r in v1_rows] == [r.example_id for r in rows]
     pairs = [(a, b) for r, v in zip(rows, v1_rows, strict=True)
              for a, b in zip(r.sentences, v.sentences, strict=True)]

@@ -1,7 +1,7 @@
 """What one check carries through every layer without threading it through each call.
 
 A check's deadline, its cancel flag and its progress listener live in context variables:
-``retry`` reads the deadline and the flag before each attempt (``check_deadline``), the NLI
+``backends.retry`` reads the deadline and the flag before each attempt (``check_deadline``), the NLI
 agent reports progress, and worker threads inherit them through ``propagate``. The flag
 is how a caller that stopped waiting (an ``acheck`` whose task was cancelled) stops the
 check still running in its thread: no model call starts once it is set.

@@ -8,7 +8,7 @@ detect only, by the checker's graph in a worker thread while the loop reads on: 
 stream's plan is prepared once (``Checker.prepare``), so its detectors are built once, and
 every sentence runs on it with what is left of the stream's one deadline.
 
-The NDJSON protocol of ``POST /v1/check/stream`` over this is ``stream_http``.
+The NDJSON protocol of ``POST /v1/check/stream`` over this is ``service.stream``.
 """
 
 from __future__ import annotations

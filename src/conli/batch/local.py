@@ -11,8 +11,8 @@ written with its error.
 Two engines share everything but the scheduling: ``--engine local`` (threads in this
 process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch.ray_engine``,
 imported only when asked for). Both decide what each input line becomes with ``Intake``
-and write OUT with one ``OutLog`` (``conli.batch.records``), and run records with
-``make_worker`` (``conli.batch.work``).
+and write OUT with one ``OutLog`` (``conli.batch.records``), count the run in one
+``Summary`` (``conli.batch.summary``), and run records with ``make_worker`` (``conli.batch.work``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from conli.batch.records import (
     Intake,
     OutLog,
     Record,
-    Summary,
     count_lines,
     read_records,
-    settle_stop,
     stop_reason,
     stopped_record,
 )
+from conli.batch.summary import Summary, settle_stop
 from conli.batch.work import Worker, progress_bar
 from conli.errors import InputError
 

@@ -45,13 +45,12 @@ from conli.batch.records import (
     Intake,
     OutLog,
     Record,
-    Summary,
     parse_line,
     record_key,
-    settle_stop,
     stop_reason,
     stopped_record,
 )
+from conli.batch.summary import Summary, settle_stop
 from conli.batch.work import check_paths, make_worker, progress_bar
 from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary

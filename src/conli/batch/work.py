@@ -24,15 +24,8 @@ from rich.progress import (
 from rich.text import Text
 
 from conli.backends.base import Backend
-from conli.batch.records import (
-    CallTally,
-    CountingBackend,
-    Record,
-    StopRun,
-    failure,
-    given_points,
-    tallied,
-)
+from conli.batch.records import Record, StopRun, failure, given_points
+from conli.batch.tally import CallTally, CountingBackend, tallied
 from conli.config import Settings
 from conli.errors import (
     AuthenticationError,

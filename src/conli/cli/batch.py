@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 
 from conli.backends import get_backend
 from conli.batch.local import ENGINES, run
-from conli.batch.records import Summary
+from conli.batch.summary import Summary
 from conli.batch.work import check_paths, make_worker
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint

@@ -180,7 +180,7 @@ def run_detect(args: argparse.Namespace) -> int:
     runs = bool(todo) and (args.budget_minutes is None or args.budget_minutes > 0)
     backend = eval_backend(args, settings) if runs else None  # scoring alone loads no model
     checker = Checker(settings, backend) if backend is not None else None
-    log = LogAppender(out / "predictions.jsonl")
+    log = LogAppender(out / detection.PREDICTIONS)
 
     def record(outcome: detection.Outcome) -> None:
         log.write(outcome.to_json())
@@ -214,7 +214,7 @@ def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[det
                 **({"no_question": True} if args.no_question else {}),
                 "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
     claim_run_folder(out, manifest)
-    return read_log(out / "predictions.jsonl", detection.Outcome.from_json)
+    return detection.read_predictions(out, detection.Outcome.from_json)
 
 
 def run_rewrite(args: argparse.Namespace) -> int:

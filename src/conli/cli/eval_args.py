@@ -1,6 +1,6 @@
 """What every ``conli eval`` runner shares: data, settings, backend, out folder, provenance.
 
-Split from ``eval_cli`` (the parser and the runners) so each stays small; ``conli
+Split from ``conli.cli.eval`` (the parser and the runners) so each stays small; ``conli
 calibrate`` builds its backend here too.
 """
 

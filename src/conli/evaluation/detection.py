@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, overload
 
 from conli.config import Settings
 from conli.errors import InputError
 from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import average_reports, detection_report
+from conli.files import read_log
 from conli.models import CheckResult, SentenceResult, Verdict
 from conli.plan import adjusted
 
@@ -131,6 +133,35 @@ class Outcome:
         fields = {k: v for k, v in record.items() if k != "result"}
         result = record.get("result")
         return cls(**fields, result=CheckResult.model_validate(result) if result else None)
+
+
+PREDICTIONS = "predictions.jsonl"  # a detect run's log: one ``Outcome`` a line, in run order
+T = TypeVar("T")
+
+
+@overload
+def read_predictions(run: Path) -> list[dict[str, Any]]: ...
+@overload
+def read_predictions(run: Path, parse: Callable[[dict[str, Any]], T]) -> list[T]: ...
+def read_predictions(run: Path, parse: Callable[[dict[str, Any]], Any] | None = None
+                     ) -> list[Any]:
+    """Every record of a detect run's ``predictions.jsonl`` in run order, each ``parse``d.
+
+    The one reader of that file: the run's resume, eval/'s scripts on stored runs. ``run``
+    is the run's folder (one without the file has no record yet) or the file itself, which
+    must exist. Records come raw (dicts) unless ``parse`` is given, e.g.
+    ``Outcome.from_json``; a crash's torn last line is cut off (``files.read_log``).
+    """
+    path = run / PREDICTIONS if run.is_dir() else run
+    if not run.is_dir() and not path.exists():
+        raise InputError(f"{run} is neither a detect run's folder nor its {PREDICTIONS}")
+    return read_log(path, parse or _record)
+
+
+def _record(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("not a prediction record")
+    return value
 
 
 def flagged_share(sentences: Iterable[SentenceResult]) -> float | None:

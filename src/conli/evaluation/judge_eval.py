@@ -22,6 +22,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
+from pathlib import Path
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.detectors import resolve
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.loaders import Example
 from conli.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
@@ -330,19 +332,17 @@ def grounded_rows(rows: Sequence[Scored], shipped: Scale) -> list[Scored]:
 # --- the judge's AUROC on labelled data ---------------------------------------------------
 
 
-def stored_grounded_scores(predictions: Any, scale: Scale) -> list[tuple[str, str, bool, float]]:
+def stored_grounded_scores(predictions: Path, scale: Scale
+                           ) -> list[tuple[str, str, bool, float]]:
     """(example id, dataset, gold hallucinated, grounded score) from a stored detect run.
 
     The grounded score is computed from the sentence verdicts a ``conli eval detect`` run
     recorded, so its AUROC costs no model call; examples without a result are left out.
     """
-    import json
-
     from conli.models import CheckResult
 
     rows = []
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    for record in read_predictions(predictions):
         if not record.get("result"):
             continue
         share, _ = evidence(CheckResult.model_validate(record["result"]).sentences)

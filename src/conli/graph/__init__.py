@@ -1,5 +1,7 @@
 """The CoNLI pipeline as a LangGraph state machine."""
 
+import sys
+import warnings
 from typing import Any
 
 from conli.graph.build import build_graph
@@ -10,14 +12,14 @@ __all__ = ["Deps", "NodeOutput", "build_graph"]
 
 
 def __getattr__(name: str) -> Any:
-    """``conli.graph.check_node``, the node's old home: it now lives in ``conli.hook``.
+    """``conli.graph.check_node``, deprecated: the node lives in ``conli.hook``.
 
-    Kept so that code written against the old path still runs; resolved on first use
-    only (importlib, not an import statement: the graph sits below the checker the node
-    runs, and loading the graph must not load the checker).
+    Still works, with a ``DeprecationWarning``. It is read off the package root's public
+    name (``conli.check_node``, loaded on first use), never imported from here: the graph
+    sits below the checker the node runs and names nothing above it.
     """
     if name == "check_node":
-        import importlib
-
-        return importlib.import_module("conli.hook").check_node
+        warnings.warn("conli.graph.check_node is deprecated: use conli.check_node "
+                      "(conli.hook.check_node)", DeprecationWarning, stacklevel=2)
+        return sys.modules["conli"].check_node
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

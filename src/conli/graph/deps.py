@@ -2,7 +2,7 @@
 
 ``Deps`` (defined with the detectors, in ``detectors.base``, since they are handed it too)
 is passed per run as LangGraph's runtime context, so one compiled graph serves any backend.
-A host app embeds conli with ``conli.graph.check_node``, which binds these itself, so the
+A host app embeds conli with ``conli.check_node``, which binds these itself, so the
 host's own runtime context is never mistaken for them.
 """
 
@@ -26,6 +26,6 @@ def deps_of(runtime: Runtime[Any]) -> Deps:
     if not isinstance(context, Deps):
         raise ConfigError(
             f"conli's graph was run with a {type(context).__name__} context, not its Deps; "
-            "in a LangGraph app add conli.graph.check_node(checker) as the node instead"
+            "in a LangGraph app add conli.check_node(checker) as the node instead"
         )
     return context

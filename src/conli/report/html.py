@@ -2,7 +2,7 @@
 
 Each response is shown with its flagged sentences highlighted (from their offsets), the
 reason and quoted evidence on hover and below, its words not in the source marked, the
-points it had to cover (``report_coverage``), the rewrite as a diff of replaced runs, the
+points it had to cover (``report.coverage``), the rewrite as a diff of replaced runs, the
 judge scores before/after (and the rubric's beside the grounded one's) with what made them,
 each sentence with the chunk and span of the source its verdict rests on (``sources``),
 and each sentence and record for the auditor to mark (``review``). A summary table and a
@@ -12,7 +12,7 @@ an inert ``<template>`` shown a page at a time, so ten thousand records open in 
 The page is rendered from the Jinja templates in ``report/templates`` with autoescape on,
 so every piece of input text is escaped (and never evaluated), and a Content-Security-Policy
 allows one script, the page's own (by its hash), and no outside request. What is read, and
-what is skipped as malformed, is ``report_input``'s part; a file with no valid record at all
+what is skipped as malformed, is ``report.records``'s part; a file with no valid record at all
 is an error, and nothing is written.
 """
 

@@ -25,7 +25,7 @@ log = logging.getLogger("conli.service.app")
 
 PROBLEM = "application/problem+json"
 
-# the id of the request being answered: set by the request-id middleware (``service_ops``)
+# the id of the request being answered: set by the request-id middleware (``service.ops``)
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id",
                                                                         default=None)
 
