@@ -193,10 +193,11 @@ def test_the_generation_table_compares_methods_on_checked_answers() -> None:
     from conli.evaluation.loaders import Example
 
     example = Example("q1", "The pier opened in 1921.", "", False, "d", question="When?")
-    writer = Writer(["Boats leave FALSE.", "Tickets cost 5 euros."])
+    writer = Writer(["Boats leave FALSE.", "Tickets are sold at the gate."])
     rows = generate_eval.run(writer, [example], ["greedy", "fod", "abstain"], split, SETTINGS)
     table = generate_eval.table(rows)
-    assert table["greedy"]["supported_share"] == pytest.approx(2 / 3)
+    # "It is 400 metres long": the writer's own flag word passes it, the unstated rule does not
+    assert table["greedy"]["supported_share"] == pytest.approx(1 / 3)
     assert table["fod"]["supported_share"] == 1.0 and table["fod"]["judge"] == 5
     assert table["greedy"]["judge"] < 4  # a third flagged: below the scale's "minor" level
     assert table["abstain"]["abstained"] == 1 and table["abstain"]["supported_share"] is None

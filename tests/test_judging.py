@@ -21,6 +21,7 @@ from tests.conftest import REASONING, kind_of, rule_responder
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
 RESPONSE = "The library opened in 1962. It charges two dollars a book. It has three floors."
+FAITHFUL = "The library opened in 1962. It lends books free of charge. It has three floors."
 
 
 def _rubric_says(score: int, bad: tuple[str, ...] = ("two dollars",)) -> Any:
@@ -59,7 +60,7 @@ def test_a_rubric_five_on_a_text_with_a_flagged_sentence_is_bounded_and_says_why
 
 
 def test_a_rubric_score_on_a_text_detection_passes_is_not_bounded() -> None:
-    judged = _judged(_rubric_says(5, bad=()), "rubric")
+    judged = _judged(_rubric_says(5, bad=()), "rubric", FAITHFUL)
     assert judged.score == 5.0 and judged.bounded_from is None
 
 
@@ -69,7 +70,7 @@ def test_both_marks_a_disagreement_of_two_or_more_for_review() -> None:
     assert judged.second_opinion is not None and judged.second_opinion.mode == "rubric"
     assert judged.second_opinion.score == 4.0  # bounded: the rubric said 5
     assert any("scored 5.0 although detection flagged" in why for why in judged.review)
-    agreeing = _judged(_rubric_says(5, bad=()), "both")
+    agreeing = _judged(_rubric_says(5, bad=()), "both", FAITHFUL)
     assert agreeing.score == 5.0 and agreeing.second_opinion is not None
     assert agreeing.review == []
 

@@ -242,7 +242,8 @@ def test_the_english_ner_does_not_read_german_and_the_result_says_so(
     assert all(s.entities == [] for s in result.sentences)
     assert all(j.detector == "sentence_nli" for s in result.sentences for j in s.judgements)
     assert [(n.kind, n.step, n.reason, n.language) for n in result.notes] == [
-        ("skipped", "entity_nli", "language", "de")]
+        ("skipped", "entity_nli", "language", "de"),
+        ("skipped", "unstated_entities", "language", "de")]  # the rule reads the NER too
     assert "English only" in result.notes[0].message
     english = Checker(settings, backend=ScriptedBackend(responder=rule_responder())).check(
         "The bridge opened in 1998.", "The bridge opened in 1998.")

@@ -54,6 +54,9 @@ def test_recorded_calls_reach_the_recorded_verdicts(tmp_path: Path) -> None:
         example = examples[(row["dataset"], row["id"])]
         result = checker.check(example.source, example.response)
         assert result.verdict == row["predicted"], row["id"]
-        assert [[s.text, s.verdict, s.score] for s in result.sentences] == row["sentences"]
-        assert result.support_score == row["support_score"]
+        assert [[s.text, s.verdict, s.score] for s in result.sentences] == [  # 4 places now
+            [text, verdict, None if score is None else round(score, 4)]
+            for text, verdict, score in row["sentences"]]
+        assert result.support_score == (None if row["support_score"] is None
+                                        else round(row["support_score"], 4))
     assert backend.misses == 0 and backend.hits > 0

@@ -248,7 +248,7 @@ def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Set
     checker = Checker(settings.model_copy(update={"detectors": ["counted_word"], **DETECT}),
                       backend=ScriptedBackend(responder=rule_responder()))
     before = len(built)
-    parts = [f"Fact number {i} is FALSE here. " if i == 3 else f"Fact number {i} is stated. "
+    parts = [("This fact" + " too" * i + (" is FALSE here. " if i == 3 else " is stated. "))
              for i in range(10)]
     events = asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts))))
     verdicts = [e.sentence.verdict for e in events if isinstance(e, SentenceEvent)]

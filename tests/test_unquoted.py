@@ -43,8 +43,11 @@ def _check(respond: Any, mode: str) -> Any:
 def test_recorded_by_default_the_label_stands() -> None:
     respond, seen = _model({})
     sentence = _check(respond, "record")
-    assert sentence.verdict == "supported" and len(seen) == 1
-    assert sentence.judgements[0].evidence_in_source is False
+    nli = sentence.judgements[0]
+    assert nli.verdict == "supported" and len(seen) == 1  # the model's label stands in NLI
+    assert nli.evidence_in_source is False
+    # the sentence does not: 310 is never stated, and it argues the source has a typo
+    assert sentence.verdict == "hallucinated" and sentence.detector == "unstated_entities"
 
 
 def test_an_entailment_on_an_absent_quote_twice_is_unverified_and_says_why() -> None:

@@ -267,8 +267,8 @@ class RunSettings(BaseModel):
         gt=0,
         description="no model call starts after a check has run this long (None: no limit)",
     )
-    prompt_layout: Literal["own", "shared"] = Field(
-        "own", description="how the rewrite and the judges open their prompts: own "
+    prompt_layout: Literal["own", "shared"] = Field(default="own",
+        description="how the rewrite and the judges open their prompts: own "
         "(mitigate.v1, judge_rubric.v2, judge_grounded.v1) or shared (mitigate.v2, "
         "judge_rubric.v3, judge_grounded.v2: they open as the check's NLI prompt does, up to "
         "and including the source, so a prompt cache that holds it prefills only what "

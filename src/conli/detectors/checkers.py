@@ -43,13 +43,13 @@ class CheckerOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    llm: str | None = Field(None, description="backend spec of the checker's server, e.g. "
+    llm: str | None = Field(default=None, description="backend spec of the checker's server, e.g. "
                             "vllm:http://host:8000/v1#bespoke-minicheck (default: --llm)")
-    model: str | None = Field(None, description="the served model, when llm's URL names none")
-    chunk_tokens: int | None = Field(
-        None, ge=MIN_CHUNK_TOKENS,
+    model: str | None = Field(default=None,
+        description="the served model, when llm's URL names none")
+    chunk_tokens: int | None = Field(default=None, ge=MIN_CHUNK_TOKENS,
         description="tokens a source chunk may take (default: the context window less 300)")
-    threshold: float = Field(0.5, gt=0.0, lt=1.0,
+    threshold: float = Field(default=0.5, gt=0.0, lt=1.0,
                              description="P(supported) above which a claim passes")
 
 

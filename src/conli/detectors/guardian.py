@@ -40,8 +40,8 @@ TEMPLATE_ANSWER_TOKENS = 24  # "<think>\n</think>\n<score> yes </score>" and som
 class GuardianOptions(CheckerOptions):
     """Granite Guardian's settings: the checker's, and how to ask it."""
 
-    prompt: Literal["auto", "template", "rendered"] = Field(
-        "auto", description="template: the served model's chat template with guardian_config "
+    prompt: Literal["auto", "template", "rendered"] = Field(default="auto",
+        description="template: the served model's chat template with guardian_config "
         "(vLLM, or llama-server with --jinja); rendered: the prompt written out; auto: "
         "template on vllm:, rendered elsewhere")
 

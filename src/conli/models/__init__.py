@@ -201,8 +201,10 @@ class Note(BaseModel):
         "injection: text in a source speaks to the checker")
     language: Language = Field(description="the language the check read its texts in")
     message: str
-    source: int | None = Field(None, ge=0, description="addressed: the source (chunk) index")
-    text: str | None = Field(None, description="addressed: the words (at most 200 characters)")
+    source: int | None = Field(default=None,
+        ge=0, description="addressed: the source (chunk) index")
+    text: str | None = Field(default=None,
+        description="addressed: the words (at most 200 characters)")
 
 
 class CheckResult(BaseModel):
@@ -254,10 +256,11 @@ class CheckResult(BaseModel):
         "as detected (auto)")
     notes: list[Note] = Field(
         default_factory=list, description="steps that did not run on this text, and why")
-    conli_version: str | None = Field(
-        None, description="the conli that checked it (None in results written before it was "
+    conli_version: str | None = Field(default=None,
+        description="the conli that checked it (None in results written before it was "
         "recorded), for the audit of a run without the judge")
-    commit: str | None = Field(None, description="the source commit, where conli runs from git")
+    commit: str | None = Field(default=None,
+        description="the source commit, where conli runs from git")
 
 
 class PairError(BaseModel):
