@@ -10,9 +10,9 @@ windowed.
 
 from __future__ import annotations
 
-from conli.backends.base import Backend, counts_tokens
+from conli.backends.base import Backend, counted_tokens
 from conli.config import LanguageSetting
-from conli.errors import BackendError, ContextOverflowError
+from conli.errors import ContextOverflowError
 from conli.segment import sentence_spans
 from conli.text.language import language_of
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
@@ -39,29 +39,17 @@ def windows_for(backend: Backend, source: str, reserved_tokens: int,
             f"the response and prompt leave {budget} of {window} context "
             "tokens for the source; shorten the response or use a larger context"
         )
-    chars_per_token = CHARS_PER_TOKEN_FLOOR
-    counter = counts_tokens(backend)
-    if counter is not None:
-        try:
-            tokens = counter.count_tokens(source)
-        except BackendError:
-            tokens = None  # keep the conservative floor
-        if tokens is not None and tokens <= budget:
-            return [source]
-        if tokens:
-            chars_per_token = len(source) / tokens
+    tokens = counted_tokens(backend, source)  # None: keep the conservative floor
+    if tokens is not None and tokens <= budget:
+        return [source]
+    chars_per_token = len(source) / tokens if tokens else CHARS_PER_TOKEN_FLOOR
     return source_windows(source, int(budget * chars_per_token * SAFETY), language)
 
 
 def tokens_of(backend: Backend, text: str) -> int:
     """Tokens of ``text``: counted where the backend can, else a generous guess."""
-    counter = counts_tokens(backend)
-    if counter is not None:
-        try:
-            return counter.count_tokens(text)
-        except BackendError:
-            pass
-    return at_most_tokens(len(text))
+    tokens = counted_tokens(backend, text)
+    return at_most_tokens(len(text)) if tokens is None else tokens
 
 
 def source_windows(source: str, max_chars: int | None,

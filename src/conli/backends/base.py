@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
+from conli.errors import BackendError
+
 
 class Message(TypedDict):
     """One chat message, in the shape every provider SDK accepts.
@@ -226,6 +228,17 @@ class KeepsReadings(Protocol):
 def counts_tokens(backend: Backend) -> CountsTokens | None:
     """``backend`` as a token counter, if its capabilities say it is one."""
     return cast(CountsTokens, backend) if backend.capabilities.counts_tokens else None
+
+
+def counted_tokens(backend: Backend, text: str) -> int | None:
+    """``text``'s tokens as ``backend`` counts them; None where it cannot count (or failed)."""
+    counter = counts_tokens(backend)
+    if counter is None:
+        return None
+    try:
+        return counter.count_tokens(text)
+    except BackendError:
+        return None
 
 
 def primes_prefix(backend: Backend) -> PrimesPrefix | None:

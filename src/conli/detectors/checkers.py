@@ -19,10 +19,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from conli.backends import get_backend
-from conli.backends.base import Backend, Completion, Request, counts_tokens
+from conli.backends.base import Backend, Completion, Request, counted_tokens
 from conli.backends.calls import CallRecord, call_model
 from conli.detectors.base import Deps, Detection, DetectionContext
-from conli.errors import BackendError, ConfigError
+from conli.errors import ConfigError
 from conli.models import Judgement
 from conli.ner.grounding import SourceMentions
 from conli.prompts import Prompt
@@ -108,17 +108,10 @@ def chunks_of(source: str, budget_tokens: int, backend: Backend,
     gives the source's own characters per token here, others a conservative floor. A
     sentence longer than a chunk is cut at spaces.
     """
-    chars_per_token = CHARS_PER_TOKEN_FLOOR
-    counter = counts_tokens(backend)
-    if counter is not None:
-        try:
-            tokens = counter.count_tokens(source)
-        except BackendError:
-            tokens = 0
-        if tokens and tokens <= budget_tokens:
-            return [Chunk(0, 0, len(source), source)]
-        if tokens:
-            chars_per_token = len(source) / tokens * SAFETY
+    tokens = counted_tokens(backend, source)
+    if tokens and tokens <= budget_tokens:
+        return [Chunk(0, 0, len(source), source)]
+    chars_per_token = len(source) / tokens * SAFETY if tokens else CHARS_PER_TOKEN_FLOOR
     max_chars = max(1, int(budget_tokens * chars_per_token))
     if len(source) <= max_chars:
         return [Chunk(0, 0, len(source), source)]
