@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import cached_property
 
 from conli.models import Entity
 from conli.ner.values import Values, states, values_of
@@ -69,20 +70,16 @@ class SourceMentions:
     def __init__(self, source: str) -> None:
         self._original = source
         self._source, self._offsets = normalize_with_offsets(source)
-        self._values_cache: Values | None = None
-        self._words_cache: frozenset[str] | None = None
 
-    @property
+    @cached_property
     def _values(self) -> Values:
-        if self._values_cache is None:
-            self._values_cache = values_of(self._original)
-        return self._values_cache
+        """The source's numbers and dates, read once, on the first value looked up."""
+        return values_of(self._original)
 
-    @property
+    @cached_property
     def _words(self) -> frozenset[str]:
-        if self._words_cache is None:
-            self._words_cache = frozenset(_WORD.findall(self._source))
-        return self._words_cache
+        """The source's words, normalised, read once, on the first name looked up."""
+        return frozenset(_WORD.findall(self._source))
 
     def mentions(self, entity_text: str) -> bool:
         """True if the entity's normalized text occurs in the source, bounded by non-words."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 _CHECKER = (r"(?:ai|a\.i\.|automated|language models?|llms?|assistants?|chatbots?|"
             r"fact[- ]?check(?:ers?|ing)?|checkers?|verifiers?|evaluators?|graders?|judges?|"
@@ -118,6 +119,7 @@ DEFUSED_KINDS = frozenset({"chat-template token", "our own tags"})
 WITHHELD = "(withheld: text addressed to the checker)"
 
 
+@lru_cache(maxsize=32)  # every prompt of a check withholds from the same source again
 def withhold(text: str) -> str:
     """``text`` with each span addressed to the checker blanked, one character for one.
 
