@@ -240,6 +240,10 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     assert main(["eval", "rewrite", *common, "--out", str(tmp_path / "r")]) == 0
     rewritten = json.loads((tmp_path / "r" / "results.json").read_text())
     assert rewritten["datasets"]["gold"]["zero_flags"]["refined"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "r" / "rewrites.jsonl").open()]
+    assert len(rows) == rewritten["datasets"]["gold"]["n"]  # one row an example, to pair runs
+    assert all(row["clean"] for row in rows)
+    assert {row["rouge_l_vs_raw"] == 1.0 for row in rows} == {not row["changed"] for row in rows}
 
 
 def test_a_written_scale_records_the_fits_own_held_out_residual(

@@ -228,6 +228,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
     full = Checker(plan, backend)
     again = Checker(make_plan(settings, options(mitigate=False, judge=False)), backend)
     results: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
     templates: set[str] = set()
     try:
         for name, examples in sets.items():
@@ -237,12 +238,17 @@ def run_rewrite(args: argparse.Namespace) -> int:
             redone = rewrite.redetect(again, outcomes, examples,
                                       progress(args.progress, f"{name} re-detect"))
             results[name] = rewrite.rewrite_report(outcomes, examples, redone)
+            rows.extend(rewrite.rewrite_rows(outcomes, examples, redone))
             templates |= {t for o in outcomes if o.result for t in o.result.templates}
     finally:
         full.close()
     payload = {"kind": "rewrite", "provenance": meta(args, backend, settings, templates, paths),
                "datasets": results}
-    return finish(out_dir(args, "rewrite"), payload, report.rewrite_markdown(payload))
+    out = out_dir(args, "rewrite")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rewrites.jsonl").write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return finish(out, payload, report.rewrite_markdown(payload))
 
 
 def run_judge(args: argparse.Namespace) -> int:

@@ -139,6 +139,35 @@ def _judge_summary(scores: Sequence[float | None]) -> dict[str, Any]:
             "unscored": len(scores) - len(scored)}
 
 
+def rewrite_rows(
+    outcomes: Sequence[Outcome], examples: Sequence[Example], redetections: Sequence[Redetection]
+) -> list[dict[str, Any]]:
+    """One row per example (``rewrites.jsonl``), so two runs can be paired example by example.
+
+    ``clean``: the refined text re-detects as supported (or was emptied); ``rouge_l_vs_raw``:
+    how much of the raw text the rewrite kept (1.0 when unchanged).
+    """
+    by_id = {e.id: e for e in examples}
+    again = {r.example_id: r.verdict for r in redetections}
+    rows = []
+    for outcome in outcomes:
+        example, result = by_id[outcome.example_id], outcome.result
+        refined = result.refined_text if result else example.response
+        rows.append({
+            "dataset": example.dataset, "example_id": example.id, "label": example.label,
+            "predicted": outcome.predicted, "changed": refined != example.response,
+            "mitigation": result.mitigation.status if result else "error",
+            "redetected": again.get(outcome.example_id),
+            "clean": again.get(outcome.example_id) in ("supported", "empty"),
+            "judge_raw": result.judge_raw.score if result and result.judge_raw else None,
+            "judge_refined": result.judge_refined.score
+            if result and result.judge_refined else None,
+            "rouge_l_vs_raw": rouge_l(refined, example.response) if refined.strip() else 0.0,
+            "refined": refined,
+        })
+    return rows
+
+
 def rewrite_report(
     outcomes: Sequence[Outcome], examples: Sequence[Example], redetections: Sequence[Redetection]
 ) -> dict[str, Any]:
