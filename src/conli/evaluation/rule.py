@@ -9,7 +9,9 @@ both classes and the two are compared on the same texts.
 
 The metric is AUROC (scores, higher = more likely hallucinated; the Mann-Whitney statistic
 from scipy's ranks, ties averaged, as scikit-learn's ``roc_auc_score`` gives it, at a
-fraction of its cost over thousands of draws) or balanced accuracy (flags).
+fraction of its cost over thousands of draws), balanced accuracy (flags), or the plain mean
+of a per-example quality (``mean``: a rewrite's re-detected cleanliness or its judge score,
+where every example counts and the labels only keep the draws stratified).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-Metric = Literal["auroc", "bacc"]
+Metric = Literal["auroc", "bacc", "mean"]
 DRAWS = 2000
 SEED = 0
 
@@ -133,11 +135,12 @@ def decide(sets: Mapping[str, Paired], metric: Metric = "auroc", *, draws: int =
     import numpy as np
 
     score = _metric(metric)
-    usable = {name: p for name, p in sets.items() if len(set(p.gold)) == 2}
+    usable = {name: p for name, p in sets.items()
+              if len(set(p.gold)) == 2 or (metric == "mean" and p.gold)}
     arrays = {name: (np.asarray(p.gold, dtype=bool), np.asarray(p.candidate, dtype=float),
                      np.asarray(p.current, dtype=float)) for name, p in usable.items()}
     rng = np.random.default_rng(seed)
-    by_label = {name: [np.flatnonzero(g == label) for label in (False, True)]
+    by_label = {name: [ix for label in (False, True) if len(ix := np.flatnonzero(g == label))]
                 for name, (g, _, _) in arrays.items()}
     picks = [{name: np.concatenate([rng.choice(ix, len(ix)) for ix in by_label[name]])
               for name in arrays} for _ in range(draws)]
@@ -156,7 +159,7 @@ def decide(sets: Mapping[str, Paired], metric: Metric = "auroc", *, draws: int =
     candidate = {name: score(g, c) for name, (g, c, _) in arrays.items()}
     current = {name: score(g, d) for name, (g, _, d) in arrays.items()}
     losses = [name for name, g in per_set.items() if g.high < 0]
-    chance = 0.5
+    chance = 0.5 if metric != "mean" else float("-inf")  # a mean has no chance level
     return Decision(metric, per_set, candidate, current,
                     {name: len(g) for name, (g, _, _) in arrays.items()},
                     {name: int(g.sum()) for name, (g, _, _) in arrays.items()}, mean,
@@ -173,7 +176,7 @@ def _interval(point: float, draws: Sequence[float]) -> Gain:
 
 
 def _metric(metric: Metric) -> Callable[[Any, Any], float]:
-    """AUROC of scores, or balanced accuracy of flags (values > 0.5 are flags)."""
+    """AUROC of scores, balanced accuracy of flags (values > 0.5 are flags), or a mean."""
     from scipy.stats import rankdata
 
     def auroc(gold: Any, values: Any) -> float:
@@ -187,4 +190,7 @@ def _metric(metric: Metric) -> Callable[[Any, Any], float]:
         flagged = values > 0.5
         return float((flagged[gold].mean() + (~flagged[~gold]).mean()) / 2)
 
-    return auroc if metric == "auroc" else bacc
+    def plain_mean(gold: Any, values: Any) -> float:
+        return float(values.mean())
+
+    return {"auroc": auroc, "bacc": bacc, "mean": plain_mean}[metric]
