@@ -177,3 +177,25 @@ def test_ordinary_text_is_not_taken_for_text_addressed_to_the_checker() -> None:
     plain = ("According to the source, the museum opened in 1931. Critics consider the "
              "figures accurate. A note to readers: the article was updated on Monday.")
     assert addressed(plain) == [] and withhold(plain) == plain
+
+
+def test_a_check_reads_its_source_for_values_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NLI, the unstated rule, the rewrite and its verification share one reading."""
+    from conli.ner import grounding
+
+    built: list[str] = []
+    real = grounding.SourceMentions.__init__
+
+    def counting(self: SourceMentions, source: str) -> None:
+        built.append(source)
+        real(self, source)
+
+    grounding.mentions_of.cache_clear()
+    monkeypatch.setattr(grounding.SourceMentions, "__init__", counting)
+    backend = ScriptedBackend(responder=rule_responder(
+        bad=("1913",), rewrite=lambda text: text.replace("1913", "1931")))
+    settings = Settings(_env_file=None, detectors=["cot"], judge=False)  # type: ignore[call-arg]
+    with Checker(settings, backend=backend) as checker:
+        result = checker.check(SOURCE, "The library opened in 1913. It has four floors.")
+    assert result.mitigation.status == "rewritten"
+    assert built == [SOURCE]

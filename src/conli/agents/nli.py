@@ -27,7 +27,7 @@ from conli.agents.windows import windows_for
 from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
-from conli.ner.grounding import SourceMentions, normalize
+from conli.ner.grounding import SourceMentions, mentions_of, normalize
 from conli.prompts import Trusted, defuse, render
 from conli.run_context import propagate, report
 from conli.text.addressing import withhold
@@ -304,7 +304,7 @@ class _Call:
         calls: list[CallRecord] = []
         pending = list(range(len(batch)))
         error = "the model gave no judgement for this hypothesis"
-        mentions = SourceMentions(source)
+        mentions = mentions_of(source)
         for _ in range(2 if self.settings.max_reasks else 1):
             asked_for = [batch[i] for i in pending]
             asked = self.ask(source, asked_for, temperature, seed,

@@ -24,7 +24,7 @@ from conli.backends.calls import CallRecord, call_model
 from conli.detectors.base import Deps, Detection, DetectionContext
 from conli.errors import ConfigError
 from conli.models import Judgement
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
 from conli.run_context import propagate, report
 from conli.segment import Segment, sentence_spans
@@ -217,7 +217,7 @@ class SpecialisedChecker:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             answers = list(pool.map(propagate(one), pairs))
         found = Detection(calls=[record for _, record in answers])
-        mentions = SourceMentions(context.source)
+        mentions = mentions_of(context.source)
         for number, claim in enumerate(claims):
             readings = [answers[c * len(claims) + number][0] for c in range(len(chunks))]
             judgement = self.judgement(claim.text, readings, chunks,

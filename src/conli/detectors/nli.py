@@ -13,7 +13,7 @@ from __future__ import annotations
 from conli.agents.nli import Hypothesis, run_nli, tag_entity
 from conli.detectors.base import Detection, DetectionContext, skipped_for_language
 from conli.models import Judgement
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import mentions_of
 from conli.text.language import english_ner_runs
 
 
@@ -57,7 +57,7 @@ class EntityNLI:
         ]
         # without a sentence-level verdict, no entity has been in front of a judge yet
         recheck_all = deps.settings.entity_recheck == "all" or not sentence_level
-        source = SourceMentions(context.source)
+        source = mentions_of(context.source)
         found = Detection()
         hypotheses = []
         for sentence in passed:

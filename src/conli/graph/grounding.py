@@ -16,7 +16,7 @@ from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
 from conli.inputs import SourceMap
 from conli.models import Entity, Judgement, Note, SentenceResult
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import SourceMentions, mentions_of
 from conli.text.addressing import DEFUSED_KINDS, addressed
 from conli.text.language import Language, english_ner_runs
 
@@ -38,7 +38,7 @@ def ground(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     if deps.settings.ner == "spacy" and not english_ner_runs(language):
         return {"notes": [*notes, skipped_for_language(GROUND, language, "the spaCy NER")]}
     known = state.get("entities", {})
-    mentions = SourceMentions(state["source"])
+    mentions = mentions_of(state["source"])
     found: dict[int, list[Entity]] = {}
     for segment in state["segments"]:
         if not segment.checked or segment.index in known:

@@ -31,7 +31,7 @@ from conli.models import (
     Verdict,
     WordScore,
 )
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import mentions_of
 from conli.segment import Segment, select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
@@ -96,7 +96,7 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     entities = state.get("entities", {})
     deps = deps_of(runtime)
     detectors = deps.detectors
-    mentions, where = SourceMentions(state["source"]), state.get("source_map", SourceMap())
+    mentions, where = mentions_of(state["source"]), state.get("source_map", SourceMap())
     results = []
     for segment in state["segments"]:
         result = SentenceResult(
@@ -230,7 +230,7 @@ def _calibrated(result: SentenceResult, applied: Applied) -> SentenceResult:
 def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Rewrite or remove the hallucinated sentences; leave the rest byte-identical."""
     deps = deps_of(runtime)
-    mentions = SourceMentions(state["source"])
+    mentions = mentions_of(state["source"])
 
     def unstated(text: str) -> list[str]:
         if deps.settings.ner == "spacy" and not english_ner_runs(state.get("language", "en")):

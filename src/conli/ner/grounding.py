@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from conli.models import Entity
 from conli.ner.values import Values, states, values_of
@@ -62,6 +62,16 @@ def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
         chars.pop()
         offsets.pop()
     return "".join(chars), offsets
+
+
+@lru_cache(maxsize=8)
+def mentions_of(source: str) -> SourceMentions:
+    """The source's ``SourceMentions``, built once per source text (not once per step).
+
+    The NLI agent, the detectors, ``ground`` and ``mitigate`` all ask it about one source
+    in a check; its normalised text, values and words are read once and shared (read-only).
+    """
+    return SourceMentions(source)
 
 
 class SourceMentions:

@@ -19,7 +19,7 @@ from typing import Any
 
 from conli.config import Language
 from conli.models import WordScore
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import SourceMentions, mentions_of
 from conli.segment import Segment
 from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
 from conli.text.language import english_ner_runs
@@ -77,7 +77,7 @@ class SourceWords:
             sentences=tuple(w for _, w in found),
             texts=tuple(t for t, _ in found),
             numbers=frozenset(numbers(source)),
-            mentions=SourceMentions(source),
+            mentions=mentions_of(source),
             language=language,
         )
 
