@@ -1,9 +1,11 @@
 """The reference tables in the docs are the code's, so they cannot drift (issue 30).
 
-README's result-object table names every field of ``CheckResult`` in its first column,
-and each row names, in backticks, every field of the models under it (two levels down;
-a model that has a row of its own is documented there). docs/settings.md is generated
-from ``conli.config``, and README's short settings table names only settings that exist.
+docs/results.md's result-object table names every field of ``CheckResult`` in its first
+column, and each row names, in backticks, every field of the models under it (two levels
+down; a model that has a row of its own is documented there). docs/settings.md is generated
+from ``conli.config``, and docs/configuration.md's short settings table names only settings
+that exist. The pages themselves (README.md, the front page, and docs/*.md):
+tests/test_docs_pages.py.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ TICKED = re.compile(r"`([^`]+)`")
 
 def _result_table() -> dict[str, str]:
     """Each field named in the table's first column, with the whole row it is named in."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### The result object (`--json`)", 1)[1].split("\n#", 1)[0]
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    section = page.split("\n## The result object (`--json`)\n", 1)[1].split("\n#", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
         if line.startswith("| `"):
@@ -103,10 +105,10 @@ def test_the_reference_shows_machine_defaults_as_words() -> None:
     assert "(one of `spacy`, `azure`)" in reference
 
 
-def test_the_readme_settings_table_names_real_settings_and_links_them_all() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    assert "[docs/settings.md](docs/settings.md)" in section
+def test_the_short_settings_table_names_real_settings_and_links_them_all() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = page.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    assert "](settings.md)" in section
     named = re.findall(r"`CONLI_([A-Z_]+)`", section)
     assert len(set(named)) >= 10
     assert sorted({n.lower() for n in named} - set(Settings.model_fields)) == []

@@ -1,4 +1,5 @@
-"""README's hosted quick start: a whole ``conli check`` on a hosted model, with only its extra.
+"""The hosted quick start (docs/configuration.md): a whole ``conli check`` on a hosted model,
+with only its extra.
 
 Run through the command line against a scripted OpenAI-compatible server, with the
 embedded backend's imports blocked (xllamacpp, gguf, the model's chunk packages) and

@@ -1,6 +1,6 @@
 """conli is installed from a clone or a wheel, never by name from an index (issue 30).
 
-Every "install this" the user reads, in the README and in conli's messages, has to work:
+Every "install this" the user reads, in the README, the docs and conli's messages, has to work:
 ``pip install 'conli[openai]'`` in a fresh environment finds nothing, since conli is not
 on PyPI. A missing extra is one clear line (exit 2), never a traceback.
 """
@@ -28,9 +28,14 @@ def test_an_install_hint_names_the_clone_and_the_installed_conli() -> None:
     assert "pip install 'conli[openai]' into this environment" in hint
 
 
-def test_the_readme_never_installs_conli_by_name() -> None:
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+def test_no_page_installs_conli_by_name(page: str) -> None:
+    assert not BY_NAME.findall((ROOT / page).read_text(encoding="utf-8"))
+
+
+def test_the_readme_installs_from_the_clone_or_a_wheel() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert not BY_NAME.findall(readme)
     assert "pip install -e '.[local]'" in readme and "make wheel" in readme
 
 

@@ -219,7 +219,7 @@ def _download(page: Any, button: str, target: Path) -> list[str]:
 
 
 def _screenshot(page: Any, tmp_path: Path) -> None:
-    """The filters at work: flagged records among the first ten, as the README shows them.
+    """The filters at work: flagged records among the first ten, as docs/report.md shows them.
 
     CONLI_UPDATE_SCREENSHOT=1 refreshes docs/report-screenshot.png; by default the test
     leaves tracked files alone (the PNG's bytes differ on every render).
