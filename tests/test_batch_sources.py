@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,27 @@ def test_six_records_over_two_interleaved_sources_read_each_source_once(
     assert [r["response"] for r in rows] == [r["response"] for r in records]
     assert all(r["result"]["verdict"] == "hallucinated" for r in rows if "FALSE" in r["response"])
     assert summary.cached_tokens > 0
+
+
+def test_with_several_threads_records_start_grouped_and_out_ends_in_ins_order(
+        tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    records = _interleaved(9)
+    _write_jsonl(src, records)
+    started: list[str] = []
+    lock = threading.Lock()
+
+    def work(record: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            started.append(record["source"])
+        time.sleep(0.01 * (9 - int(record["id"][1:])))  # the first records finish last
+        return {"id": record["id"], "ok": True, "result": {"verdict": "supported"}}
+
+    summary = run(src, out, work, concurrency=3, progress=False)
+    assert summary.processed == 9
+    # handed out source by source: the three threads all start on the first source
+    assert started[:3] == [POOL] * 3 and sorted(started) == sorted([POOL] * 5 + [BRIDGE] * 4)
+    assert [r["id"] for r in _out(out)] == [r["id"] for r in records]
 
 
 def test_the_schedule_groups_by_source_text_or_chunks_in_order_of_first_record(
