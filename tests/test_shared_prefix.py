@@ -6,7 +6,6 @@ rendered bytes are pinned by hash for fixed examples.
 
 import hashlib
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -17,6 +16,7 @@ from conli.cli import app as cli
 from conli.pipeline import Checker
 from conli.prompts import Trusted, render
 from tests.conftest import kind_of, rule_responder
+from tests.one_slot import OneSlotCache, common, flat
 
 SOURCE = "The Riverside pool opened in 1962. It cost 2.4 million dollars."
 CLAIM = "The pool opened in 1972."
@@ -72,17 +72,6 @@ def test_the_nli_prompts_render_byte_for_byte_as_before(template, cot, question)
     assert _digest(template, cot, question) == PINNED[_key(template, cot, question)]
 
 
-def _flat(messages: list) -> str:
-    """The prompt as a chat template lays it out (ChatML, as the embedded Qwen's)."""
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-
-
-def _common(a: str, b: str) -> int:
-    """How many characters ``a`` and ``b`` share from their start."""
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                min(len(a), len(b)))
-
-
 def _checked(settings, *, batches: bool, question: str | None):
     backend = ScriptedBackend(responder=rule_responder(
         bad=("420",), rewrite=lambda t: t.replace("420", "240")), judges_batches=batches)
@@ -96,17 +85,17 @@ def _checked(settings, *, batches: bool, question: str | None):
 def test_the_rewrite_and_the_rubric_judge_open_with_the_nli_prompts_source(
         settings, batches, question):
     result, calls = _checked(settings, batches=batches, question=question)
-    nli = [_flat(c) for c in calls if kind_of(c) == "nli"]
+    nli = [flat(c) for c in calls if kind_of(c) == "nli"]
     source_end = nli[0].rindex("</source>")  # the examples have sources of their own
     assert BRIDGE in nli[0][:source_end]
     # the rewrite shares the question too, where there is one (the judges are not given it)
     shared_to = {"mitigate": nli[0].rindex("</question>") if question else source_end,
                  "judge": source_end, "reasoning": source_end}
-    readers = {kind: [_flat(c) for c in calls if kind_of(c) == kind] for kind in shared_to}
+    readers = {kind: [flat(c) for c in calls if kind_of(c) == kind] for kind in shared_to}
     assert all(readers.values())
     for kind, prompts in readers.items():
         for prompt in prompts:
-            assert _common(prompt, nli[0]) > shared_to[kind], kind
+            assert common(prompt, nli[0]) > shared_to[kind], kind
     version = "v1" if batches else "v3"
     assert result.mitigation.template == f"mitigate.v2+nli_base.{version}"
     assert result.mitigation.status == "rewritten"
@@ -123,35 +112,14 @@ def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
         bad=("420",), rewrite=lambda t: t.replace("420", "240")))
     both = settings.model_copy(update={"judge_mode": "both"})
     result = Checker(both, backend=backend).check(BRIDGE, ANSWER)
-    nli = next(_flat(c) for c in backend.calls if kind_of(c) == "nli")
+    nli = next(flat(c) for c in backend.calls if kind_of(c) == "nli")
     source_at = nli.index(BRIDGE)
-    readers = [_flat(c) for c in backend.calls
+    readers = [flat(c) for c in backend.calls
                if kind_of(c) in ("mitigate", "judge", "reasoning")]
-    assert readers and all(_common(prompt, nli) < source_at for prompt in readers)
+    assert readers and all(common(prompt, nli) < source_at for prompt in readers)
     assert result.mitigation.template == "mitigate.v1"
     assert result.judge_raw.second_opinion.template == "judge_rubric.v2"
     assert result.judge_raw.template == "judge_grounded.v1+" + load_scale().version
-
-
-class OneSlotCache(ScriptedBackend):
-    """A model whose prompt cache keeps only the last prompt (a llama.cpp slot on its own).
-
-    Each call's usage counts as cached what its prompt shares with the call before, as
-    llama.cpp's does; ``prefilled`` keeps what each call had to read anew.
-    """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.last, self.prefilled = "", []
-
-    def complete(self, request):
-        flat = _flat(request.messages)
-        cached = _common(flat, self.last)
-        self.last = flat
-        self.prefilled.append(flat[cached:])
-        done = super().complete(request)
-        return replace(done, usage=replace(done.usage, prompt_tokens=len(flat),
-                                           cached_tokens=cached))
 
 
 @pytest.mark.parametrize(("layout", "source_reads"), [("shared", 1), ("own", 3)])

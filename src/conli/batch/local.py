@@ -2,11 +2,13 @@
 
 IN holds one JSON object per line with ``id``, ``source`` and ``response`` (optionally
 ``question``, and ``points`` the response must cover: a list of strings or
-``{perspective: [strings]}``). Each result is appended to OUT as one JSON line, in IN's
-order, flushed and fsynced as soon as it and the records before it are done, so a crash or
-Ctrl-C loses only records still running or waiting for an earlier one; re-running the same
-command skips ids already in OUT (dropping a torn last line first). A record that fails is
-written with its error.
+``{perspective: [strings]}``). Records that share a source run one after another
+(``conli.batch.records.schedule``), so the model reads that source once, not once a record.
+Each result is appended to OUT as one JSON line, in the order the records run, flushed and
+fsynced as soon as it and the records before it are done, so a crash or Ctrl-C loses only
+records still running or waiting for an earlier one; re-running the same command skips ids
+already in OUT (dropping a torn last line first). A run that completes, or stops, leaves OUT
+in IN's order. A record that fails is written with its error.
 
 Two engines share everything but the scheduling: ``--engine local`` (threads in this
 process, ``run``) and ``--engine ray`` (an actor pool on a Ray cluster, ``conli.batch.ray_engine``,
@@ -29,8 +31,9 @@ from conli.batch.records import (
     Intake,
     OutLog,
     Record,
-    count_lines,
-    read_records,
+    line_error,
+    read_at,
+    schedule,
     stop_reason,
     stopped_record,
 )
@@ -57,10 +60,12 @@ def run(
 ) -> Summary:
     """Stream IN through ``work`` with ``concurrency`` threads, appending results to OUT.
 
-    Records are written in IN's order: one that finishes early waits for those before it,
-    and IN is read at most ``READ_AHEAD`` x ``concurrency`` records ahead of the oldest
-    unwritten one (bounded memory however big IN is). A run that completes puts OUT in IN's
-    order if it is not (records run again were appended last).
+    IN is read twice: once to admit every line and group the records by source
+    (``schedule``), then record by record in that order. Records are written in it: one
+    that finishes early waits for those before it, and at most ``READ_AHEAD`` x
+    ``concurrency`` records are read ahead of the oldest unwritten one (bounded memory
+    however big IN is). A run that completes or stops puts OUT in IN's order if it is not
+    (records grouped by source, or run again, were written later than their line).
 
     An error that every later record would share (``work`` raises it: bad credentials, a
     backend that cannot start) is written for its record and stops the run; so do
@@ -75,12 +80,11 @@ def run(
     writer = OutLog(out_path)
     summary = Summary(earlier_errors=writer.failed, stop_after=stop_after, backend=backend)
     intake = Intake(writer.done)
-    total = max(count_lines(in_path) - len(intake.done), 0)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conli-batch")
-    queue: deque[tuple[Future[Record], Record]] = deque()  # read, not yet written: IN's order
+    queue: deque[tuple[Future[Record], Record]] = deque()  # read, not yet written: run order
     halt = threading.Event()  # a record raised: read no further
     bar = progress_bar(progress)
-    task = bar.add_task("records", total=total)
+    task = bar.add_task("records", total=None)
 
     def write_ready(*, keep: int) -> None:
         """Write the finished records at the queue's head; wait while over ``keep`` queued."""
@@ -102,17 +106,19 @@ def run(
             halt.set()
 
     try:
-        with bar:
-            for number, item in read_records(in_path):
+        planned, summary.skipped = schedule(in_path, intake)
+        bar.update(task, total=len(planned))
+        with bar, in_path.open("rb") as lines:
+            for number, offset, given in planned:
                 if summary.stopped or halt.is_set():
                     break
-                admission, record = intake.admit(number, item)
-                if admission == "skip":
-                    summary.skipped += 1
-                    continue
-                future = pool.submit(work, record) if admission == "run" else _finished(record)
+                item = read_at(lines, number, offset) if given is None else given
+                if isinstance(item, str):  # IN changed since it was admitted
+                    item = line_error(number, item)
+                    given = item
+                future = pool.submit(work, item) if given is None else _finished(item)
                 future.add_done_callback(watch)
-                queue.append((future, record))
+                queue.append((future, item))
                 write_ready(keep=READ_AHEAD * concurrency - 1)
             if summary.stopped or halt.is_set():
                 for future, _ in queue:
@@ -122,9 +128,7 @@ def run(
                 pool.shutdown(wait=True)  # those running finish: their calls are counted
                 _count_unwritten(queue, summary)
                 settle_stop(writer, summary)
-            else:
-                writer.put_in_order(intake.line_of)
-            bar.update(task, total=bar.tasks[0].completed)  # skips made the estimate high
+            writer.put_in_order(intake.line_of)
     except KeyboardInterrupt:
         summary.interrupted = True
         for future, _ in queue:

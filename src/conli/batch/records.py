@@ -1,6 +1,7 @@
 """The records of ``conli batch``, shared by both engines: IN's lines and OUT's.
 
 ``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
+``schedule`` orders the records to run so that those sharing a source run together,
 ``OutLog`` resumes from OUT, appends to it and puts it in IN's order at the end of a run;
 ``failure`` and ``stopped_record`` are the lines of records that failed. What a run did is
 ``conli.batch.summary``; a record's model calls are counted by ``conli.batch.tally``.
@@ -9,10 +10,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from conli.errors import boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
@@ -157,25 +159,23 @@ def _as_record(value: Any) -> Record:
     return value
 
 
-# --- IN: stream ---------------------------------------------------------------------------
-
-
-def count_lines(path: Path) -> int:
-    """Non-empty lines, counted in 1 MiB chunks so any file size is fine."""
-    count, last = 0, b"\n"
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
+# --- IN: stream, and the order records run in ----------------------------------------------
 
 
 def read_records(path: Path) -> Iterator[tuple[int, Record | str]]:
     """Yield ``(line number, record)``, or ``(line number, error message)`` for a bad line."""
+    for number, _offset, line in _lines(path):
+        yield number, parse_line(number, line)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """Each non-empty line of ``path``: its number, its byte offset and its bytes."""
     with path.open("rb") as handle:
+        offset = 0
         for number, line in enumerate(handle, 1):
             if line.strip():
-                yield number, parse_line(number, line)
+                yield number, offset, line
+            offset += len(line)
 
 
 def parse_line(number: int, line: bytes) -> Record | str:
@@ -189,6 +189,45 @@ def parse_line(number: int, line: bytes) -> Record | str:
     if not _usable_id(record.get("id")):
         return f"line {number} has no usable id (a string or an integer)"
     return record
+
+
+def read_at(handle: BinaryIO, number: int, offset: int) -> Record | str:
+    """Line ``number`` of the open IN (it starts at byte ``offset``), read by ``parse_line``."""
+    handle.seek(offset)
+    return parse_line(number, handle.readline())
+
+
+# A line to write, in the order it runs: (IN line, byte offset, its error record or None to run)
+Planned = tuple[int, int, Record | None]
+
+
+def source_key(record: Record) -> bytes:
+    """A digest of a record's source (its text, or its chunks): equal for records sharing it."""
+    text = json.dumps(record.get("source"), sort_keys=True)  # ASCII: any lone surrogate too
+    return hashlib.blake2b(text.encode("ascii"), digest_size=16).digest()
+
+
+def schedule(path: Path, intake: Intake) -> tuple[list[Planned], int]:
+    """Admit every line of IN, in its order; return the lines to write in the order to run them.
+
+    Records that share a source run one after another, so a backend whose prompt cache
+    holds one prompt (the embedded model's slot) reads that source once for all of them,
+    not once a record: groups in the order of their first record, each group in IN's order.
+    A line that runs no check (an error record) keeps its own place. Only line numbers and
+    offsets are held, never the records, so memory stays small whatever IN's size. Also
+    returns how many lines were skipped (already in OUT).
+    """
+    groups: dict[bytes | int, list[Planned]] = {}
+    skipped = 0
+    for number, offset, line in _lines(path):
+        admission, record = intake.admit(number, parse_line(number, line))
+        if admission == "skip":
+            skipped += 1
+            continue
+        key = source_key(record) if admission == "run" else number
+        groups.setdefault(key, []).append((number, offset,
+                                           None if admission == "run" else record))
+    return [planned for group in groups.values() for planned in group], skipped
 
 
 def _usable_id(value: Any) -> bool:
@@ -218,11 +257,16 @@ class Intake:
         if key in self.done:
             return "skip", {}
         if bad is not None:  # unreadable line or duplicate id: recorded, never retried
-            return "error", {"id": None, "line": number, "ok": False, "retryable": False,
-                             "error": {"type": "InputError", "message": bad}}
+            return "error", line_error(number, bad)
         assert isinstance(item, dict)
         return "run", item
 
     def line_of(self, key: str) -> int | None:
         """The IN line a key was first seen on (None: not seen), for OUT's order."""
         return self._first_line.get(key)
+
+
+def line_error(number: int, message: str) -> Record:
+    """The OUT record of IN line ``number``, which cannot run: unreadable, or a repeated id."""
+    return {"id": None, "line": number, "ok": False, "retryable": False,
+            "error": {"type": "InputError", "message": message}}
