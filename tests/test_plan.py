@@ -6,7 +6,7 @@ import pytest
 
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.plan import RunOptions, make_plan, options, plan_for
+from conli.run.plan import RunOptions, make_plan, options, plan_for
 
 
 def test_no_choices_is_the_settings_themselves() -> None:
@@ -16,7 +16,7 @@ def test_no_choices_is_the_settings_themselves() -> None:
 
 
 @pytest.mark.parametrize(("mode", "mitigate", "judge", "fix_coverage"), [
-    ("check", False, False, False), ("rewrite", True, False, True), ("judge", True, True, True),
+    ("check", False, False, False), ("rewrite", True, False, True), ("judge", False, True, False),
 ])
 def test_a_mode_chooses_the_steps(mode: str, mitigate: bool, judge: bool,
                                   fix_coverage: bool) -> None:
@@ -45,7 +45,7 @@ def test_the_deadline_only_shrinks_within_a_front_doors_limit() -> None:
 
 
 def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
-    """No module but conli.plan calls ``<...settings>.model_copy``: per-run choices go in a plan."""
+    """No module but run/plan.py calls ``<...settings>.model_copy``: per-run choices: a plan."""
     import ast
     from pathlib import Path
 

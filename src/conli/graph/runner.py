@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from conli.backends.base import Backend
 from conli.detectors.base import Deps
-from conli.inputs import CheckInput
 from conli.models import CheckResult
-from conli.plan import Plan
-from conli.run_context import Progress
+from conli.run.context import Progress
+from conli.run.inputs import CheckInput
+from conli.run.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class CheckRunner(Protocol):
         """The runner's own plan, resolved for its backend."""
         ...
 
-    def prepare(self, plan: Plan | Prepared | None = None) -> Prepared:
-        """The run context and graph for ``plan`` (None: the runner's own)."""
+    def prepare(self, plan: Plan | None = None) -> Prepared:
+        """The run context and graph for ``plan`` (None: the runner's own), kept per plan."""
         ...
 
     def check(self, source: str, response: str, *, question: str | None = None,
@@ -55,7 +55,7 @@ class CheckRunner(Protocol):
         """Validate the texts, then check them."""
         ...
 
-    def run(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
-            progress: Progress | None = None) -> CheckResult:
-        """Check input a front door already validated."""
+    def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
+                  progress: Progress | None = None) -> CheckResult:
+        """Run the graph on texts a front door already validated."""
         ...
