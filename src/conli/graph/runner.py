@@ -1,8 +1,7 @@
 """A plan made ready to run (``Prepared``), and what runs it (``CheckRunner``).
 
-``conli.Checker`` is the one ``CheckRunner``; the front doors built on it from below
-(``many``, ``streaming``) type against this Protocol, so no module imports upward for a
-type. ``Prepared`` is a plan with the run context and compiled graph it runs with.
+``conli.Checker`` is the one ``CheckRunner``; the stream, built on it from below
+(``streaming``), types against this Protocol, so no module imports upward for a type. ``Prepared`` is a plan with the run context and compiled graph it runs with.
 """
 
 from __future__ import annotations
