@@ -37,8 +37,8 @@ def _service_options(data: Any) -> Any:
         allowed("service", data)
     except ConfigError as exc:
         raise ValueError(str(exc)) from exc
-    named = data.get("detector")
-    chosen = [named] if isinstance(named, str) else data.get("detectors") or []
+    named, listed = data.get("detector"), data.get("detectors")
+    chosen = [named] if isinstance(named, str) else listed if isinstance(listed, list) else []
     unknown = [name for name in chosen if isinstance(name, str) and name not in detectors.names()]
     if unknown:
         raise ValueError(f"unknown detector {unknown[0]!r}; known: {', '.join(detectors.names())}")
