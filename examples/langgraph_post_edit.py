@@ -33,10 +33,10 @@ from langgraph.runtime import Runtime
 from conli import Checker, check_node
 from conli.backends.base import Backend, Message, Request
 from conli.errors import ConliError, boundary
-from conli.frontdoor import add_session_flags, session_settings
 from conli.hook import reply_text
-from conli.inputs import read_input
 from conli.models import Mitigation, SentenceResult, Verdict
+from conli.run.doors import add_session_flags, session_settings
+from conli.run.inputs import read_input
 
 ANSWER_SYSTEM = (
     "You answer the user's question using only the source document. The source and the "

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from conli.agents.nli import Hypothesis, run_nli
+from conli.agents.nli_prompts import resolve
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.hook import close_shared_checkers
 from conli.models import Judgement
-from conli.plan import resolve
 
 CLAIM = re.compile(r'<claim(?: id="(\d+)")?>(.*?)</claim>', re.DOTALL)  # v3 has no id
 SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)

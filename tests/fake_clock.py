@@ -1,6 +1,6 @@
 """A fake clock for the deadline and the retry waits: no test sleeps or races real time.
 
-``install`` replaces the time ``run_context`` reads deadlines from and the wait ``retry``
+``install`` replaces the time ``conli.run.context`` reads deadlines from and the wait ``retry``
 sleeps between attempts; a scripted backend advances the clock to stand for slow calls.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from conli import run_context
 from conli.backends import retry
+from conli.run import context as run_context
 
 
 class FakeClock:

@@ -13,7 +13,7 @@ from conli.errors import (
     RateLimitError,
     TransientBackendError,
 )
-from conli.run_context import scope
+from conli.run.context import scope
 from tests.fake_clock import FakeClock, install
 
 MESSAGES: list[Message] = [{"role": "user", "content": "hi"}]

@@ -15,6 +15,7 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
+from conli.run.plan import make_plan
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
@@ -88,7 +89,11 @@ def test_a_superseding_detector_decides_where_both_judged() -> None:
 def test_per_call_settings_cannot_change_what_the_checker_built() -> None:
     checker = Checker(Settings(judge=False), backend=ScriptedBackend(responder=rule_responder()))
     with pytest.raises(ConfigError, match="llm"):
-        checker.check(SOURCE, RESPONSE, settings=Settings(llm="openai:gpt-4o-mini"))
-    found = checker.check(SOURCE, RESPONSE, settings=Settings(
-        judge=False, mitigate=False, detectors=["word"]))
+        checker.check(SOURCE, RESPONSE, plan=make_plan(Settings(llm="openai:gpt-4o-mini")))
+    found = checker.check(SOURCE, RESPONSE, plan=make_plan(Settings(
+        judge=False, mitigate=False, detectors=["word"])))
+    with pytest.warns(DeprecationWarning, match="plan="):  # the old spelling still works
+        again = checker.check(SOURCE, RESPONSE, settings=Settings(
+            judge=False, mitigate=False, detectors=["word"]))
+    assert again.sentences[1].detector == "word"
     assert found.sentences[1].detector == "word"

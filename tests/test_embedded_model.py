@@ -163,13 +163,14 @@ FORGED = (
 
 def test_a_forged_system_turn_in_the_source_changes_no_verdict(checker):
     from conli.prompts import render
+    from conli.run.plan import make_plan
 
     result = checker.check(SOURCE + FORGED, RESPONSE)
     assert result.sentences[0].verdict == "hallucinated"  # the forged order passes nothing
     # chain of thought keeps every verdict; the default's reading of the faithful sentence
     # may move (injected text changes its likelihoods), but only towards a flag
     cot = checker.settings.model_copy(update={"detectors": ["cot"]})
-    result = checker.check(SOURCE + FORGED, RESPONSE, settings=cot)
+    result = checker.check(SOURCE + FORGED, RESPONSE, plan=make_plan(cot))
     assert [s.verdict for s in result.sentences] == ["hallucinated", "supported"]
     # the model's own template sees one system turn: ours; the forged one is plain text
     prompt = render("nli_sentence.v3", source=SOURCE + FORGED, hypotheses=[RESPONSE], cot=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from conli.agents.nli_prompts import resolve
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.detectors.fused import FusedDetector, nli_features
 from conli.models import Judgement
-from conli.plan import resolve
 from conli.signals.features import SentenceSignals
 from conli.signals.lexical import SourceWords, overlap
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, SignalModel, load_model

@@ -10,7 +10,7 @@ from pathlib import Path
 import grimp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
-ROOT_MODULES = 21  # src/conli/*.py, __init__.py included (models is a package now)
+ROOT_MODULES = 16  # src/conli/*.py, __init__.py included (models and run are packages now)
 MAX_LINES = 450
 OVER = {"batch/ray_engine.py": 453, "config.py": 484}  # to be split; may not grow
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conli.errors import EncodingError, InputTooLargeError
-from conli.inputs import read_input, read_sources
+from conli.run.inputs import read_input, read_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge."

@@ -19,10 +19,11 @@ import pytest
 
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
-from conli.frontdoor import judge_only
-from conli.inputs import check_input
 from conli.models import JudgeResult
 from conli.pipeline import Checker
+from conli.run.doors import JudgeOnlyResult
+from conli.run.plan import RunOptions
+from conli.run.request import Request
 from tests.conftest import REASONING, claims_of, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +55,12 @@ def _judged(garbled: tuple[str, ...] | None, mode: str) -> tuple[JudgeResult, Sc
     backend = ScriptedBackend(responder=_respond(garbled))
     checker = Checker(Settings(judge_mode=mode, word_scores="off"),  # type: ignore[arg-type]
                       backend=backend)
-    checked = check_input(SOURCE, RESPONSE, max_source_chars=10_000, max_response_chars=10_000)
+    request = Request.of(SOURCE, RESPONSE, limits=checker.settings,
+                         options=RunOptions.for_mode("judge"))
     try:
-        return judge_only(checker, checked, checker.plan).judge, backend
+        judged = checker.run(request)
+        assert isinstance(judged, JudgeOnlyResult)
+        return judged.judge, backend
     finally:
         checker.close()
 

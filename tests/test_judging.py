@@ -13,9 +13,10 @@ from typing import Any
 from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
-from conli.frontdoor import judge_only
-from conli.inputs import check_input
 from conli.pipeline import Checker
+from conli.run.doors import JudgeOnlyResult
+from conli.run.plan import RunOptions
+from conli.run.request import Request
 from tests.conftest import REASONING, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +43,12 @@ def _rubric_says(score: int, bad: tuple[str, ...] = ("two dollars",)) -> Any:
 def _judged(respond: Any, mode: str, response: str = RESPONSE) -> Any:
     checker = Checker(Settings(judge_mode=mode, word_scores="off"),  # type: ignore[arg-type]
                       backend=ScriptedBackend(responder=respond))
-    checked = check_input(SOURCE, response, max_source_chars=10_000, max_response_chars=10_000)
+    request = Request.of(SOURCE, response, limits=checker.settings,
+                         options=RunOptions.for_mode("judge"))
     try:
-        return judge_only(checker, checked, checker.plan).judge
+        judged = checker.run(request)
+        assert isinstance(judged, JudgeOnlyResult)
+        return judged.judge
     finally:
         checker.close()
 

@@ -156,13 +156,13 @@ def test_acheck_runs_max_concurrency_checks_at_once() -> None:
     peak = Peak(3)
     checker = Checker(_settings(max_concurrency=3), backend=_backend(peak))
     threads: set[str] = set()
-    run = checker.run
+    run = checker.run_graph
 
     def recorded(*args: Any, **kwargs: Any) -> CheckResult:
         threads.add(threading.current_thread().name)
         return run(*args, **kwargs)
 
-    checker.run = recorded  # type: ignore[method-assign]
+    checker.run_graph = recorded  # type: ignore[method-assign]
 
     async def many() -> list[str]:
         done = await asyncio.gather(*(

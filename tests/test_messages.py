@@ -10,7 +10,7 @@ import pytest
 
 from conli.config import PROVIDER_VARIABLES, Settings
 from conli.errors import InputError, InputTooLargeError
-from conli.inputs import check_input, parse_points, validate_text
+from conli.run.inputs import check_input, parse_points, validate_text
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "conli"
 SETTING_VARIABLES = {f"CONLI_{name.upper()}" for name in Settings.model_fields}

@@ -16,8 +16,8 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import InputTooLargeError
 from conli.gate import gate_line
-from conli.inputs import check_input
 from conli.models import CheckResult
+from conli.run.inputs import check_input
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."

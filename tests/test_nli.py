@@ -1,8 +1,8 @@
 import json
 
 from conli.agents.nli import Hypothesis, static_prefix, tag_entity
+from conli.agents.nli_prompts import resolve
 from conli.backends.fake import ScriptedBackend
-from conli.plan import resolve
 from tests.conftest import claims_of, nli, nli_answer
 
 

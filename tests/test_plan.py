@@ -6,7 +6,7 @@ import pytest
 
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.plan import RunOptions, make_plan, options, plan_for
+from conli.run.plan import RunOptions, make_plan, options, plan_for
 
 
 def test_no_choices_is_the_settings_themselves() -> None:
@@ -16,7 +16,7 @@ def test_no_choices_is_the_settings_themselves() -> None:
 
 
 @pytest.mark.parametrize(("mode", "mitigate", "judge", "fix_coverage"), [
-    ("check", False, False, False), ("rewrite", True, False, True), ("judge", True, True, True),
+    ("check", False, False, False), ("rewrite", True, False, True), ("judge", False, True, False),
 ])
 def test_a_mode_chooses_the_steps(mode: str, mitigate: bool, judge: bool,
                                   fix_coverage: bool) -> None:
@@ -45,7 +45,7 @@ def test_the_deadline_only_shrinks_within_a_front_doors_limit() -> None:
 
 
 def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
-    """No module but conli.plan calls ``<...settings>.model_copy``: per-run choices go in a plan."""
+    """No module but run/plan.py calls ``<...settings>.model_copy``: per-run choices: a plan."""
     import ast
     from pathlib import Path
 
@@ -62,3 +62,46 @@ def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
                 if receiver.lower().endswith("settings"):
                     copies.append(f"{path.name}:{node.lineno} {receiver}")
     assert copies == []
+
+
+def test_judge_is_a_mode_of_the_plan_with_its_own_steps() -> None:
+    plan = plan_for(Settings(mitigate=True, judge_raw=True, fix_coverage=True), "judge")
+    chosen = plan.settings
+    assert plan.mode == "judge"
+    assert (chosen.mitigate, chosen.judge, chosen.judge_raw, chosen.fix_coverage) == (
+        False, True, False, False)
+    assert plan_for(Settings(), "check").mode == "check" and make_plan(Settings()).mode is None
+
+
+def test_a_request_applies_over_a_plan_keeping_its_deadline_and_mode() -> None:
+    from conli.run.plan import applied
+
+    plan = plan_for(Settings(check_deadline_seconds=9), "judge")
+    assert applied(plan, RunOptions()) is plan
+    more = applied(plan, options(detector="cot", threshold=0.5))
+    assert more.mode == "judge" and more.deadline == 9
+    assert more.settings.detectors == ["cot"] and more.settings.threshold == 0.5
+
+
+def test_each_door_takes_only_its_allowed_options() -> None:
+    from conli.run.plan import DOOR_OPTIONS, allowed
+
+    allowed("service", {"detector": "cot", "threshold": 0.5, "judge_mode": "rubric"})
+    with pytest.raises(ConfigError, match="'mitigate'"):
+        allowed("service", options(mitigate=True))
+    with pytest.raises(ConfigError, match="'tuning'"):
+        allowed("service", {"tuning": {"max_reasks": 1}})
+    assert all(DOOR_OPTIONS[door] <= set(RunOptions.model_fields) for door in DOOR_OPTIONS)
+
+
+def test_a_checker_prepares_each_distinct_plan_once() -> None:
+    from conli.backends.fake import ScriptedBackend
+    from conli.pipeline import Checker
+
+    with Checker(Settings(judge=False), backend=ScriptedBackend()) as checker:
+        first = checker.prepare(plan_for(checker.settings, "check"))
+        again = checker.prepare(plan_for(checker.settings, "check").within(3))
+        assert again.deps is first.deps and again.plan.deadline == 3  # the deadline per call
+        other = checker.prepare(plan_for(checker.settings, "check", more={"judge_mode": "rubric"}))
+        assert other.deps is not first.deps
+        assert checker.prepare(checker.plan) is checker.prepare()

@@ -117,3 +117,25 @@ def test_a_backend_failure_is_that_item_error_and_the_rest_go_on() -> None:
     assert [e["ok"] for e in entries] == [True, False, True]
     assert entries[1]["error"]["status"] == 502
     assert "rejected" in entries[1]["error"]["detail"]
+
+
+def test_two_hundred_requests_of_one_plan_build_its_detectors_once(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prepared run context is kept per plan: not rebuilt (nor its calibration re-read)
+    for every request, as it was while each request prepared its own."""
+    import conli.detectors
+
+    built: list[list[str]] = []
+    build = conli.detectors.build
+
+    def counted(names: list[str], *args: Any, **kwargs: Any) -> Any:
+        built.append(list(names))
+        return build(names, *args, **kwargs)
+
+    monkeypatch.setattr(conli.detectors, "build", counted)
+    body = {"source": SOURCE, "response": GOOD, "options": {"detector": "cot", "threshold": 0.4}}
+    with httpx.Client(base_url=url, headers=AUTH, timeout=30) as client:
+        answers = [client.post("/v1/check", json=body) for _ in range(200)]
+    assert [a.status_code for a in answers] == [200] * 200
+    assert {a.json()["threshold"] for a in answers} == {0.4}
+    assert len(built) == 1, f"{len(built)} builds for 200 requests of one plan"

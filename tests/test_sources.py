@@ -16,9 +16,9 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import EmptyInputError, EncodingError, InputTooLargeError
 from conli.hook import check_node
-from conli.inputs import MAX_SOURCES, SourceMap, check_input
 from conli.models import CheckResult
 from conli.pipeline import Checker
+from conli.run.inputs import MAX_SOURCES, SourceMap, check_input
 from tests.conftest import REASONING, claims_of, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent

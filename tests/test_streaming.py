@@ -25,6 +25,7 @@ from conli.errors import (
     InputTooLargeError,
 )
 from conli.pipeline import Checker
+from conli.run.plan import make_plan
 from conli.service.stream import StreamLine
 from conli.streaming import DoneEvent, SentenceEvent
 from tests import scripted
@@ -192,8 +193,8 @@ def test_the_reply_is_held_to_the_same_limits_as_check(
 ) -> None:
     checker, _ = _checker(settings)
     with pytest.raises(error):
-        asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts),
-                                             settings=checker.settings.model_copy(update=update))))
+        plan = make_plan(checker.settings.model_copy(update=update))
+        asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts), plan=plan)))
 
 
 def test_closing_the_stream_stops_reading_and_checking(settings: Settings) -> None:
@@ -230,7 +231,7 @@ def test_the_deadline_covers_the_whole_stream(settings: Settings) -> None:
 
     with pytest.raises(DeadlineExceededError):
         asyncio.run(_collect(checker.astream(SOURCE, _chunks(parts, pause=0.05),
-                                             settings=timed)))
+                                             plan=make_plan(timed))))
 
 
 def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Settings) -> None:

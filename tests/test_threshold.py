@@ -8,8 +8,9 @@ import tests.score_detector  # noqa: F401 - registers the "scored" detector
 from conli import Checker, Settings
 from conli.backends.fake import ScriptedBackend
 from conli.errors import ConfigError
-from conli.frontdoor import settings_from
 from conli.gate import fails, outcome
+from conli.run.doors import settings_from
+from conli.run.plan import make_plan
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 BASE = {"detectors": ["scored"], "mitigate": False, "judge": False, "word_scores": "off"}
@@ -33,7 +34,7 @@ def test_a_threshold_raises_the_bar_and_leaves_the_verdict() -> None:
     assert strict.verdict == "supported" and strict.support_score == 0.6
     assert strict.passed is False and strict.threshold == 0.8
     loose = checker.check(SOURCE, "It lends books score40.",
-                          settings=Settings(**{**BASE, "threshold": 0.3}))  # type: ignore[arg-type]
+                          plan=make_plan(Settings(**{**BASE, "threshold": 0.3})))  # type: ignore[arg-type]
     # every score clears 0.3, but a hallucinated result never passes (issue 45)
     assert loose.verdict == "hallucinated" and loose.passed is False
     assert loose.threshold == 0.3 and fails(loose, "hallucinated")

@@ -1,7 +1,7 @@
 """Coverage (seed 001): merge the detectors' point checks into the result's coverage block.
 
 A coverage error is the other failure of grounded generation: the response drops a point it
-was given. The points are read with the input (``inputs.parse_points``); the detectors check
+was given. The points are read with the input (``run.inputs.parse_points``); the detectors check
 each one (``detectors.coverage``); this module merges their checks (a superseded detector's
 check does not count, ``detectors.base.overruled``, as for sentences) and scores each
 point's words (``signals.lexical``): a point word scores 1 (uncovered) when the response
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from conli.config import Language
 from conli.detectors.base import overruled
-from conli.inputs import point_list
 from conli.models import Coverage, CoverageVerdict, PerspectiveCoverage, PointCheck, PointResult
+from conli.run.inputs import point_list
 from conli.signals.lexical import recall, word_scores
 from conli.signals.lexical import words as words  # tests/test_multilingual.py imports it here
 

@@ -114,7 +114,7 @@ class DeadlineExceededError(BackendError):
 class CheckCancelledError(ConliError):
     """The caller stopped waiting (``acheck``'s task was cancelled); no further call started.
 
-    Raised at the next model call's start (``run_context.check_deadline``), in the thread
+    Raised at the next model call's start (``run.context.check_deadline``), in the thread
     still running the abandoned check, so it ends there instead of making its other calls.
     """
 

@@ -37,16 +37,16 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.nli import Hypothesis, run_nli
+from conli.agents.nli_prompts import resolve
 from conli.backends import get_backend
 from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model, usage_by_step, usage_of
 from conli.config import Settings
 from conli.errors import BackendError, ConfigError, InputError
-from conli.inputs import validate_text
 from conli.models import UsageTotals
-from conli.plan import resolve
 from conli.prompts import render
-from conli.run_context import scope
+from conli.run.context import scope
+from conli.run.inputs import validate_text
 
 TEMPLATE = "generate_answer.v1"
 Method = Literal["greedy", "abstain", "rerank", "backtrack", "fod"]

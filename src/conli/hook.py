@@ -27,10 +27,11 @@ from langchain_core.runnables import RunnableLambda
 from conli.config import Settings
 from conli.errors import ConfigError, InputError, UnsupportedAnswerError
 from conli.graph.state import NodeOutput
-from conli.inputs import Source
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.run_context import cancellable
+from conli.run.context import cancellable
+from conli.run.inputs import Source
+from conli.run.plan import Plan, make_plan
 from conli.streaming import DoneEvent, SentenceEvent
 
 
@@ -55,7 +56,7 @@ async def acheck(
         checker = await asyncio.to_thread(shared_checker, settings)
         settings = None  # the shared checker was built from them
     work = functools.partial(checker.check, source, response, question=question,
-                             points=points, settings=settings)
+                             points=points, plan=_plan(settings))
     flag = threading.Event()
     context = cancellable(flag)  # the caller's context, as asyncio.to_thread copies it
     running = asyncio.get_running_loop().run_in_executor(checker.executor(), context.run, work)
@@ -64,6 +65,11 @@ async def acheck(
     except asyncio.CancelledError:
         flag.set()  # the thread runs on: no model call starts after this
         raise
+
+
+def _plan(settings: Settings | None) -> Plan | None:
+    """A hook's per-call ``settings`` as the plan ``Checker`` takes (None: the checker's own)."""
+    return None if settings is None else make_plan(settings)
 
 
 # --- one checker per settings for callers that bring none -----------------------------
@@ -132,7 +138,7 @@ async def astream_check(
         finally:
             await asyncio.to_thread(own.close)
         return
-    stream = checker.astream(source, chunks, question=question, settings=settings)
+    stream = checker.astream(source, chunks, question=question, plan=_plan(settings))
     async with aclosing(stream) as events:  # closing this hook closes the stream at once
         async for event in events:
             yield event
@@ -191,6 +197,8 @@ def check_node(
     if on_flag not in ON_FLAG:
         raise ConfigError(f"on_flag must be one of {', '.join(ON_FLAG)}, not {on_flag!r}")
 
+    plan = _plan(settings)
+
     def _read(state: Mapping[str, Any]) -> tuple[object, object, str | None]:
         return chat_inputs(state, response_key=response_key, source_key=source_key)
 
@@ -216,7 +224,7 @@ def check_node(
             response,  # type: ignore[arg-type]
             question=question,
             points=state.get("points"),
-            settings=settings,
+            plan=plan,
         )
         return _written(state, result)
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
 
 from conli import detectors, telemetry
 from conli.agents.nli import warm_up
+from conli.agents.nli_prompts import for_backend
 from conli.agents.structured import CallRecord, usage_of
 from conli.agents.windows import MIN_WINDOW_TOKENS
 from conli.backends import get_backend
@@ -25,27 +27,31 @@ from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict, supported_share
 from conli.graph import Deps, build_graph
 from conli.graph.runner import Prepared
-from conli.inputs import CheckInput, Source, check_input
-from conli.many import Pair, check_many, pairs_of
 from conli.models import SCORE_METHODS, CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
-from conli.plan import Plan, for_backend, make_plan, plan_for
-from conli.run_context import Progress, scope
+from conli.run.context import Progress, scope
+from conli.run.doors import JudgeOnlyResult
+from conli.run.inputs import CheckInput, Source
+from conli.run.many import Pair, check_many, pairs_of
+from conli.run.plan import Plan, applied, make_plan, options, plan_for
+from conli.run.request import Request
 from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
 from conli.version import __version__, source_commit
 
 _PROMPT_OVERHEAD_TOKENS = 1200
+PREPARED_KEPT = 32  # distinct per-call settings whose detectors a checker keeps built
 
 
 class Checker:
-    """Holds a backend, the NER, the detectors and the compiled graph; ``check`` runs one pair.
+    """Holds a backend, the NER, the detectors and the compiled graph; ``run`` runs a request.
 
-    Built from a ``Plan`` (``conli.plan``: settings with a run's choices and its deadline)
-    or from ``Settings`` alone. The plan is resolved once here (``plan.for_backend``):
+    Built from a ``Plan`` (``conli.run.plan``: settings with a run's choices, its deadline
+    and mode) or from ``Settings`` alone. The plan is resolved once here (``for_backend``):
     ``auto`` becomes the concrete NLI prompt for this backend, and the detector presets
-    become the list the graph is built from.
+    become the list the graph is built from. A per-call plan is prepared once for equal
+    settings (``prepare``): its detectors built and its calibration read once, not per call.
     """
 
     def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None) -> None:
@@ -53,25 +59,19 @@ class Checker:
         self.backend = backend or get_backend(requested.settings.llm, requested.settings)
         plan = for_backend(requested, self.backend)
         self.settings = plan.settings
-        nlp = load_pipeline()
-        names = detectors.resolve(self.settings)
-        deps = Deps(
-            backend=self.backend,
-            ner=get_recognizer(self.settings, nlp),
-            nlp=nlp,
-            settings=self.settings,
-            detectors=detectors.build(names, self.settings.detector_options),
-            calibration=calibration_for(self.settings, self.backend, names),
-        )
-        refuse_a_threshold_without_scores(self.settings, self.backend, names)
+        self._nlp = load_pipeline()
+        self._ner = get_recognizer(self.settings, self._nlp)
+        self._graphs: dict[tuple[str, ...], Any] = {}
+        self._built: OrderedDict[str, tuple[Deps, Any]] = OrderedDict()
+        self._built_lock = threading.Lock()
+        self._prepared = Prepared(plan, *self._ready(plan.settings))
         self._telemetry = telemetry.emitter(self.settings)  # ConfigError without the extra
-        self._graphs = {tuple(names): build_graph(names)}
-        self._prepared = Prepared(plan, deps, self._graphs[tuple(names)])
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._closed = False
         # the static NLI prefix, restored from disk or prefilled once, before any check
         # (none when no detector asks the NLI prompts: a specialised checker alone)
+        names = list(self.deps.detectors)
         self.warm_up_seconds = warm_up(self.backend, self.settings) \
             if detectors.ASKS_NLI & set(names) else 0.0
 
@@ -90,6 +90,24 @@ class Checker:
         """The checker's own plan: its settings, resolved for its backend."""
         return self._prepared.plan
 
+    def run(self, request: Request, *, within: float | None = None,
+            progress: Progress | None = None) -> CheckResult | JudgeOnlyResult:
+        """The one method a front door calls: run ``request`` on this checker's plan.
+
+        The request's options (``RunOptions``) apply over the checker's plan; ``within`` is the
+        door's own time limit (seconds). A ``judge`` plan answers the judge's score alone
+        (``JudgeOnlyResult``); every other mode the whole result.
+        """
+        plan = applied(self.plan, request.options)
+        if within is not None:
+            plan = plan.within(within)
+        result = self.run_graph(request.texts, plan=plan, progress=progress)
+        if plan.mode != "judge":
+            return result
+        if result.judge_refined is None:
+            raise ConfigError("the judge did not run")
+        return JudgeOnlyResult(judge=result.judge_refined, usage=result.usage)
+
     def check(
         self,
         source: Source,
@@ -97,43 +115,34 @@ class Checker:
         *,
         question: str | None = None,
         points: object = None,
-        settings: Settings | None = None,
         plan: Plan | Prepared | None = None,
+        settings: Settings | None = None,
     ) -> CheckResult:
         """Detect, mitigate and judge; raise ``InputError`` for inputs we cannot check.
 
         ``points`` (a list of strings or ``{perspective: [strings]}``) are what the
-        response must cover. ``settings`` or ``plan`` (``conli.plan``) override this
-        checker's for one call (e.g. detect only), reusing the same backend and NER. A
-        backend that cannot be used raises ``BackendError``: the check failed, it did not
-        find the text supported.
+        response must cover. ``plan`` (``conli.run.plan.make_plan``) overrides this
+        checker's for one call (e.g. detect only), reusing the same backend and NER
+        (``settings`` does too, deprecated). A backend that cannot be used raises
+        ``BackendError``: the check failed, it did not find the text supported.
         """
-        ready = self.prepare(plan if plan is not None else settings)
-        limits = ready.plan.settings
-        checked = check_input(
-            source,
-            response,
-            question=question,
-            points=points,
-            max_source_chars=limits.max_source_chars,
-            max_response_chars=limits.max_response_chars,
-        )
-        return self.run(checked, plan=ready)
+        if settings is not None:
+            warnings.warn("Checker.check(settings=...) is deprecated: pass "
+                          "plan=conli.run.plan.make_plan(settings)", DeprecationWarning,
+                          stacklevel=2)
+            plan = plan if plan is not None else make_plan(settings)
+        ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
+        request = Request.of(source, response, limits=ready.plan.settings, question=question,
+                             points=points)
+        return self.run_graph(request.texts, plan=ready)
 
-    def run(
-        self,
-        checked: CheckInput,
-        *,
-        settings: Settings | None = None,
-        plan: Plan | Prepared | None = None,
-        progress: Progress | None = None,
-    ) -> CheckResult:
-        """Check input that a front door already validated (``check_input``).
+    def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
+                  progress: Progress | None = None) -> CheckResult:
+        """Run the graph on texts already validated (``Request``): the whole ``CheckResult``.
 
-        ``plan`` (or ``settings``) as ``check`` takes it; a ``Prepared`` one runs on the
-        run context it was prepared with, built nothing again.
+        A ``Prepared`` plan runs on the run context it was prepared with, built nothing again.
         """
-        ready = self.prepare(plan if plan is not None else settings)
+        ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
         deps = ready.deps
         self._refuse_if_response_cannot_fit(checked.response)
         started = time.perf_counter()
@@ -160,19 +169,28 @@ class Checker:
         self,
         pairs: Iterable[Pair],
         *,
-        settings: Settings | None = None,
+        plan: Plan | None = None,
         threshold: float | None = None,
         max_concurrency: int | None = None,
         progress: bool | None = None,
     ) -> list[PairResult]:
         """Check every (source, response) pair; one ``PairResult`` each, in input order.
 
-        Up to ``max_concurrency`` checks at once (default ``Settings.max_concurrency``), with
-        a progress bar where stderr is a terminal (``progress`` forces it on or off). A pair
-        that fails gets an error result in its place (``conli.many``).
+        ``plan`` (default: the checker's) and ``threshold`` override this checker's for
+        these checks, prepared once for every pair. Up to ``max_concurrency`` checks at once
+        (default ``Settings.max_concurrency``), with a progress bar where stderr is a terminal
+        (``progress`` forces it on or off). A pair that fails gets an error result in its
+        place (``conli.run.many``); settings that cannot be used raise before any check.
         """
-        return check_many(self, pairs, settings=settings, threshold=threshold,
-                          max_concurrency=max_concurrency, progress=progress)
+        given = pairs_of(pairs)
+        chosen = plan if plan is not None else self.plan
+        if threshold is not None:
+            chosen = applied(chosen, options(threshold=threshold))
+        ready = self.prepare(chosen)
+        limit = ready.plan.settings.max_concurrency if max_concurrency is None \
+            else max_concurrency
+        return check_many(lambda fields: self.check(**fields, plan=ready), given, limit=limit,
+                          progress=progress)
 
     def executor(self) -> ThreadPoolExecutor:
         """The pool async callers (``conli.acheck``) run checks on: ``max_concurrency`` at once.
@@ -192,7 +210,6 @@ class Checker:
         chunks: AsyncIterable[str],
         *,
         question: str | None = None,
-        settings: Settings | None = None,
         plan: Plan | None = None,
         busy: Busy = nullcontext,
     ) -> AsyncGenerator[SentenceEvent | DoneEvent, None]:
@@ -200,7 +217,7 @@ class Checker:
 
         ``chunks`` is the reply as a chat SDK streams it. A sentence is complete once the next
         one has started or the stream has ended; each is checked on its own, detect only
-        (``plan`` or ``settings`` minus rewrite and judge; the detectors are built once a
+        (``plan`` minus rewrite and judge; the detectors are built once a
         stream), in a worker thread, and yielded in order as a
         ``SentenceEvent`` (offsets index the whole reply), then one ``DoneEvent``. A bad
         source raises ``InputError`` from this call, before any chunk is read; a
@@ -208,22 +225,17 @@ class Checker:
         reading and starts no further check (one already running finishes first). Each
         sentence's check runs inside ``busy()`` (the service's idle clock stops then).
         """
-        given = plan if plan is not None else make_plan(settings) if settings is not None \
-            else None
-        return stream_check(self, source, chunks, question=question, plan=given, busy=busy)
+        return stream_check(self, source, chunks, question=question, plan=plan, busy=busy)
 
-    def prepare(self, plan: Plan | Prepared | Settings | None = None) -> Prepared:
+    def prepare(self, plan: Plan | None = None) -> Prepared:
         """The run context and graph for a per-call ``plan`` (None: this checker's own).
 
-        Its detectors are built here, once: run the ``Prepared`` as often as wanted.
+        Its detectors are built and its calibration read once per distinct resolved settings
+        (the last ``PREPARED_KEPT`` kept); the deadline and mode are the plan's own, per call.
         A plan may not change what shaped the backend and NER (``BUILT_FIELDS``).
         """
-        if plan is None:
+        if plan is None or plan is self._prepared.plan:
             return self._prepared
-        if isinstance(plan, Prepared):
-            return plan
-        if isinstance(plan, Settings):
-            plan = make_plan(plan)
         changed = sorted(
             name for name in BUILT_FIELDS
             if getattr(plan.settings, name) != getattr(self.settings, name)
@@ -234,15 +246,26 @@ class Checker:
                 "and NER this checker built; build a new Checker for them"
             )
         plan = for_backend(plan, self.backend)
-        resolved = plan.settings
-        names = detectors.resolve(resolved)
-        if tuple(names) not in self._graphs:
-            self._graphs[tuple(names)] = build_graph(names)
-        refuse_a_threshold_without_scores(resolved, self.backend, names)
-        deps = replace(self._prepared.deps, settings=resolved,
-                       detectors=detectors.build(names, resolved.detector_options),
-                       calibration=calibration_for(resolved, self.backend, names))
-        return Prepared(plan, deps, self._graphs[tuple(names)])
+        return Prepared(plan, *self._ready(plan.settings))
+
+    def _ready(self, resolved: Settings) -> tuple[Deps, Any]:
+        """The run context and graph for resolved settings, built once and kept (LRU)."""
+        key = resolved.model_dump_json()
+        with self._built_lock:
+            if key in self._built:
+                self._built.move_to_end(key)
+                return self._built[key]
+            names = detectors.resolve(resolved)
+            refuse_a_threshold_without_scores(resolved, self.backend, names)
+            deps = Deps(backend=self.backend, ner=self._ner, nlp=self._nlp, settings=resolved,
+                        detectors=detectors.build(names, resolved.detector_options),
+                        calibration=calibration_for(resolved, self.backend, names))
+            if tuple(names) not in self._graphs:
+                self._graphs[tuple(names)] = build_graph(names)
+            self._built[key] = (deps, self._graphs[tuple(names)])
+            if len(self._built) > PREPARED_KEPT:
+                self._built.popitem(last=False)
+            return self._built[key]
 
     def close(self) -> None:
         """Release the backend and the entity recognizer (after the checks running finish).
@@ -256,8 +279,10 @@ class Checker:
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
-        self._prepared.deps.ner.close()
-        for detector in self._prepared.deps.detectors.values():
+        self._ner.close()
+        with self._built_lock:
+            kept = [self._prepared.deps, *(deps for deps, _ in self._built.values())]
+        for detector in {id(d): d for deps in kept for d in deps.detectors.values()}.values():
             if isinstance(detector, SpecialisedChecker):  # its own server's connections
                 detector.close()
         self.backend.close()
@@ -385,5 +410,5 @@ def score(
     """
     given = pairs_of(pairs)  # a call's mistake fails before any model is loaded
     with Checker(plan_for(settings, "check")) as checker:
-        return check_many(checker, given, threshold=threshold, max_concurrency=max_concurrency,
-                          progress=progress)
+        return checker.check_many(given, threshold=threshold, max_concurrency=max_concurrency,
+                                  progress=progress)

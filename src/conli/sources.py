@@ -1,15 +1,15 @@
 """Where a sentence's verdict rests in the sources: each quoted span, in its own chunk.
 
 The models read several sources (a RAG app's chunks) joined as one text
-(``inputs.SourceMap``); ``evidence_of`` reports every span a verdict quotes by the chunk's
+(``run.inputs.SourceMap``); ``evidence_of`` reports every span a verdict quotes by the chunk's
 index and offsets within it. One string is one chunk: index 0, offsets unchanged.
 """
 
 from __future__ import annotations
 
-from conli.inputs import SourceMap
 from conli.models import EvidenceSpan, SentenceResult
 from conli.ner.grounding import SourceMentions
+from conli.run.inputs import SourceMap
 
 
 def evidence_of(sentence: SentenceResult, source: str, mentions: SourceMentions,

@@ -31,7 +31,6 @@ from conli import errors
 from conli.config import Settings
 from conli.gate import response_verdict, supported_share
 from conli.graph.runner import CheckRunner, Prepared
-from conli.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
 from conli.models import (
     CheckResult,
     Entity,
@@ -41,7 +40,8 @@ from conli.models import (
     UsageTotals,
     Verdict,
 )
-from conli.plan import Plan, make_plan, options
+from conli.run.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
+from conli.run.plan import Plan, make_plan, options
 from conli.segment import (
     FINAL_STOP,
     Segment,
@@ -356,7 +356,7 @@ class _Stream:
         """Run the graph on this sentence alone in a worker thread; the loop keeps reading."""
         checked = CheckInput(source=self.source, response=item.segment.text,
                              question=self.question, source_map=self.source_map)
-        work = functools.partial(contextvars.copy_context().run, self.checker.run, checked,
+        work = functools.partial(contextvars.copy_context().run, self.checker.run_graph, checked,
                                  plan=self._ready_now())
         with self.busy():
             self.running = asyncio.get_running_loop().run_in_executor(None, work)

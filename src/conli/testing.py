@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from conli.config import Settings
 from conli.gate import ranking_score
-from conli.inputs import Source
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
-from conli.plan import plan_for
+from conli.run.inputs import Source
+from conli.run.plan import plan_for
 
 __all__ = ["assert_grounded"]
 

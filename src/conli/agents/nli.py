@@ -29,7 +29,7 @@ from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions, mentions_of, normalize
 from conli.prompts import Trusted, defuse, render
-from conli.run_context import propagate, report
+from conli.run.context import propagate, report
 from conli.text.addressing import withhold
 from conli.text.language import language_of
 

@@ -1,11 +1,13 @@
 """One record per version of the NLI prompt: its templates, answer models and call shape.
 
 Everything that differs between versions is here, looked up by name; ``auto`` is resolved
-to a concrete version once per run (``resolve_nli_prompt``), where the backend is known.
+to a concrete version once per run (``resolve_nli_prompt``), where the backend is known;
+``for_backend`` makes a whole plan concrete there (the prompt and the ``auto`` detector).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,10 +20,11 @@ from conli.agents.answers import (
     NLILabelOnlyAnswer,
     NLIReasonedAnswer,
 )
-from conli.backends.base import Capabilities
+from conli.backends.base import Backend, Capabilities
 from conli.config import DetectionSettings, Settings
 from conli.errors import ConfigError
 from conli.prompts import Trusted
+from conli.run.plan import Plan, adjusted
 
 Kind = Literal["sentence", "entity"]  # a whole claim, or the [ tagged ] words of a claim
 
@@ -133,3 +136,31 @@ def laid_out(own: str, shared: str, settings: Settings, capabilities: Capabiliti
     variables = {"nli_base": Trusted(f"{base}.jinja"), "cot": settings.chain_of_thought,
                  "hypotheses": []}
     return Layout(shared, variables, f"{shared}+{base}")
+
+
+def for_backend(plan: Plan, backend: Backend) -> Plan:
+    """``plan`` made concrete for ``backend``: each ``auto`` becomes a choice.
+
+    The NLI prompt version for the backend's capabilities; the ``auto`` detector becomes
+    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``.
+    """
+    settings = resolve(plan.settings, backend)
+    return plan if settings is plan.settings else dataclasses.replace(plan, settings=settings)
+
+
+def resolve(settings: Settings, backend: Backend) -> Settings:
+    """``settings`` made concrete for ``backend`` (see ``for_backend``).
+
+    ``ConfigError`` for semantic word scores on a backend without hidden states: refused
+    here, before the check's model calls, rather than after them in the coverage step.
+    """
+    if settings.word_scores == "semantic" and not backend.capabilities.hidden_states:
+        raise ConfigError(f"--word-scores semantic reads the model's hidden states, which "
+                          f"{backend.name} does not serve; use lexical or the embedded model "
+                          "(--llm local)")
+    version = resolve_nli_prompt(settings, backend.capabilities)
+    preset = "fused" if backend.capabilities.hidden_states else "cot"
+    chosen = [preset if name == "auto" else name for name in settings.detectors]
+    if version == settings.nli_prompt and chosen == settings.detectors:
+        return settings
+    return adjusted(settings, nli_prompt=version, detectors=chosen)

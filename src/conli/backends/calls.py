@@ -2,7 +2,7 @@
 
 Agents and generation ask for a completion through ``call_model`` and never call
 ``Backend.complete`` themselves. Before each attempt the check's deadline is read
-(``run_context``); only what the error tree calls transient is retried (``retry``); the
+(``run.context``); only what the error tree calls transient is retried (``retry``); the
 call comes back with a ``CallRecord`` (step, template, tokens, retried attempts) that the
 result sums into ``UsageTotals`` with ``usage_of``.
 """

@@ -5,7 +5,7 @@ other provider calls (Azure NER) use ``call_with_retries`` directly.
 
 Rate limits wait at least the provider's ``Retry-After``; authentication and bad-request
 errors are raised at once because no retry can fix them. No attempt starts, and no wait
-runs, past the check's deadline (``run_context``). Each retry is logged at INFO on
+runs, past the check's deadline (``run.context``). Each retry is logged at INFO on
 ``conli.backends.retry``: what was called, the attempt, the error's kind and the wait; never
 the error's message (a provider may echo the request) nor any key.
 """
@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from conli.errors import RateLimitError, TransientBackendError
-from conli.run_context import check_deadline, remaining
+from conli.run.context import check_deadline, remaining
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

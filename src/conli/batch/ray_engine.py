@@ -55,8 +55,8 @@ from conli.batch.work import check_paths, make_worker, progress_bar
 from conli.config import Settings
 from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
 from conli.files import ensure_appendable, json_line
-from conli.frontdoor import Mode
-from conli.plan import adjusted
+from conli.run.doors import Mode
+from conli.run.plan import adjusted
 
 _CHUNK = 1 << 20  # IN is read in 1 MiB chunks, whatever its size
 _ROWS_PER_READ = 4096  # rows the reader hands on at a time; Ray Data cuts them to size

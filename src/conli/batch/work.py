@@ -34,9 +34,9 @@ from conli.errors import (
     ModelStoreError,
 )
 from conli.files import ensure_appendable
-from conli.frontdoor import Mode, judge_only, plan_for
-from conli.inputs import check_input
 from conli.pipeline import Checker
+from conli.run.doors import Mode, plan_for
+from conli.run.request import Request
 
 Worker = Callable[[Record], Record]
 
@@ -51,9 +51,8 @@ def make_worker(
     says how many model calls it made and how many of them failed.
     """
     plan = plan_for(settings, mode, with_judge=with_judge)
-    run_settings = plan.settings
     counted = CountingBackend(backend)
-    checker = Checker(plan, backend=counted)
+    checker = Checker(plan, backend=counted)  # prepared once: every record runs on its plan
 
     def check(record: Record) -> Any:
         missing = [repr(name) for name in ("source", "response") if name not in record]
@@ -64,14 +63,9 @@ def make_worker(
         if null:
             verb = "is" if len(null) == 1 else "are"
             raise InputError(f"the record's {' and '.join(null)} {verb} null; give the text")
-        checked = check_input(
+        return checker.run(Request.of(
             record["source"], record["response"], question=record.get("question"),
-            points=record.get("points"), max_source_chars=run_settings.max_source_chars,
-            max_response_chars=run_settings.max_response_chars,
-        )
-        if mode == "judge":
-            return judge_only(checker, checked, plan)
-        return checker.run(checked)
+            points=record.get("points"), limits=checker.plan.settings))
 
     def work(record: Record) -> Record:
         out: Record = {"id": record["id"], "mode": mode, "source": record.get("source"),

@@ -17,7 +17,8 @@ from conli.batch.work import check_paths, make_worker
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import (
+from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS, GateTally, record_outcome, why_not_passed
+from conli.run.doors import (
     MODES,
     add_fail_on_flag,
     add_judge_mode_flag,
@@ -25,7 +26,6 @@ from conli.frontdoor import (
     add_threshold_flag,
     session_settings,
 )
-from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS, GateTally, record_outcome, why_not_passed
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

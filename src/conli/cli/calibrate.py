@@ -29,9 +29,9 @@ from conli.errors import ConfigError, InputError
 from conli.evaluation.detection import Outcome, run_detection
 from conli.evaluation.loaders import FORMATS, load_file
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import add_session_flags, session_settings
 from conli.gate import ranking_score
-from conli.plan import plan_for
+from conli.run.doors import add_session_flags, session_settings
+from conli.run.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
 

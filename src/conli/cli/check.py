@@ -15,26 +15,22 @@ from pathlib import Path
 from typing import Any, get_args
 
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.config import LanguageSetting, Settings
-from conli.errors import EXIT_GATE_FAILED, InputError
+from conli.config import LanguageSetting
+from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import (
+from conli.gate import fails, gate_line
+from conli.models import CheckResult
+from conli.pipeline import Checker
+from conli.run.doors import (
     add_fail_on_flag,
     add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,
 )
-from conli.gate import fails, gate_line
-from conli.inputs import (
-    MAX_POINTS_FILE_CHARS,
-    check_input,
-    read_input,
-    read_points,
-    read_sources,
-)
-from conli.models import CheckResult
-from conli.pipeline import Checker
+from conli.run.inputs import MAX_POINTS_FILE_CHARS, read_input, read_points, read_sources
+from conli.run.plan import Plan, allowed, make_plan, options
+from conli.run.request import Request
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -119,43 +115,45 @@ def add_parser(subparsers: Any) -> None:
     check.set_defaults(handler=run_check, in_thread=True)
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return session_settings(
-        args,
-        entity_level=False if args.no_entity_level else None,
-        mitigate=False if args.no_mitigate else None,
-        judge=False if args.no_judge else None,
-        fix_coverage=True if args.fix_coverage else None,
-        word_scores=args.word_scores,
-        language=args.language,
-    )
+def _plan(args: argparse.Namespace) -> Plan:
+    """The session's settings, with this check's run choices (``RunOptions``) applied."""
+    tuning = {"entity_level": False if args.no_entity_level else None,
+              "word_scores": args.word_scores, "language": args.language}
+    chosen = options(mitigate=False if args.no_mitigate else None,
+                     judge=False if args.no_judge else None,
+                     fix_coverage=True if args.fix_coverage else None,
+                     tuning={name: value for name, value in tuning.items() if value is not None})
+    allowed("cli", chosen)
+    return make_plan(session_settings(args), chosen)
 
 
 def run_check(args: argparse.Namespace) -> int:
     """Validate the inputs and the output path before loading any model, then check."""
     if [*args.source, args.response].count("-") > 1:
         raise InputError("only one of --source and --response can read stdin")
-    settings = _settings(args)
+    plan = _plan(args)
+    settings = plan.settings
     if args.output:
         ensure_writable(args.output)
-    checked = check_input(
+    request = Request.of(
         read_sources(args.source, max_chars=settings.max_source_chars),
         read_input(args.response, "response", max_chars=settings.max_response_chars),
         question=args.question,
         points=None if args.points is None else read_points(
             read_input(args.points, "points", max_chars=MAX_POINTS_FILE_CHARS)),
-        max_source_chars=settings.max_source_chars,
-        max_response_chars=settings.max_response_chars,
+        limits=settings,
     )
     show = not args.quiet and sys.stderr.isatty() and not (args.json and not sys.stdout.isatty())
     progress = _Progress() if show else None
-    checker = Checker(settings)
+    checker = Checker(plan)
     try:
-        result = checker.run(checked, progress=progress)
+        result = checker.run(request, progress=progress)
     finally:
         if progress is not None:
             progress.done()
         checker.close()
+    if not isinstance(result, CheckResult):  # a check plan runs as a check, never a judge
+        raise ConfigError("the check plan ran as a judge")
     report = result.model_dump_json(indent=2) + "\n" if args.json else format_text(result)
     if args.output:
         write_atomically(args.output, report)

@@ -50,9 +50,9 @@ from conli.evaluation.loaders import (
 )
 from conli.evaluation.run_folder import claim_run_folder
 from conli.files import LogAppender, read_log, write_atomically
-from conli.frontdoor import add_session_flags
 from conli.generation import METHODS
-from conli.plan import make_plan, options
+from conli.run.doors import add_session_flags
+from conli.run.plan import make_plan, options
 
 DEFAULT_DATA_DIR = Path("../shared/data")
 

@@ -22,7 +22,7 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation import detection, metrics, report
 from conli.evaluation.loaders import DATASETS, Example, dataset_path, load_dataset, load_file
-from conli.frontdoor import session_settings
+from conli.run.doors import session_settings
 
 
 def command() -> str:

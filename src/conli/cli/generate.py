@@ -14,9 +14,9 @@ from typing import Any
 
 from conli.cli.display import printable
 from conli.errors import ConfigError
-from conli.frontdoor import settings_from
 from conli.generation import METHODS, generate_answer
-from conli.inputs import read_input
+from conli.run.doors import settings_from
+from conli.run.inputs import read_input
 
 
 def add_parser(subparsers: Any) -> None:

@@ -18,19 +18,19 @@ from typing import Any
 
 from conli.cli.display import printable
 from conli.config import Settings
-from conli.errors import InputError
+from conli.errors import ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
-from conli.frontdoor import (
+from conli.models import CheckResult, JudgeResult
+from conli.pipeline import Checker
+from conli.run.doors import (
     JudgeOnlyResult,
     add_judge_mode_flag,
     add_session_flags,
-    judge_only,
     session_settings,
 )
-from conli.inputs import CheckInput, check_input, read_input, read_sources
-from conli.models import JudgeResult
-from conli.pipeline import Checker
-from conli.plan import plan_for
+from conli.run.inputs import read_input, read_sources
+from conli.run.plan import plan_for
+from conli.run.request import Request
 
 
 def add_parser(subparsers: Any) -> None:
@@ -57,11 +57,11 @@ def run_judge(args: argparse.Namespace) -> int:
     if args.output:
         ensure_writable(args.output)
     source = read_sources(args.source, max_chars=settings.max_source_chars)
-    checked = [_candidate(source, path, args, settings) for path in args.response]
+    requests = [_candidate(source, path, args, settings) for path in args.response]
     plan = plan_for(settings, "judge")
     checker = Checker(plan)
     try:
-        results = [judge_only(checker, one, checker.plan) for one in checked]
+        results = [_judged(checker.run(one)) for one in requests]
     finally:
         checker.close()
     mode = plan.settings.judge_mode
@@ -75,17 +75,23 @@ def run_judge(args: argparse.Namespace) -> int:
 
 
 def _candidate(source: str | list[str], path: str, args: argparse.Namespace,
-               settings: Settings) -> CheckInput:
+               settings: Settings) -> Request:
     """One ``--response`` read and validated; among several, a refusal names which one."""
     try:
-        return check_input(source, read_input(path, "response",
-                                              max_chars=settings.max_response_chars),
-                           question=args.question, max_source_chars=settings.max_source_chars,
-                           max_response_chars=settings.max_response_chars)
+        return Request.of(source, read_input(path, "response",
+                                             max_chars=settings.max_response_chars),
+                          question=args.question, limits=settings)
     except InputError as exc:
         if len(args.response) == 1 or str(path) in str(exc):
             raise
         raise type(exc)(f"--response {path!r}: {exc}") from exc
+
+
+def _judged(result: CheckResult | JudgeOnlyResult) -> JudgeOnlyResult:
+    """A judge plan's run answers the judge's score alone (``Checker.run``)."""
+    if not isinstance(result, JudgeOnlyResult):
+        raise ConfigError("the judge plan ran as a check")
+    return result
 
 
 def as_json(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> dict[str, Any]:

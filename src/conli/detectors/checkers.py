@@ -26,7 +26,7 @@ from conli.errors import ConfigError
 from conli.models import Judgement
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
-from conli.run_context import propagate, report
+from conli.run.context import propagate, report
 from conli.segment import Segment, sentence_spans
 from conli.text.language import english_ner_runs, language_of
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR

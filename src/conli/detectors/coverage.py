@@ -10,9 +10,9 @@ from __future__ import annotations
 from conli.agents.nli import Hypothesis, run_nli
 from conli.config import Language
 from conli.detectors.base import Detection, DetectionContext
-from conli.inputs import point_list
 from conli.models import CoverageVerdict, Judgement, PointCheck
 from conli.ner.grounding import normalize
+from conli.run.inputs import point_list
 from conli.signals.lexical import best_sentence, recall
 
 _COVERAGE: dict[str, CoverageVerdict] = {

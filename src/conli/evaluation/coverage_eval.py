@@ -365,7 +365,7 @@ def evaluate(backend: Backend | None, bases: Sequence[Base], split: Callable[[st
     ``reader``, a backend that serves hidden states (the embedded one, not behind the
     call cache), adds the semantic scores, example- and word-level.
     """
-    from conli.plan import resolve
+    from conli.agents.nli_prompts import resolve
 
     built = cases(bases, seed)
     if backend is not None:

@@ -24,7 +24,7 @@ from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import average_reports, detection_report
 from conli.files import read_log
 from conli.models import CheckResult, SentenceResult, Verdict
-from conli.plan import adjusted
+from conli.run.plan import adjusted
 
 # Paper ablations (CoNLI table 4), chain-of-thought off, and the one-token score-first mode.
 ABLATIONS: dict[str, dict[str, Any]] = {

@@ -24,7 +24,7 @@ from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.evaluation.loaders import Example
 from conli.generation import Generation, Method, generate
-from conli.plan import make_plan, options
+from conli.run.plan import make_plan, options
 from conli.signals.lexical import stems
 
 

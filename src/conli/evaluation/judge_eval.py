@@ -33,7 +33,7 @@ from conli.config import Settings
 from conli.detectors import resolve
 from conli.evaluation.detection import read_predictions
 from conli.evaluation.loaders import Example
-from conli.plan import make_plan, options
+from conli.run.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from conli.graph import grounding, nodes
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckInput, CheckOutput, CheckState
-from conli.run_context import report
+from conli.run.context import report
 
 Edit = Literal["mitigate", "keep", "raw_judge"]
 

@@ -14,9 +14,9 @@ from langgraph.runtime import Runtime
 from conli.detectors.base import skipped_for_language
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
-from conli.inputs import SourceMap
 from conli.models import Entity, Judgement, Note, SentenceResult
 from conli.ner.grounding import SourceMentions, mentions_of
+from conli.run.inputs import SourceMap
 from conli.text.addressing import DEFUSED_KINDS, addressed
 from conli.text.language import Language, english_ner_runs
 

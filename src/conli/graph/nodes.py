@@ -22,7 +22,6 @@ from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.grounding import addressing_rule, unstated_rule
 from conli.graph.state import CheckState
-from conli.inputs import SourceMap
 from conli.models import (
     Judgement,
     Mitigation,
@@ -32,6 +31,7 @@ from conli.models import (
     WordScore,
 )
 from conli.ner.grounding import mentions_of
+from conli.run.inputs import SourceMap
 from conli.segment import Segment, select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model

@@ -1,8 +1,8 @@
 """A plan made ready to run (``Prepared``), and what runs it (``CheckRunner``).
 
-``conli.Checker`` is the one ``CheckRunner``; the front doors built on it from below
-(``many``, ``streaming``) type against this Protocol, so no module imports upward for a
-type. ``Prepared`` is a plan with the run context and compiled graph it runs with.
+``conli.Checker`` is the one ``CheckRunner``; the stream, built on it from below
+(``streaming``), types against this Protocol, so no module imports upward for a type.
+``Prepared`` is a plan with the run context and compiled graph it runs with.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from conli.backends.base import Backend
 from conli.detectors.base import Deps
-from conli.inputs import CheckInput
 from conli.models import CheckResult
-from conli.plan import Plan
-from conli.run_context import Progress
+from conli.run.context import Progress
+from conli.run.inputs import CheckInput
+from conli.run.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class CheckRunner(Protocol):
         """The runner's own plan, resolved for its backend."""
         ...
 
-    def prepare(self, plan: Plan | Prepared | None = None) -> Prepared:
-        """The run context and graph for ``plan`` (None: the runner's own)."""
+    def prepare(self, plan: Plan | None = None) -> Prepared:
+        """The run context and graph for ``plan`` (None: the runner's own), kept per plan."""
         ...
 
     def check(self, source: str, response: str, *, question: str | None = None,
@@ -55,7 +55,7 @@ class CheckRunner(Protocol):
         """Validate the texts, then check them."""
         ...
 
-    def run(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
-            progress: Progress | None = None) -> CheckResult:
-        """Check input a front door already validated."""
+    def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
+                  progress: Progress | None = None) -> CheckResult:
+        """Run the graph on texts a front door already validated."""
         ...

@@ -11,7 +11,6 @@ from typing import Annotated, Any, TypedDict
 
 from conli.agents.structured import CallRecord
 from conli.config import Language
-from conli.inputs import SourceMap
 from conli.models import (
     CheckResult,
     Coverage,
@@ -25,6 +24,7 @@ from conli.models import (
     Verdict,
     WordScore,
 )
+from conli.run.inputs import SourceMap
 from conli.segment import Segment
 
 

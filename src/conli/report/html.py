@@ -32,7 +32,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from jinja2.ext import Extension
 
 from conli.errors import InputError
-from conli.inputs import SOURCE_JOINER
 from conli.report.coverage import (
     Pieces,
     Word,
@@ -55,6 +54,7 @@ from conli.report.review import (
     sentences_of,
 )
 from conli.report.sources import chunks_of, evidence_of, sentence_evidence, source_chunks
+from conli.run.inputs import SOURCE_JOINER
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted

@@ -18,8 +18,8 @@ from typing import Annotated, Any, BinaryIO
 
 from pydantic import BaseModel, Discriminator, Tag, ValidationError, model_validator
 
-from conli.frontdoor import JudgeOnlyResult
 from conli.models import CheckResult
+from conli.run.doors import JudgeOnlyResult
 
 Record = dict[str, Any]
 _MAX_OFFSET = 10_000_000  # far past any response conli checks; bounds a rebuilt response

@@ -19,9 +19,9 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, install_hint
-from conli.frontdoor import JudgedTexts, JudgeOnlyResult
 from conli.models import CheckResult
 from conli.pipeline import Checker
+from conli.run.doors import JudgedTexts, JudgeOnlyResult
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest
 from conli.service.stream import (
     Activity,

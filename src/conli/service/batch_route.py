@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from conli.errors import ConliError
 from conli.models import CheckResult
+from conli.run.plan import RunOptions
 from conli.service.bodies import BatchRequest, CheckRequest
 from conli.service.problems import Problem, ProblemError, error_problem, problem_body
 from conli.service.runner import Runner, TimedOut
@@ -44,9 +45,9 @@ def _item(body: BatchRequest, item: CheckRequest) -> CheckRequest:
     """``item`` with the batch's options under its own (an item's option wins)."""
     if body.options is None:
         return item
-    shared = body.options.model_dump(exclude_none=True)
-    own = item.options.model_dump(exclude_none=True) if item.options else {}
-    return item.model_copy(update={"options": type(body.options)(**(shared | own))})
+    shared = body.options.model_dump(exclude_unset=True)
+    own = item.options.model_dump(exclude_unset=True) if item.options else {}
+    return item.model_copy(update={"options": RunOptions(**(shared | own))})
 
 
 def _entry(index: int, outcome: BaseModel | BaseException, limit: float) -> BatchEntry:

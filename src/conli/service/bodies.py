@@ -2,19 +2,21 @@
 
 Each route takes only what it uses (an unknown field is a 422): ``/v1/judge`` the texts,
 ``/v1/check`` also the points to cover, ``/v1/rewrite`` also whether to fix coverage. The
-points' content is validated where every front door validates it (``inputs.check_input``).
-``options`` are the few settings a caller may choose per request (an allow-list); any
+points' content is validated where every front door validates it (``run.request.Request``).
+``options`` are ``RunOptions`` from the service's allow-list (``run.plan.DOOR_OPTIONS``); any
 other setting stays the operator's, and naming one is a 422 that says which.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from conli import detectors
-from conli.config import JudgeMode
+from conli.errors import ConfigError
+from conli.run.plan import RunOptions, allowed
 
 _SOURCE = "The Riverside Public Library opened in 1962 and is run by the city council."
 _RESPONSE = "The library opened in 1962. It is run by a private charity."
@@ -23,50 +25,28 @@ _POINT_1, _POINT_2 = "The library opened in 1962.", "The city council runs the l
 PointsBody = list[str] | dict[str, list[str]]
 
 
-class RequestOptions(BaseModel):
-    """Settings one request may choose; every other setting is the operator's."""
+def _service_options(data: Any) -> Any:
+    """Refuse, as a 422, an option the service does not take per request, or an unknown detector.
 
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"detector": "cot", "threshold": 0.7, "judge_mode": "grounded"},
-    ]})
-
-    detector: str | None = Field(
-        default=None, description="one detector or preset to run instead of the service's "
-        "(cot, fast, hybrid, fused, auto, or a registered detector)")
-    threshold: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
-    judge_mode: JudgeMode | None = Field(
-        default=None,
-        description="how the judge scores: grounded (from the sentence verdicts), rubric "
-        "(bounded by them) or both (grounded, the rubric beside it)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _only_allowed(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name in data:
-                if name not in cls.model_fields:
-                    raise ValueError(f"option {name!r} cannot be set per request; the options "
-                                     f"are {', '.join(cls.model_fields)}")
+    The options are ``RunOptions``; which of its fields a caller may choose here is the
+    service's allow-list (``run.plan.DOOR_OPTIONS``); every other setting stays the operator's.
+    """
+    if not isinstance(data, Mapping):
         return data
+    try:
+        allowed("service", data)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+    named, listed = data.get("detector"), data.get("detectors")
+    chosen = [named] if isinstance(named, str) else listed if isinstance(listed, list) else []
+    unknown = [name for name in chosen if isinstance(name, str) and name not in detectors.names()]
+    if unknown:
+        raise ValueError(f"unknown detector {unknown[0]!r}; known: {', '.join(detectors.names())}")
+    return data
 
-    @field_validator("detector")
-    @classmethod
-    def _known_detector(cls, name: str | None) -> str | None:
-        if name is not None and name not in detectors.names():
-            raise ValueError(f"unknown detector {name!r}; known: {', '.join(detectors.names())}")
-        return name
 
-    def settings_update(self) -> dict[str, object]:
-        """The settings these options change (only those given)."""
-        update: dict[str, object] = {}
-        if self.detector is not None:
-            update["detectors"] = [self.detector]
-        if self.threshold is not None:
-            update["threshold"] = self.threshold
-        if self.judge_mode is not None:
-            update["judge_mode"] = self.judge_mode
-        return update
+# what a request may choose: ``detector`` (one name), ``threshold`` and ``judge_mode``
+ServiceOptions = Annotated[RunOptions, BeforeValidator(_service_options)]
 
 
 class TextsRequest(BaseModel):
@@ -81,8 +61,9 @@ class TextsRequest(BaseModel):
         default=None,
         description="the question the response answers, if any (read with each sentence)"
     )
-    options: RequestOptions | None = Field(
-        default=None, description="per-request settings, from an allow-list (others are a 422)")
+    options: ServiceOptions | None = Field(
+        default=None, description="per-request settings, from an allow-list (others are a 422): "
+        "detector (one name), threshold, judge_mode")
 
 
 class JudgeRequest(TextsRequest):
@@ -152,5 +133,5 @@ class BatchRequest(BaseModel):
     items: list[CheckRequest] = Field(
         min_length=1, description="the checks to run; at most CONLI_SERVICE_BATCH_MAX_ITEMS "
         "(413 beyond)")
-    options: RequestOptions | None = Field(
+    options: ServiceOptions | None = Field(
         default=None, description="options for every item; an item's own options win, one by one")

@@ -39,8 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conli.backends.base import Backend, Request
 from conli.errors import AuthenticationError, BackendError, boundary
-from conli.frontdoor import JudgedTexts, JudgeOnlyResult
 from conli.models import CheckResult, UsageTotals
+from conli.run.doors import JudgedTexts, JudgeOnlyResult
 from conli.service.problems import PROBLEM, REQUEST_ID, problem_response
 from conli.streaming import DoneEvent
 from conli.version import __version__

@@ -20,10 +20,10 @@ from pydantic import BaseModel
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
-from conli.frontdoor import JudgedText, JudgedTexts, Mode, judge_only
-from conli.inputs import check_input
 from conli.pipeline import Checker
-from conli.plan import Plan, plan_for
+from conli.run.doors import JudgedText, JudgedTexts, Mode
+from conli.run.plan import RunOptions, make_plan
+from conli.run.request import Request
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest, TextsRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
@@ -52,14 +52,14 @@ class Runner:
         self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def plan_for(self, mode: Mode, body: TextsRequest | None = None) -> Plan:
-        """The plan of one request in ``mode``: the service's sentence limit, its options."""
+    def options_for(self, mode: Mode, body: TextsRequest | None = None) -> RunOptions:
+        """The options of one request in ``mode``: the service's sentence limit, the caller's."""
         chosen: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
         if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
             chosen["fix_coverage"] = body.fix_coverage
         if body is not None and body.options is not None:
-            chosen |= body.options.settings_update()
-        return plan_for(self.settings, mode, more=chosen)
+            chosen |= body.options.model_dump(include=set(body.options.chosen()))
+        return RunOptions.for_mode(mode, more=chosen)
 
     def job(self, mode: Mode, body: TextsRequest) -> Job:
         """Return the blocking work for one request; its texts are validated once, there.
@@ -68,32 +68,25 @@ class Runner:
         judge request with ``responses`` judges each in turn (every text validated before
         any model call) and answers them together, as ``conli judge --json`` does.
         """
-        plan = self.plan_for(mode, body)
-        settings = plan.settings
+        chosen = self.options_for(mode, body)
         checker = self.checker
         points = body.points if isinstance(body, CheckRequest) else None
         texts = body.texts() if isinstance(body, JudgeRequest) else [body.response] \
             if isinstance(body, CheckRequest) else []
 
         def run(due: float) -> BaseModel:
-            checked = [check_input(
-                body.source, text, question=body.question, points=points,
-                max_source_chars=settings.max_source_chars,
-                max_response_chars=settings.max_response_chars,
-            ) for text in texts]
+            requests = [Request.of(body.source, text, question=body.question, points=points,
+                                   limits=self.settings, options=chosen) for text in texts]
             try:
-                if mode != "judge":
-                    return checker.run(checked[0], plan=plan.within(_left(due)))
-                judged = [judge_only(checker, one, plan.within(_left(due))) for one in checked]
-                if isinstance(body, JudgeRequest) and body.responses is None:
-                    return judged[0]
-                return JudgedTexts(judge_mode=settings.judge_mode, texts=[
-                    JudgedText(index=i, judge=one.judge, usage=one.usage)
-                    for i, one in enumerate(judged)])
+                results = [checker.run(one, within=_left(due)) for one in requests]
             except ConfigError as exc:
                 if body.options is None:
                     raise
                 raise InputError(f"the request's options cannot run here: {exc}") from exc
+            if not isinstance(body, JudgeRequest) or body.responses is None:
+                return results[0]
+            return JudgedTexts(judge_mode=chosen.judge_mode or self.settings.judge_mode, texts=[
+                JudgedText(index=i, **one.model_dump()) for i, one in enumerate(results)])
 
         return run
 
@@ -217,4 +210,6 @@ class Runner:
         """
         return self.observed(self.checker.astream(opening.source, chunks,
                                                   question=opening.question,
-                                                  plan=self.plan_for("check"), busy=busy))
+                                                  plan=make_plan(self.settings,
+                                                                 self.options_for("check")),
+                                                  busy=busy))

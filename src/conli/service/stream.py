@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from conli import errors
-from conli.inputs import decode_text
+from conli.run.inputs import decode_text
 from conli.streaming import OPENING_LINE, DoneEvent, Events, SentenceEvent
 
 log = logging.getLogger("conli.streaming")

@@ -1,10 +1,11 @@
-"""What every front door shares: the session's flags and settings, modes, judge-only runs.
+"""What every front door shares: the session's flags and settings, the judge-only results.
 
 Each front door (check, batch, service, eval, hook) builds its settings the same way
 (``add_session_flags`` and ``session_settings``: flags over ``CONLI_*``), validates its
-texts once (``inputs.check_input``) and reports errors through one table
+texts once (``run.request.Request``) and reports errors through one table
 (``errors.boundary``). Batch, service and hook offer the same three modes on the same
-graph: ``check`` detects only, ``rewrite`` detects and rewrites, ``judge`` scores 1-5 only.
+graph (``run.plan.RunOptions.for_mode``): ``check`` detects only, ``rewrite`` detects and
+rewrites, ``judge`` scores 1-5 only (``Checker.run`` answers a ``JudgeOnlyResult``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ from pydantic import BaseModel, Field, ValidationError
 from conli.config import JudgeMode, Settings
 from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
-from conli.graph.runner import CheckRunner
-from conli.inputs import CheckInput
 from conli.models import JudgeResult, UsageTotals
-from conli.plan import MODES, Mode, Plan, make_plan, options, plan_for
+from conli.run.plan import MODES, Mode, plan_for
 
-__all__ = ["MODES", "JudgeOnlyResult", "JudgedText", "JudgedTexts", "Mode", "judge_only",
-           "plan_for"]
+__all__ = ["MODES", "JudgeOnlyResult", "JudgedText", "JudgedTexts", "Mode", "plan_for"]
 
 
 class JudgeOnlyResult(BaseModel):
@@ -45,27 +43,6 @@ class JudgedTexts(BaseModel):
 
     judge_mode: JudgeMode
     texts: list[JudgedText]
-
-
-# what a judge-only run is: detection, no rewrite, and the judge on the response alone
-_JUDGE_ONLY: dict[str, object] = {"mitigate": False, "fix_coverage": False, "judge": True,
-                                  "judge_raw": False}
-
-
-def judge_only(checker: CheckRunner, checked: CheckInput, plan: Plan | Settings
-               ) -> JudgeOnlyResult:
-    """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
-
-    Every mode runs detection first (no rewrite): the grounded judge scores from its
-    verdicts, and the rubric judge is bounded by them (``agents.judging``).
-    """
-    if isinstance(plan, Settings):
-        plan = make_plan(plan)
-    run = make_plan(plan.settings, options(**_JUDGE_ONLY, deadline_seconds=plan.deadline))
-    graded = checker.run(checked, plan=run)
-    if graded.judge_refined is None:
-        raise ConfigError("the judge did not run")
-    return JudgeOnlyResult(judge=graded.judge_refined, usage=graded.usage)
 
 
 def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

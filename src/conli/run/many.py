@@ -11,16 +11,13 @@ error) gets an error result in its place; the others go on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
-from conli.config import Settings
 from conli.errors import ConfigError, InputError, boundary
-from conli.graph.runner import CheckRunner
-from conli.inputs import Source
-from conli.models import PairError, PairResult
-from conli.plan import make_plan, options
+from conli.models import CheckResult, PairError, PairResult
+from conli.run.inputs import Source
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -31,34 +28,24 @@ _KEYS = frozenset({"source", "response", "question", "points"})
 
 
 def check_many(
-    checker: CheckRunner,
-    pairs: Iterable[Pair],
+    check: Callable[[Mapping[str, Any]], CheckResult],
+    pairs: list[Pair],
     *,
-    settings: Settings | None = None,
-    threshold: float | None = None,
-    max_concurrency: int | None = None,
+    limit: int,
     progress: bool | None = None,
 ) -> list[PairResult]:
-    """Check every pair with ``checker``; one ``PairResult`` per pair, in input order.
+    """Run ``check`` on every pair's fields; one ``PairResult`` per pair, in input order.
 
-    ``settings`` overrides the checker's for these checks (as ``Checker.check``);
-    ``threshold`` overrides its ``threshold``. ``progress``: None shows the bar only when
-    stderr is a terminal. Settings that cannot be used raise ``ConfigError`` before any check.
+    ``check`` is the checker's, on a plan prepared once for every pair (``Checker.check_many``).
+    ``progress``: None shows the bar only when stderr is a terminal.
     """
-    given = pairs_of(pairs)
-    base = settings or checker.plan.settings
-    plan = make_plan(base, options(threshold=threshold)) if threshold is not None \
-        else make_plan(settings) if settings is not None else None
-    ready = checker.prepare(plan)  # the detectors, built once for every pair
-    limit = base.max_concurrency if max_concurrency is None else max_concurrency
     if limit < 1:
         raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
-    results: list[PairResult | None] = [None] * len(given)
+    results: list[PairResult | None] = [None] * len(pairs)
 
     def one(index: int) -> PairResult:
         try:
-            fields = unpack(given[index], index)
-            result = checker.check(**fields, plan=ready)
+            result = check(unpack(pairs[index], index))
         except Exception as exc:  # the pair's error takes its place; the others go on
             return failed(index, exc)
         return PairResult(index=index, score=result.support_score, verdict=result.verdict,
@@ -66,8 +53,8 @@ def check_many(
 
     bar = progress_bar(sys.stderr.isatty() if progress is None else progress)
     with bar, ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-many") as pool:
-        task = bar.add_task("pairs", total=len(given))
-        futures = {pool.submit(one, i): i for i in range(len(given))}
+        task = bar.add_task("pairs", total=len(pairs))
+        futures = {pool.submit(one, i): i for i in range(len(pairs))}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             bar.advance(task)
