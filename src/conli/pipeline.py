@@ -63,6 +63,7 @@ class Checker:
         self._ner = get_recognizer(self.settings, self._nlp)
         self._graphs: dict[tuple[str, ...], Any] = {}
         self._built: OrderedDict[str, tuple[Deps, Any]] = OrderedDict()
+        self._retired: list[Deps] = []  # dropped from _built; their checkers close at close()
         self._built_lock = threading.Lock()
         self._prepared = Prepared(plan, *self._ready(plan.settings))
         self._telemetry = telemetry.emitter(self.settings)  # ConfigError without the extra
@@ -263,8 +264,8 @@ class Checker:
             if tuple(names) not in self._graphs:
                 self._graphs[tuple(names)] = build_graph(names)
             self._built[key] = (deps, self._graphs[tuple(names)])
-            if len(self._built) > PREPARED_KEPT:
-                self._built.popitem(last=False)
+            if len(self._built) > PREPARED_KEPT:  # a check may still hold it: closed at close()
+                self._retired.append(self._built.popitem(last=False)[1][0])
             return self._built[key]
 
     def close(self) -> None:
@@ -281,7 +282,8 @@ class Checker:
                 self._pool = None
         self._ner.close()
         with self._built_lock:
-            kept = [self._prepared.deps, *(deps for deps, _ in self._built.values())]
+            kept = [self._prepared.deps, *(deps for deps, _ in self._built.values()),
+                    *self._retired]
         for detector in {id(d): d for deps in kept for d in deps.detectors.values()}.values():
             if isinstance(detector, SpecialisedChecker):  # its own server's connections
                 detector.close()
