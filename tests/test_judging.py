@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.frontdoor import judge_only
 from conli.inputs import check_input
+from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from tests.conftest import REASONING, kind_of, rule_responder
 

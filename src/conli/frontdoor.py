@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
-from conli.config import JudgeMode, Settings
+from conli import judges
+from conli.config import Settings
 from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.graph.runner import CheckRunner
@@ -43,7 +43,7 @@ class JudgedText(JudgeOnlyResult):
 class JudgedTexts(BaseModel):
     """Several candidate texts judged against one source, as ``conli judge --json`` gives them."""
 
-    judge_mode: JudgeMode
+    judge_mode: str
     texts: list[JudgedText]
 
 
@@ -57,7 +57,7 @@ def judge_only(checker: CheckRunner, checked: CheckInput, plan: Plan | Settings
     """Score a validated response 1-5 in the configured ``judge_mode``, within the deadline.
 
     Every mode runs detection first (no rewrite): the grounded judge scores from its
-    verdicts, and the rubric judge is bounded by them (``agents.judging``).
+    verdicts, and the rubric judge is bounded by them (``conli.judges``).
     """
     if isinstance(plan, Settings):
         plan = make_plan(plan)
@@ -83,8 +83,8 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
 
 
 def add_judge_mode_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--judge-mode``: which judge scores 1-5 (``agents.judging``); same at every front door."""
-    parser.add_argument("--judge-mode", choices=get_args(JudgeMode),
+    """``--judge-mode``: which judge scores 1-5 (``conli.judges``); same at every front door."""
+    parser.add_argument("--judge-mode", choices=judges.names(),
                         help="grounded: from detection's verdicts (default, or "
                         "CONLI_JUDGE_MODE); rubric: the model's rubric score, bounded by "
                         "detection; both: grounded with the rubric's beside it")

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from conli import judges
 from conli.agents.nli_prompts import resolve_nli_prompt
-from conli.config import JudgeMode, Settings
+from conli.config import Settings
 from conli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class RunOptions(BaseModel):
         default=None, description="add a sentence per uncovered point")
     judge: bool | None = Field(default=None, description="score 1-5 after detection")
     judge_raw: bool | None = Field(default=None, description="also score the raw response")
-    judge_mode: JudgeMode | None = None
+    judge_mode: str | None = None  # a registered judge mode (conli.judges)
     detectors: list[str] | None = Field(default=None, description="detectors or presets, in order")
     threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="the bar of `passed`")
     max_response_sentences: int | None = Field(default=None, ge=1)
@@ -137,8 +138,10 @@ def resolve(settings: Settings, backend: Backend) -> Settings:
     """``settings`` made concrete for ``backend`` (see ``for_backend``).
 
     ``ConfigError`` for semantic word scores on a backend without hidden states: refused
-    here, before the check's model calls, rather than after them in the coverage step.
+    here, before the check's model calls, rather than after them in the coverage step; and
+    for a judge mode no one registered (``judges.get``), as for an unknown detector.
     """
+    judges.get(settings.judge_mode)
     if settings.word_scores == "semantic" and not backend.capabilities.hidden_states:
         raise ConfigError(f"--word-scores semantic reads the model's hidden states, which "
                           f"{backend.name} does not serve; use lexical or the embedded model "

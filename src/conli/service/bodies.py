@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from conli import detectors
-from conli.config import JudgeMode
+from conli import detectors, judges
 
 _SOURCE = "The Riverside Public Library opened in 1962 and is run by the city council."
 _RESPONSE = "The library opened in 1962. It is run by a private charity."
@@ -35,10 +34,10 @@ class RequestOptions(BaseModel):
         "(cot, fast, hybrid, fused, auto, or a registered detector)")
     threshold: float | None = Field(
         default=None, ge=0.0, le=1.0, description="the support-score bar that decides `passed`")
-    judge_mode: JudgeMode | None = Field(
+    judge_mode: str | None = Field(
         default=None,
         description="how the judge scores: grounded (from the sentence verdicts), rubric "
-        "(bounded by them) or both (grounded, the rubric beside it)")
+        "(bounded by them), both (grounded, the rubric beside it), or a registered judge mode")
 
     @model_validator(mode="before")
     @classmethod
@@ -55,6 +54,14 @@ class RequestOptions(BaseModel):
     def _known_detector(cls, name: str | None) -> str | None:
         if name is not None and name not in detectors.names():
             raise ValueError(f"unknown detector {name!r}; known: {', '.join(detectors.names())}")
+        return name
+
+    @field_validator("judge_mode")
+    @classmethod
+    def _known_judge_mode(cls, name: str | None) -> str | None:
+        if name is not None and name not in judges.names():
+            raise ValueError(f"unknown judge mode {name!r}; registered: "
+                             f"{', '.join(judges.names())}")
         return name
 
     def settings_update(self) -> dict[str, object]:
