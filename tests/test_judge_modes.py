@@ -15,6 +15,7 @@ from conli.frontdoor import add_judge_mode_flag
 from conli.judges import Judged, JudgeTask, Unscored, unscored_result
 from conli.models import JudgeResult
 from conli.pipeline import Checker
+from conli.plan import make_plan
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
@@ -86,6 +87,8 @@ def test_an_unknown_judge_mode_is_a_config_error_naming_the_registered_ones() ->
     message = str(refused.value)
     assert "judge_mode" in message and "'vibes'" in message
     assert "registered: both, grounded, rubric" in message
+    with pytest.raises(ConfigError, match="unknown judge mode 'vibes'"):
+        make_plan(Settings(judge_mode="vibes"))  # refused with the plan: no backend is built
 
 
 def test_the_built_in_modes_are_registered_under_their_names() -> None:

@@ -79,11 +79,15 @@ class Plan:
     """What one check runs: the settings its steps read, and its deadline.
 
     ``settings`` are the deployment's with this run's choices applied; ``deadline`` is the
-    seconds the whole check may take (None: no limit).
+    seconds the whole check may take (None: no limit). A judge mode no one registered is a
+    ``ConfigError`` naming those that are (``judges.get``), before any backend is built.
     """
 
     settings: Settings
     deadline: float | None
+
+    def __post_init__(self) -> None:
+        judges.get(self.settings.judge_mode)
 
     @property
     def detectors(self) -> list[str]:
@@ -138,10 +142,8 @@ def resolve(settings: Settings, backend: Backend) -> Settings:
     """``settings`` made concrete for ``backend`` (see ``for_backend``).
 
     ``ConfigError`` for semantic word scores on a backend without hidden states: refused
-    here, before the check's model calls, rather than after them in the coverage step; and
-    for a judge mode no one registered (``judges.get``), as for an unknown detector.
+    here, before the check's model calls, rather than after them in the coverage step.
     """
-    judges.get(settings.judge_mode)
     if settings.word_scores == "semantic" and not backend.capabilities.hidden_states:
         raise ConfigError(f"--word-scores semantic reads the model's hidden states, which "
                           f"{backend.name} does not serve; use lexical or the embedded model "
