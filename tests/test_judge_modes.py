@@ -4,6 +4,9 @@ its name is a ``--judge-mode`` choice, and an unknown name is refused before any
 from __future__ import annotations
 
 import argparse
+import importlib
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +48,42 @@ def strict(monkeypatch: pytest.MonkeyPatch) -> None:
     judges.register("strict", Strict())
 
 
+PLUGIN = '''
+from conli.judges import unscored_result
+from conli.models import JudgeResult
+
+
+class Lenient:
+    """Every checked text scores 4.5; no model is asked."""
+
+    name = "lenient"
+
+    def judge(self, task):
+        return JudgeResult(status="scored", score=4.5, mode="grounded", template="lenient.v1"), []
+
+    def unscored(self, task, status, why):
+        return unscored_result(status, why, "grounded", "lenient.v1")
+'''
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``conli_lenient`` installed: a module and its dist-info naming the mode's class."""
+    (tmp_path / "conli_lenient.py").write_text(PLUGIN)
+    info = tmp_path / "conli_lenient-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: conli-lenient\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+        [conli.judge_modes]
+        lenient = conli_lenient:Lenient
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    # a fresh registry that has not read the entry points yet, restored afterwards
+    monkeypatch.setattr(judges, "_REGISTRY", dict(judges._REGISTRY))
+    monkeypatch.setattr(judges, "_LOADED_ENTRY_POINTS", False)
+
+
 def _checker(mode: str, bad: tuple[str, ...] = ("two dollars",)) -> Checker:
     return Checker(Settings(judge_mode=mode, word_scores="off", mitigate=False),
                    backend=ScriptedBackend(responder=rule_responder(bad=bad)))
@@ -79,6 +118,14 @@ def test_the_judge_mode_flag_offers_every_registered_mode() -> None:
     add_judge_mode_flag(parser)
     assert parser.parse_args(["--judge-mode", "strict"]).judge_mode == "strict"
     assert set(judges.names()) == {"both", "grounded", "rubric", "strict"}
+
+
+@pytest.mark.usefixtures("installed")
+def test_an_installed_package_s_judge_mode_is_found_by_its_entry_point() -> None:
+    assert "lenient" in judges.names()
+    with _checker("lenient") as checker:
+        judged = checker.check(SOURCE, RESPONSE).judge_refined
+    assert judged is not None and judged.score == 4.5 and judged.template == "lenient.v1"
 
 
 def test_an_unknown_judge_mode_is_a_config_error_naming_the_registered_ones() -> None:
