@@ -8,7 +8,7 @@
         --out eval/results/judge-on-cot
 
 Stored results only: no model is called. The grounded judge's score is the product's own
-(``conli.agents.grounded_judge.evidence`` and the shipped ``load_scale()``), computed from
+(``conli.judges.grounded.evidence`` and the shipped ``load_scale()``), computed from
 two sets of sentence verdicts on the same examples:
 
 - current (what ships): the fused detector's stored verdicts,
@@ -43,10 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conli.agents.grounded_judge import Scale, evidence, finding, load_scale
 from conli.evaluation.detection import read_predictions
 from conli.evaluation.judge_eval import stored_grounded_scores
 from conli.evaluation.rule import Paired, decide, held_out
+from conli.judges.grounded import Scale, evidence, finding, load_scale
 from conli.models import CheckResult, Entity, Judgement, SentenceResult
 
 SKIP = 37

@@ -142,7 +142,7 @@ def test_a_reading_leaves_the_slot_holding_the_last_completions_prompt(tmp_path)
 def test_the_real_judge_names_capped_errors_and_scores_from_the_distribution(
     checker, monkeypatch
 ):
-    from conli.agents import judge as judge_module
+    from conli.judges import rubric as judge_module
 
     monkeypatch.setitem(judge_module.ERROR_CHARS, "problem", 30)
     result, calls = judge_module.judge(checker.backend, SOURCE, RESPONSE, checker.settings)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conli.agents.grounded_judge import Scale
 from conli.config import Settings
 from conli.evaluation import judge_eval as je
 from conli.evaluation import judge_figures as jf
 from conli.evaluation.loaders import Example
+from conli.judges.grounded import Scale
 from conli.training import perturb
 from tests.eval_fakes import backend as fake_backend
 
@@ -238,7 +238,7 @@ def test_grounded_evidence_comes_from_the_detectors(tmp_path: Path) -> None:
 
 
 def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
-    from conli.agents.grounded_judge import load_scale
+    from conli.judges.grounded import load_scale
     from conli.pipeline import Checker
 
     checker = Checker(Settings(llm="local", detectors=["cot"], mitigate=False, judge=False),

@@ -3,8 +3,8 @@
 import json
 from dataclasses import replace
 
-from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
+from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from tests.conftest import claims_of, kind_of, nli_answer, rule_responder
 

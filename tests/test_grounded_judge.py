@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from conli.agents.grounded_judge import check_quotes, evidence, grounded_score, load_scale
-from conli.agents.judge import judge
 from conli.backends.base import CallUsage, Completion, TokenLogprob
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.judges.grounded import check_quotes, evidence, grounded_score, load_scale
+from conli.judges.rubric import judge
 from conli.models import Entity, Judgement, SentenceResult
 from conli.pipeline import Checker
 from tests.conftest import rule_responder
@@ -224,7 +224,7 @@ def test_in_a_check_the_rubric_judge_shows_no_error_on_a_sentence_detection_veri
 
 
 def test_a_nearly_copied_sentence_is_widened_to_its_whole_sentence_past_a_decimal() -> None:
-    from conli.agents.judge import sentence_span
+    from conli.judges.rubric import sentence_span
 
     text = "The pool cost 2.4 million dollars. It opened in June."
     start, end = sentence_span("the pool cost 2", text)  # cut short, and case differs

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conli.agents.grounded_judge import load_scale
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from conli.agents.grounded_judge import load_scale
 from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
+from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from conli.prompts import Trusted, render
 from tests.conftest import kind_of, rule_responder

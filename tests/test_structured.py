@@ -2,13 +2,13 @@ import json
 
 import pytest
 
-from conli.agents import judge as judge_module
 from conli.agents.answers import JudgeErrorsAnswer
 from conli.agents.structured import CallRecord, ask_structured, parse_json_model, usage_of
 from conli.backends.base import CallUsage, llama_cpp_split
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
+from conli.judges import rubric as judge_module
 from tests.scripted import JudgeAnswer
 
 MESSAGES = [{"role": "user", "content": "grade"}]

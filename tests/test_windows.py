@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from conli.agents import judge as judge_agent
 from conli.agents.mitigate import relevant_source
 from conli.agents.nli import Hypothesis, best_supported, nli_windows
 from conli.agents.nli_prompts import resolve
 from conli.agents.windows import source_windows, windows_for
 from conli.backends.fake import ScriptedBackend
 from conli.errors import BackendError, ContextOverflowError
+from conli.judges import rubric as judge_agent
 from conli.models import Judgement, SentenceResult
 from tests.conftest import claims_of, nli, nli_answer
 

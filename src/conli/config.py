@@ -222,19 +222,17 @@ class RewriteSettings(BaseModel):
     )
 
 
-JudgeMode = Literal["grounded", "rubric", "both"]
-
-
 class JudgeSettings(BaseModel):
     """The 1-5 judge of faithfulness."""
 
     judge: bool = Field(default=True, description="score the text 1-5 against its source")
-    judge_mode: JudgeMode = Field(
+    judge_mode: str = Field(
         default="grounded",
         description="grounded: the score comes from the sentence verdicts and the model writes "
         "the reasoning; rubric: the model reads the rubric and scores, bounded by detection "
         "(at most 4 with a flagged sentence); both: grounded, with the rubric's beside it and "
-        "a mark for review where they differ by 2 or more",
+        "a mark for review where they differ by 2 or more; or a judge mode registered by name "
+        "(conli.judges.register)",
     )
     judge_raw: bool = Field(
         default=True, description="also score the raw response, for before/after")

@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from types import TracebackType
 from typing import Any, Self
 
-from conli import detectors, telemetry
+from conli import detectors, judges, telemetry
 from conli.agents.nli import warm_up
 from conli.agents.nli_prompts import for_backend
 from conli.agents.structured import CallRecord, usage_of
@@ -56,6 +56,7 @@ class Checker:
 
     def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None) -> None:
         requested = plan if isinstance(plan, Plan) else make_plan(plan)
+        judges.get(requested.settings.judge_mode)  # an unknown mode, before any backend loads
         self.backend = backend or get_backend(requested.settings.llm, requested.settings)
         plan = for_backend(requested, self.backend)
         self.settings = plan.settings
@@ -246,6 +247,7 @@ class Checker:
                 f"per-call settings cannot change {', '.join(changed)}: they shaped the backend "
                 "and NER this checker built; build a new Checker for them"
             )
+        judges.get(plan.settings.judge_mode)
         plan = for_backend(plan, self.backend)
         return Prepared(plan, *self._ready(plan.settings))
 

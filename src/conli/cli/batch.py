@@ -14,6 +14,7 @@ from conli.backends import get_backend
 from conli.batch.local import ENGINES, run
 from conli.batch.summary import Summary
 from conli.batch.work import check_paths, make_worker
+from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
 from conli.files import ensure_writable, write_atomically
@@ -21,7 +22,6 @@ from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS, GateTally, record_outcome, wh
 from conli.run.doors import (
     MODES,
     add_fail_on_flag,
-    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,

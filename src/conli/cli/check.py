@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
+from conli.cli.flags import add_judge_mode_flag
 from conli.config import LanguageSetting
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
@@ -23,7 +24,6 @@ from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run.doors import (
     add_fail_on_flag,
-    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,

@@ -253,7 +253,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
 def run_judge(args: argparse.Namespace) -> int:
     """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
-    from conli.agents.grounded_judge import configured_scale
+    from conli.judges.grounded import configured_scale
     from conli.segment import sentence_splitter
     from conli.text.nlp import load_pipeline
 
@@ -376,8 +376,8 @@ def run_coverage(args: argparse.Namespace) -> int:
 
 def run_judge_auroc(args: argparse.Namespace) -> int:
     """Grounded scores from a stored detect run; the rubric judge on a sample of it."""
-    from conli.agents import judge as judge_agent
-    from conli.agents.grounded_judge import configured_scale
+    from conli.judges import rubric as judge_agent
+    from conli.judges.grounded import configured_scale
 
     settings = base_settings(args)
     sets, paths = datasets(args, sample=False)

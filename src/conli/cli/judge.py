@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.cli.display import printable
+from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
@@ -24,7 +25,6 @@ from conli.models import CheckResult, JudgeResult
 from conli.pipeline import Checker
 from conli.run.doors import (
     JudgeOnlyResult,
-    add_judge_mode_flag,
     add_session_flags,
     session_settings,
 )

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from statistics import mean
 from typing import Any
 
-from conli.agents.grounded_judge import grounded_score
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.evaluation.loaders import Example
 from conli.generation import Generation, Method, generate
+from conli.judges.grounded import grounded_score
 from conli.run.plan import make_plan, options
 from conli.signals.lexical import stems
 

@@ -26,13 +26,13 @@ from pathlib import Path
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any
 
-from conli.agents.grounded_judge import Scale, evidence, grounded_judge
-from conli.agents.judge import judge
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.detectors import resolve
 from conli.evaluation.detection import read_predictions
 from conli.evaluation.loaders import Example
+from conli.judges.grounded import Scale, evidence, grounded_judge
+from conli.judges.rubric import judge
 from conli.run.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
 

@@ -10,7 +10,6 @@ from langgraph.runtime import Runtime
 
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
-from conli.agents.judging import Provenance, judge_text
 from conli.agents.nli import Hypothesis
 from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
@@ -22,6 +21,7 @@ from conli.errors import InputTooLargeError
 from conli.graph.deps import Deps, deps_of
 from conli.graph.grounding import addressing_rule, unstated_rule
 from conli.graph.state import CheckState
+from conli.judges import Provenance, judge_text
 from conli.models import (
     Judgement,
     Mitigation,
@@ -303,7 +303,7 @@ def judge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """Score the final text 1-5 in the configured mode, and the raw response when it changed.
 
     The refined text's verdicts come from its unchanged sentences and checked rewrites; a
-    text the rewrite emptied is ``emptied``, never a 5 (``agents.judging``). The raw
+    text the rewrite emptied is ``emptied``, never a 5 (``conli.judges``). The raw
     response's score may already be there (``raw_judge`` ran beside the rewrite): it is
     not asked for again, and stands for the refined text too if the rewrite left it as it was.
     """

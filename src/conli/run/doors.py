@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
-from conli.config import JudgeMode, Settings
+from conli.config import Settings
 from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.models import JudgeResult, UsageTotals
@@ -41,7 +40,7 @@ class JudgedText(JudgeOnlyResult):
 class JudgedTexts(BaseModel):
     """Several candidate texts judged against one source, as ``conli judge --json`` gives them."""
 
-    judge_mode: JudgeMode
+    judge_mode: str
     texts: list[JudgedText]
 
 
@@ -57,14 +56,6 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
         "--calibration", metavar="FILE",
         help="decide with a calibration fitted on your labelled data by `conli calibrate` "
         "(or CONLI_CALIBRATION)")
-
-
-def add_judge_mode_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--judge-mode``: which judge scores 1-5 (``agents.judging``); same at every front door."""
-    parser.add_argument("--judge-mode", choices=get_args(JudgeMode),
-                        help="grounded: from detection's verdicts (default, or "
-                        "CONLI_JUDGE_MODE); rubric: the model's rubric score, bounded by "
-                        "detection; both: grounded with the rubric's beside it")
 
 
 def add_threshold_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from conli.config import JudgeMode, Settings
+from conli.config import Settings
 from conli.errors import ConfigError
 
 Mode = Literal["check", "rewrite", "judge"]
@@ -49,9 +49,9 @@ class RunOptions(BaseModel):
         default=None, description="add a sentence per uncovered point")
     judge: bool | None = Field(default=None, description="score 1-5 after detection")
     judge_raw: bool | None = Field(default=None, description="also score the raw response")
-    judge_mode: JudgeMode | None = Field(
-        default=None, description="how the judge scores: grounded (from the sentence verdicts), "
-        "rubric (bounded by them) or both (grounded, the rubric beside it)")
+    judge_mode: str | None = Field(
+        default=None, description="a registered judge mode (conli.judges): grounded (from the "
+        "sentence verdicts), rubric (bounded by them), both, or your own")
     detectors: list[str] | None = Field(
         default=None, description="detectors or presets to run, in order (cot, fast, hybrid, "
         "fused, auto, or a registered detector)")

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from conli import detectors
+from conli import detectors, judges
 from conli.errors import ConfigError
 from conli.run.plan import RunOptions, allowed
 
@@ -26,7 +26,7 @@ PointsBody = list[str] | dict[str, list[str]]
 
 
 def _service_options(data: Any) -> Any:
-    """Refuse, as a 422, an option the service does not take per request, or an unknown detector.
+    """Refuse, as a 422, an option the service does not take per request, or an unknown name.
 
     The options are ``RunOptions``; which of its fields a caller may choose here is the
     service's allow-list (``run.plan.DOOR_OPTIONS``); every other setting stays the operator's.
@@ -42,6 +42,9 @@ def _service_options(data: Any) -> Any:
     unknown = [name for name in chosen if isinstance(name, str) and name not in detectors.names()]
     if unknown:
         raise ValueError(f"unknown detector {unknown[0]!r}; known: {', '.join(detectors.names())}")
+    mode = data.get("judge_mode")
+    if isinstance(mode, str) and mode not in judges.names():
+        raise ValueError(f"unknown judge mode {mode!r}; registered: {', '.join(judges.names())}")
     return data
 
 

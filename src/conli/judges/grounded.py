@@ -31,13 +31,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from conli.agents.judge import sentence_span
 from conli.agents.nli_prompts import Layout, laid_out
 from conli.agents.reasoning import settled, summary
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend, Capabilities
 from conli.config import Settings
 from conli.errors import ConfigError
+from conli.judges.rubric import sentence_span
 from conli.models import JudgeError, JudgeFinding, JudgeResult, SentenceResult
 from conli.ner.grounding import normalize
 from conli.prompts import render
