@@ -10,9 +10,9 @@ from pathlib import Path
 import grimp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
-ROOT_MODULES = 21  # src/conli/*.py, __init__.py included (models is a package now)
+ROOT_MODULES = 22  # src/conli/*.py, __init__.py included (models is a package now)
 MAX_LINES = 450
-OVER = {"batch/ray_engine.py": 453, "config.py": 484}  # to be split; may not grow
+OVER = {"batch/ray_engine.py": 453}  # to be split; may not grow
 
 
 def _lines(path: Path) -> int:
