@@ -12,7 +12,7 @@ import grimp
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
 ROOT_MODULES = 22  # src/conli/*.py, __init__.py included (models is a package now)
 MAX_LINES = 450
-OVER = {"batch/ray_engine.py": 453}  # to be split; may not grow
+OVER: dict[str, int] = {}  # modules allowed over MAX_LINES, none now; may not grow
 
 
 def _lines(path: Path) -> int:
