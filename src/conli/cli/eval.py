@@ -248,8 +248,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
 def run_judge(args: argparse.Namespace) -> int:
     """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
     from conli.agents.grounded_judge import configured_scale
-    from conli.segment import sentence_splitter
     from conli.text.nlp import load_pipeline
+    from conli.text.segment import sentence_splitter
 
     nlp = load_pipeline()
     split = sentence_splitter(nlp)
@@ -337,7 +337,7 @@ def run_judge(args: argparse.Namespace) -> int:
 
 def run_coverage(args: argparse.Namespace) -> int:
     """Build seed 001's synthetic pairs from the dev data and score each method's AUC."""
-    from conli.segment import sentence_splitter
+    from conli.text.segment import sentence_splitter
 
     split = sentence_splitter()
     settings = base_settings(args)
@@ -405,7 +405,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
 
 def run_generate_eval(args: argparse.Namespace) -> int:
     """Answer ``--limit`` sources a set with each method; check every answer with cot."""
-    from conli.segment import sentence_splitter
+    from conli.text.segment import sentence_splitter
 
     settings = base_settings(args)
     sets, paths = datasets(args, sample=False)

@@ -25,7 +25,7 @@ from conli.models import (
     Verdict,
     WordScore,
 )
-from conli.segment import Segment
+from conli.text.segment import Segment
 
 
 def merge_timings(left: dict[str, float], right: dict[str, float]) -> dict[str, float]:
