@@ -40,7 +40,8 @@ from tests import scripted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
-_ENV = {"PYTHONPATH": str(ROOT), "CONLI_TEST_FAKE": "1"}
+# this tree's conli (not the installed one) and its tests, in every Ray worker
+_ENV = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "CONLI_TEST_FAKE": "1"}
 
 
 # --- backends the actors build: registered here, imported by each actor ----------------
