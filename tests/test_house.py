@@ -10,9 +10,12 @@ from pathlib import Path
 import grimp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
-ROOT_MODULES = 22  # src/conli/*.py, __init__.py included (models is a package now)
+# a ceiling: src/conli/*.py, __init__.py included; 14 once conli/run/ holds plan, run_context,
+# frontdoor, many and inputs (text/segment.py, graph/coverage.py, graph/sources.py moved;
+# settings_doc.py came out of config.py)
+ROOT_MODULES = 14
 MAX_LINES = 450
-OVER: dict[str, int] = {}  # modules allowed over MAX_LINES, none now; may not grow
+OVER: dict[str, int] = {}  # modules allowed over MAX_LINES: none
 
 
 def _lines(path: Path) -> int:
