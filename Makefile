@@ -43,10 +43,10 @@ quick: $(VENV)/.installed-dev
 wheel: | $(BIN)/python
 	$(BIN)/pip wheel --quiet . --no-deps --wheel-dir dist
 
-## Regenerate docs/settings.md, the reference of every setting, from conli.config (a test
-## fails while the two differ).
+## Regenerate docs/settings.md, the reference of every setting, from conli.config's groups
+## (by conli.settings_doc; a test fails while the two differ).
 settings-doc: $(VENV)/.installed-local
-	$(BIN)/python -c 'import conli.config as c; print(c.settings_reference(), end="")' \
+	$(BIN)/python -c 'import conli.settings_doc as c; print(c.settings_reference(), end="")' \
 		> docs/settings.md.tmp && mv docs/settings.md.tmp docs/settings.md
 
 clean:

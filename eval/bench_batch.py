@@ -44,6 +44,7 @@ from tests import http_fakes, scripted  # noqa: E402
 
 from conli.backends import get_backend  # noqa: E402
 from conli.batch import local as batch  # noqa: E402
+from conli.batch import ray_actors  # noqa: E402
 from conli.batch import ray_engine as batch_ray  # noqa: E402
 from conli.batch.records import OutLog, Record  # noqa: E402
 from conli.batch.work import make_worker  # noqa: E402
@@ -166,8 +167,8 @@ def run_ray(settings: Settings, src: Path, work_dir: Path, actors: int, concurre
     """Ray batch with ``actors`` actors of ``concurrency`` records each, into a fresh OUT."""
     out = work_dir / f"ray-{actors}x{concurrency}.jsonl"
     out.unlink(missing_ok=True)
-    job = batch_ray.actor_job(settings, "rewrite", concurrency=concurrency,
-                              cpus_per_actor=cpus_per_actor)
+    job = ray_actors.actor_job(settings, "rewrite", concurrency=concurrency,
+                               cpus_per_actor=cpus_per_actor)
     return timed("ray", actors, concurrency, lambda: batch_ray.run_ray(
         str(src), out, job, actors=actors, progress=False))
 

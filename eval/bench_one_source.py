@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))  # tests.one_slot / tests.conftest: the scripted m
 from conli.cli import app as cli  # noqa: E402
 from conli.evaluation.loaders import load_halueval_summarization  # noqa: E402
 from conli.evaluation.report import git_state  # noqa: E402
-from conli.segment import sentence_spans  # noqa: E402
+from conli.text.segment import sentence_spans  # noqa: E402
 
 DATA = "halueval/summarization_dev_500.jsonl"
 FAKE = "one-slot-bench"  # the backend spec --llm fake registers

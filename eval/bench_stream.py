@@ -36,9 +36,9 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.evaluation.report import git_state
 from conli.pipeline import Checker
-from conli.segment import split_response
 from conli.streaming import DoneEvent, SentenceEvent
 from conli.text.nlp import load_pipeline
+from conli.text.segment import split_response
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = (ROOT / "examples" / "source.txt").read_text()

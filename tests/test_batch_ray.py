@@ -25,7 +25,8 @@ from conli.backends import register_backend  # noqa: E402
 from conli.backends.base import Backend, Message  # noqa: E402
 from conli.backends.fake import ScriptedBackend  # noqa: E402
 from conli.batch.local import run  # noqa: E402
-from conli.batch.ray_engine import actor_job, run_ray  # noqa: E402
+from conli.batch.ray_actors import actor_job  # noqa: E402
+from conli.batch.ray_engine import run_ray  # noqa: E402
 from conli.batch.records import record_key  # noqa: E402
 from conli.batch.summary import Summary  # noqa: E402
 from conli.batch.work import make_worker  # noqa: E402
@@ -39,7 +40,8 @@ from tests import scripted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
-_ENV = {"PYTHONPATH": str(ROOT), "CONLI_TEST_FAKE": "1"}
+# this tree's conli (not the installed one) and its tests, in every Ray worker
+_ENV = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "CONLI_TEST_FAKE": "1"}
 
 
 # --- backends the actors build: registered here, imported by each actor ----------------

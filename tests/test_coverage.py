@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from conli import coverage, inputs
+from conli import inputs
 from conli.backends.base import Message, TokenReading
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
 from conli.evaluation import coverage_eval
 from conli.evaluation.loaders import Example
+from conli.graph import coverage
 from conli.models import PointCheck
 from conli.pipeline import Checker
 from conli.signals import lexical

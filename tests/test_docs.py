@@ -3,9 +3,9 @@
 docs/results.md's result-object table names every field of ``CheckResult`` in its first
 column, and each row names, in backticks, every field of the models under it (two levels
 down; a model that has a row of its own is documented there). docs/settings.md is generated
-from ``conli.config``, and docs/configuration.md's short settings table names only settings
-that exist. The pages themselves (README.md, the front page, and docs/*.md):
-tests/test_docs_pages.py.
+from ``conli.config`` (by ``conli.settings_doc``), and docs/configuration.md's short settings
+table names only settings that exist. The pages themselves (README.md, the front page, and
+docs/*.md): tests/test_docs_pages.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from conli.config import SETTING_GROUPS, Settings, settings_reference
+from conli.config import Settings
 from conli.models import CheckResult, SentenceResult
+from conli.settings_doc import SETTING_GROUPS, settings_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKED = re.compile(r"`([^`]+)`")

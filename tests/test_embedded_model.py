@@ -192,7 +192,7 @@ def test_samples_with_distinct_seeds_differ(checker):
 
 def test_conli_generate_answers_from_the_source_on_the_real_model(checker):
     from conli.generation import generate
-    from conli.segment import sentence_splitter
+    from conli.text.segment import sentence_splitter
 
     result = generate(checker.backend, SOURCE, sentence_splitter(), checker.settings,
                       question="How long is the Riverside bridge?", method="fod")

@@ -10,9 +10,10 @@ from pathlib import Path
 import grimp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
-ROOT_MODULES = 16  # src/conli/*.py, __init__.py included (models and run are packages now)
+# a ceiling: src/conli/*.py, __init__.py included (models, run and judges are packages)
+ROOT_MODULES = 14
 MAX_LINES = 450
-OVER = {"batch/ray_engine.py": 453, "config.py": 484}  # to be split; may not grow
+OVER: dict[str, int] = {}  # modules allowed over MAX_LINES: none
 
 
 def _lines(path: Path) -> int:

@@ -22,11 +22,11 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.ner.spacy_ner import SpacyRecognizer
 from conli.pipeline import Checker
-from conli.segment import sentence_spans, sentence_splitter, split_response
 from conli.signals.lexical import SourceWords, content_words, word_scores, words
 from conli.text import pysbd_split
 from conli.text.language import detect_language, guess_language, language_of, stop_words
 from conli.text.nlp import load_pipeline
+from conli.text.segment import sentence_spans, sentence_splitter, split_response
 from tests.conftest import rule_responder
 
 DE = ("Die Stadt hat das neue Bad für 4,2 Mio. Euro gebaut. Es kamen ca. 12.000 Besucher im "

@@ -15,11 +15,11 @@ import pytest
 
 from conli.agents.windows import source_windows
 from conli.config import Settings
-from conli.coverage import words
+from conli.graph.coverage import words
 from conli.pipeline import Checker
-from conli.segment import select_claims, sentence_spans, split_response, utf16_offset
 from conli.signals.lexical import SourceWords, content_words, overlap
 from conli.text.nlp import load_pipeline
+from conli.text.segment import select_claims, sentence_spans, split_response, utf16_offset
 from tests.test_signals import Reader, model_json
 
 DE_SOURCE = ("Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet. Es hat drei Etagen und "

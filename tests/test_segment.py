@@ -1,5 +1,5 @@
-from conli.segment import is_claim, select_claims, split_response
 from conli.text.nlp import load_pipeline
+from conli.text.segment import is_claim, select_claims, split_response
 
 
 def segments(text: str):
@@ -54,7 +54,7 @@ def test_one_splitter_three_cuts_each_as_its_callers_had_it():
     The rules and paragraph cuts are what ``signals.lexical`` and ``windows`` cut before
     they shared this splitter: the trained detector's features and the windows depend on them.
     """
-    from conli.segment import sentence_spans
+    from conli.text.segment import sentence_spans
 
     text = "Dr. Smith paid 2.4 million for the U.S. site.\nIt rose!! Then it fell.\n\n- one\n- two"
     parsed = [text[a:b] for a, b in sentence_spans(text, load_pipeline())]

@@ -10,13 +10,12 @@ Nothing reads the environment at import time.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import threading
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import (
@@ -420,60 +419,6 @@ def _unknown(variable: str, field: str, fields: Mapping[str, str]) -> str:
     close = difflib.get_close_matches(field, list(fields), n=1, cutoff=0.6)
     hint = f"; did you mean CONLI_{close[0]}?" if close else " (the settings: docs/settings.md)"
     return f"{variable} is not a conli setting and is ignored{hint}"
-
-
-
-# The groups of ``Settings``, by audience, in the order docs/settings.md lists them.
-SETTING_GROUPS: tuple[type[BaseModel], ...] = (
-    BackendSettings, DetectionSettings, RewriteSettings, JudgeSettings, RunSettings,
-    GenerationSettings, ServiceSettings, BatchSettings, TelemetrySettings,
-)
-# Defaults computed on the machine, as the reference shows them.
-_SHOWN_DEFAULTS = {
-    "local_threads": "the CPU count",
-    "cache_dir": "`$XDG_CACHE_HOME/conli`, else `~/.cache/conli`",
-}
-
-
-def settings_reference() -> str:
-    """docs/settings.md: every setting, by group, with its variable, default and description."""
-    lines = [
-        "# Settings",
-        "",
-        "Every setting of `conli.Settings`, grouped by who sets it (the groups of `conli.config`).",
-        "Each is the environment variable `CONLI_<NAME>` or `Settings(<name>=...)` in Python; a",
-        "list or mapping is given as JSON. A bad value is exit 2 with the setting named.",
-        "",
-        "Generated from `conli.config` by `make settings-doc`: do not edit by hand.",
-    ]
-    for group in SETTING_GROUPS:
-        title = group.__name__.removesuffix("Settings")
-        audience = (group.__doc__ or "").strip().replace("``", "`")
-        lines += ["", f"## {title} (`{group.__name__}`)", "", audience, "",
-                  "| variable | default | description |", "|---|---|---|"]
-        for name, field in group.model_fields.items():
-            default = field.get_default(call_default_factory=True)
-            shown = _SHOWN_DEFAULTS.get(name) or _shown(default)
-            description = (field.description or "").replace("|", "\\|")
-            if get_origin(field.annotation) is Literal:
-                choices = ", ".join(f"`{choice}`" for choice in get_args(field.annotation))
-                description += f" (one of {choices})"
-            lines.append(f"| `CONLI_{name.upper()}` | {shown} | {description} |")
-    providers = ", ".join(f"`{name}`" for name in PROVIDER_VARIABLES)
-    lines += ["", "## Provider variables", "",
-              "Credentials and endpoints are never settings: each provider's SDK reads its own",
-              "(`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`, ...), and conli reads",
-              f"{providers}."]
-    return "\n".join(lines) + "\n"
-
-
-def _shown(value: Any) -> str:
-    """A default as the environment spells it: JSON for lists and mappings, unset for None."""
-    if value is None:
-        return "unset"
-    if isinstance(value, bool | list | dict):
-        return f"`{json.dumps(value)}`"
-    return f"`{value}`"
 
 
 # Fields a per-call override may not change: they shaped the backend and NER already built.

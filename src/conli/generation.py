@@ -314,8 +314,8 @@ def generate_answer(source: str, *, question: str | None = None, method: Method 
                     settings: Settings | None = None,
                     on_sentence: OnSentence | None = None) -> Generation:
     """Answer from ``source`` (and ``question``) with ``method``; see ``conli.generation``."""
-    from conli.segment import sentence_splitter
     from conli.text.language import language_of
+    from conli.text.segment import sentence_splitter
 
     settings = settings or Settings()
     text = validate_text(source, name="source", max_chars=settings.max_source_chars)

@@ -1,7 +1,7 @@
 """Check a reply while it streams in: each sentence's verdict as soon as the sentence is complete.
 
 A sentence is complete once the next one has started or the stream has ended: the reply
-so far is re-cut by the project's own splitter (``segment.split_response``) as it grows, so
+so far is re-cut by the project's own splitter (``text.segment.split_response``) as it grows, so
 "Dr. Smith", "2.4 million" and "U.S." end a sentence where ``check`` ends it, and what was
 handed on is remembered by offset, never checked twice. Each sentence is checked alone,
 detect only, by the checker's graph in a worker thread while the loop reads on: the
@@ -42,7 +42,8 @@ from conli.models import (
 )
 from conli.run.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
 from conli.run.plan import Plan, make_plan, options
-from conli.segment import (
+from conli.text.language import Language, language_of
+from conli.text.segment import (
     FINAL_STOP,
     Segment,
     is_claim,
@@ -50,7 +51,6 @@ from conli.segment import (
     split_response,
     utf16_offset,
 )
-from conli.text.language import Language, language_of
 
 log = logging.getLogger("conli.streaming")
 

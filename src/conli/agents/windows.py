@@ -2,7 +2,7 @@
 
 Seed 003 judges long documents window by window and keeps the best-supported window; we
 do the same for every NLI hypothesis and for the rubric judge. Windows end at sentence
-boundaries (``segment.sentence_spans`` with ``paragraphs``, in the source's language: a
+boundaries (``text.segment.sentence_spans`` with ``paragraphs``, in the source's language: a
 list's lines stay together) and each repeats the tail of the one before, so a fact cut by
 one boundary is whole in the next window. The response is never cut: only the source is
 windowed.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from conli.backends.base import Backend, counted_tokens
 from conli.config import LanguageSetting
 from conli.errors import ContextOverflowError
-from conli.segment import sentence_spans
 from conli.text.language import language_of
+from conli.text.segment import sentence_spans
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR, at_most_tokens
 
 MIN_WINDOW_TOKENS = 256  # the smallest source window worth a call

@@ -14,8 +14,9 @@ their place, so OUT is in IN's order, as locally. A run that stops sets a flag
 (``RunFlag``): the reader reads on no further and the actors start no further record,
 while those already running finish, so the summary counts every model call, as locally.
 
-Ray is imported here only; ``conli.batch.local`` imports this module for ``--engine ray`` alone,
-and this module builds on ``conli.batch.work``, never on ``conli.batch.local``.
+The actors and what they are sent are ``conli.batch.ray_actors``; this module is the driver.
+Ray is imported only in these two; ``conli.cli.batch`` imports this one for ``--engine ray``
+alone, and both build on ``conli.batch.work``, never on ``conli.batch.local``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -39,75 +38,29 @@ import ray
 import ray.data
 from ray.data.datasource import FileBasedDatasource
 
-from conli import backends
-from conli.backends.base import Backend
+from conli.batch.ray_actors import (
+    CALLS_PER_ACTOR,
+    ActorJob,
+    CheckActor,
+    RunFlag,
+    actor_job,
+    flag_is_set,
+)
 from conli.batch.records import (
     Intake,
     OutLog,
     Record,
     parse_line,
     record_key,
-    stop_reason,
-    stopped_record,
 )
 from conli.batch.summary import Summary, settle_stop
-from conli.batch.work import check_paths, make_worker, progress_bar
+from conli.batch.work import check_paths, progress_bar
 from conli.config import Settings
-from conli.errors import BackendUnavailableError, ConfigError, InputError, boundary
-from conli.files import ensure_appendable, json_line
-from conli.run.doors import Mode
-from conli.run.plan import adjusted
+from conli.errors import BackendUnavailableError, ConfigError, InputError
+from conli.files import ensure_appendable
 
 _CHUNK = 1 << 20  # IN is read in 1 MiB chunks, whatever its size
 _ROWS_PER_READ = 4096  # rows the reader hands on at a time; Ray Data cuts them to size
-_CALLS_PER_ACTOR = 2  # blocks an actor works on at once, so its threads never wait for one
-
-
-@dataclass(frozen=True)
-class ActorJob:
-    """What every actor needs to build its backend and worker, exactly as the driver was asked.
-
-    ``factory`` is the backend factory the spec names in the driver's registry, shipped to
-    the actors (by reference, or by value for a closure), so a backend the driver's program
-    registered is the one the actors build. ``settings`` is the driver's ``Settings``
-    object: actors never read their own environment for them.
-    """
-
-    settings: Settings
-    factory: backends.Factory
-    arg: str
-    mode: Mode
-    with_judge: bool = False
-    concurrency: int | None = None
-    cpus_per_actor: float = 1.0
-
-
-def actor_job(settings: Settings, mode: Mode, *, with_judge: bool = False,
-              concurrency: int | None = None, cpus_per_actor: float = 1.0) -> ActorJob:
-    """The job for ``settings.llm``; an unknown backend is a ``ConfigError``, as locally."""
-    factory, arg = backends.backend_factory(settings.llm)
-    return ActorJob(settings, factory, arg, mode, with_judge, concurrency, cpus_per_actor)
-
-
-@ray.remote(num_cpus=0)
-class RunFlag:
-    """Set by the driver when the run stops; the reader and the actors read it."""
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        """The run stops: read no further, start no further record."""
-        self._set = True
-
-    def is_set(self) -> bool:
-        """Whether the run has stopped."""
-        return self._set
-
-
-def _is_set(flag: Any) -> bool:
-    """Whether ``flag`` (a ``RunFlag`` handle, or None) is set."""
-    return flag is not None and bool(ray.get(flag.is_set.remote()))
 
 
 # --- IN: one Ray Data source, numbered exactly as the local engine numbers lines -----------
@@ -136,7 +89,7 @@ class JsonlLines(FileBasedDatasource):
                 if len(numbers) >= _ROWS_PER_READ:
                     yield _lines_table(numbers, texts)
                     numbers, texts = [], []
-                    if _is_set(self._stop):
+                    if flag_is_set(self._stop):
                         return
         if numbers:
             yield _lines_table(numbers, texts)
@@ -183,71 +136,6 @@ def _mark(bitmap: bytearray, number: int) -> None:
 
 def _marked(bitmap: bytes, number: int) -> bool:
     return number >> 3 < len(bitmap) and bool(bitmap[number >> 3] & (1 << (number & 7)))
-
-
-# --- the actors ---------------------------------------------------------------------------
-
-
-class CheckActor:
-    """A Ray Data actor: one backend and its worker, a block's records run in threads.
-
-    Its threads are shared by the blocks it holds at once (``_CALLS_PER_ACTOR``). Every
-    record comes back as its OUT line; ``stop`` carries the error that should end the run
-    (``make_worker``'s only exceptions), ``broken`` one that kept the actor from starting.
-    A record not started before ``run_flag`` was set comes back with no line at all.
-    """
-
-    def __init__(self, job: ActorJob, run_flag: Any = None) -> None:
-        self._backend: Backend | None = None
-        self._flag = run_flag
-        self._broken: BaseException | None = None
-        limit = job.concurrency or 1
-        try:
-            settings = _actor_settings(job)
-            self._backend = job.factory(job.arg, settings)
-            self._work = make_worker(settings, job.mode, self._backend,
-                                     with_judge=job.with_judge)
-            limit = (job.concurrency or settings.batch_concurrency
-                     or self._backend.capabilities.max_concurrency)
-        except Exception as exc:  # reported with the first block, raised by the driver
-            self._broken = exc
-        self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-ray")
-
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        """Run one block of input lines; the results keep the block's order."""
-        lines = [int(n) for n in batch["line"]]
-        items = [parse_line(n, bytes(t)) for n, t in zip(lines, batch["text"], strict=True)]
-        results = list(self._threads.map(self._one, lines, items))
-        return {"line": lines, "out": [r[0] for r in results], "stop": [r[1] for r in results],
-                "broken": [r[2] for r in results]}
-
-    def _one(self, number: int, item: Record | str) -> tuple[bytes, str, str]:
-        if self._broken is not None:
-            exc = self._broken
-            return b"", f"{type(exc).__name__}: {exc}", str(boundary(exc).exit_code)
-        if _is_set(self._flag):
-            return b"", "", ""  # the run stopped before this record began
-        if isinstance(item, str):  # pass 1 admitted only readable lines: IN changed since
-            return json_line({"id": None, "line": number, "ok": False, "retryable": False,
-                              "error": {"type": "InputError", "message": item}}), "", ""
-        try:
-            return json_line(self._work(item)), "", ""
-        except Exception as exc:  # the worker raises only what should stop the run
-            return json_line(stopped_record(item, exc)), stop_reason(exc), ""
-
-    def __del__(self) -> None:
-        self._threads.shutdown(wait=False, cancel_futures=True)
-        if self._backend is not None:
-            self._backend.close()
-
-
-def _actor_settings(job: ActorJob) -> Settings:
-    """The driver's settings; the embedded model's threads follow the CPUs Ray reserved."""
-    settings = job.settings
-    if "local_threads" in settings.model_fields_set:
-        return settings
-    threads = max(1, round(job.cpus_per_actor))
-    return adjusted(settings, local_threads=threads)
 
 
 # --- the driver ---------------------------------------------------------------------------
@@ -384,8 +272,8 @@ def _pass_two(in_uri: str, wanted: bytes, job: ActorJob, *, actors: int,
             fn_constructor_kwargs={"job": job, "run_flag": flag},
             batch_size=None,
             compute=ray.data.ActorPoolStrategy(
-                size=actors, max_concurrent_calls_per_actor=_CALLS_PER_ACTOR,
-                max_tasks_in_flight_per_actor=_CALLS_PER_ACTOR,
+                size=actors, max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
+                max_tasks_in_flight_per_actor=CALLS_PER_ACTOR,
                 enable_true_multi_threading=True),
             num_cpus=job.cpus_per_actor,
         )

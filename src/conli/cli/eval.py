@@ -254,8 +254,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
 def run_judge(args: argparse.Namespace) -> int:
     """Residuals, progression and targets of each judge mode; grounded leave-one-dataset-out."""
     from conli.judges.grounded import configured_scale
-    from conli.segment import sentence_splitter
     from conli.text.nlp import load_pipeline
+    from conli.text.segment import sentence_splitter
 
     nlp = load_pipeline()
     split = sentence_splitter(nlp)
@@ -343,7 +343,7 @@ def run_judge(args: argparse.Namespace) -> int:
 
 def run_coverage(args: argparse.Namespace) -> int:
     """Build seed 001's synthetic pairs from the dev data and score each method's AUC."""
-    from conli.segment import sentence_splitter
+    from conli.text.segment import sentence_splitter
 
     split = sentence_splitter()
     settings = base_settings(args)
@@ -411,7 +411,7 @@ def run_judge_auroc(args: argparse.Namespace) -> int:
 
 def run_generate_eval(args: argparse.Namespace) -> int:
     """Answer ``--limit`` sources a set with each method; check every answer with cot."""
-    from conli.segment import sentence_splitter
+    from conli.text.segment import sentence_splitter
 
     settings = base_settings(args)
     sets, paths = datasets(args, sample=False)

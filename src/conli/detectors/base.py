@@ -28,7 +28,7 @@ from conli.calibration import Applied
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, Note, PointCheck
 from conli.ner import EntityRecognizer
-from conli.segment import Segment
+from conli.text.segment import Segment
 
 
 @dataclass(frozen=True)

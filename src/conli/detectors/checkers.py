@@ -27,8 +27,8 @@ from conli.models import Judgement
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
 from conli.run.context import propagate, report
-from conli.segment import Segment, sentence_spans
 from conli.text.language import english_ner_runs, language_of
+from conli.text.segment import Segment, sentence_spans
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR
 
 CONTEXT_TOKENS = 32768  # the reference's max_model_len when the server does not say

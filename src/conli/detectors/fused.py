@@ -24,10 +24,10 @@ from conli.detectors.base import Detection, DetectionContext, default_reason
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import read_signals, reason, signal_notes
 from conli.models import Judgement
-from conli.segment import Segment
 from conli.signals.features import SentenceSignals
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.signals.reader import READ_TEMPLATE
+from conli.text.segment import Segment
 
 NLI_DETECTORS = (SentenceNLI.name, EntityNLI.name)
 NLI_UNSCORED = 0.5  # the support score a sentence gets when NLI read no label probability

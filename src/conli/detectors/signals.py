@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from conli.detectors.base import Detection, DetectionContext, skipped_for_language
 from conli.models import Judgement, Note
-from conli.segment import Segment
 from conli.signals.features import SentenceSignals, sentence_signals
 from conli.signals.lexical import SourceWords, entity_texts
 from conli.signals.model import ARTIFACT, SignalModel, load_model
 from conli.signals.reader import READ_TEMPLATE, read
 from conli.text.language import english_ner_runs
+from conli.text.segment import Segment
 
 _QUOTE_CHARS = 160
 

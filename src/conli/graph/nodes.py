@@ -13,13 +13,14 @@ from conli.agents.cover import add_points
 from conli.agents.nli import Hypothesis
 from conli.agents.structured import CallRecord
 from conli.calibration import Applied, calibrated_verdict
-from conli.coverage import coverage_block
 from conli.detectors import ASKS_NLI, SCORED_BY_LOGPROBS
 from conli.detectors.base import DetectionContext, Detector, overruled, reason_for
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import InputTooLargeError
+from conli.graph.coverage import coverage_block
 from conli.graph.deps import Deps, deps_of
 from conli.graph.grounding import addressing_rule, unstated_rule
+from conli.graph.sources import evidence_of
 from conli.graph.state import CheckState
 from conli.judges import Provenance, judge_text
 from conli.models import (
@@ -32,11 +33,10 @@ from conli.models import (
 )
 from conli.ner.grounding import mentions_of
 from conli.run.inputs import SourceMap
-from conli.segment import Segment, select_claims, split_response, utf16_offset
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
-from conli.sources import evidence_of
 from conli.text.language import Language, english_ner_runs, language_of
+from conli.text.segment import Segment, select_claims, split_response, utf16_offset
 
 Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
 

@@ -25,7 +25,7 @@ from conli.models import (
     WordScore,
 )
 from conli.run.inputs import SourceMap
-from conli.segment import Segment
+from conli.text.segment import Segment
 
 
 def merge_timings(left: dict[str, float], right: dict[str, float]) -> dict[str, float]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from conli.config import Language
-from conli.segment import Segment
 from conli.signals.lexical import Overlap, SourceWords, overlap
+from conli.text.segment import Segment
 
 # (name, meaning); the order is the vector's.
 FEATURES: tuple[tuple[str, str], ...] = (

@@ -3,7 +3,7 @@
 Words (``conli.text.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
 the stop words of the text's language dropped (``text.language.stop_words``, spaCy's lists;
 English unless told), so "opened"/"opens" match and neither "the" nor German "der" counts as
-support. Numbers keep their digits. Source sentences are cut by ``segment.sentence_spans``
+support. Numbers keep their digits. Source sentences are cut by ``text.segment.sentence_spans``
 without the parser, in the same language.
 The same words give coverage's ROUGE-1 recall of a point and the word scores: a response
 word scores 1 (hallucinated) when neither it nor its stem is in the source, else 0.
@@ -20,10 +20,10 @@ from typing import Any
 from conli.config import Language
 from conli.models import WordScore
 from conli.ner.grounding import SourceMentions, mentions_of
-from conli.segment import Segment
-from conli.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
 from conli.text.language import english_ner_runs
 from conli.text.language import stop_words as stop_words  # by language; tests import it here
+from conli.text.segment import Segment
+from conli.text.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
 from conli.text.words import terms, written_words
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

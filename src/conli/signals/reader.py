@@ -29,8 +29,8 @@ from typing import Any
 from conli.backends.base import Backend, ReadsHiddenStates, keeps_readings, reads_hidden_states
 from conli.errors import ConfigError
 from conli.prompts import defuse, render
-from conli.segment import Segment
 from conli.text.addressing import withhold
+from conli.text.segment import Segment
 
 READ_TEMPLATE = "signals_read.v1"
 READING_VERSION = "reading.v2"  # what a reading computes: part of the key it is kept under

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conli.models import SentenceResult
-from conli.segment import Segment
+from conli.text.segment import Segment
 from conli.training.example import Example
 
 FORMAT = "conli-features-1"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from conli.segment import select_claims, split_response
+from conli.text.segment import select_claims, split_response
 from conli.training.example import Example
 from conli.training.perturb import intrinsic_variant
 
