@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from conli import inputs
 from conli.backends.base import Message, TokenReading
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
@@ -18,6 +17,7 @@ from conli.evaluation.loaders import Example
 from conli.graph import coverage
 from conli.models import PointCheck
 from conli.pipeline import Checker
+from conli.run import inputs
 from conli.signals import lexical
 from conli.signals.align import semantic_word_scores
 from tests.eval_fakes import respond as string_match
