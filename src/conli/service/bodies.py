@@ -44,7 +44,8 @@ def _service_options(data: Any) -> Any:
         raise ValueError(f"unknown detector {unknown[0]!r}; known: {', '.join(detectors.names())}")
     mode = data.get("judge_mode")
     if isinstance(mode, str) and mode not in judges.names():
-        raise ValueError(f"unknown judge mode {mode!r}; registered: {', '.join(judges.names())}")
+        raise ValueError(f"judge_mode: unknown judge mode {mode!r}; registered: "
+                         f"{', '.join(judges.names())}")
     return data
 
 
