@@ -27,9 +27,15 @@ be used (any ``BackendError``) fails the whole check. Neither ever surfaces as `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+
+def validation_problems(errors: Iterable[Mapping[str, Any]], whole: str) -> str:
+    """Pydantic's errors as ``field.path: message; ...``; ``whole`` names one on the whole."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}"
+                     for e in errors)
 
 
 def install_hint(extra: str) -> str:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model, usage_of
+from conli.errors import validation_problems
 from conli.prompts import defuse, render
 
 # CallRecord and usage_of live in backends.calls; kept importable here
@@ -69,10 +70,7 @@ def parse_json_model(text: str, model: type[T]) -> T:
 
 
 def _short_validation_error(exc: ValidationError) -> str:
-    problems = [
-        f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
-    ]
-    return "; ".join(problems[:5])
+    return validation_problems(exc.errors()[:5], "answer")
 
 
 def ask_structured(

@@ -27,7 +27,7 @@ from conli.detectors.guardian import GraniteGuardian
 from conli.detectors.minicheck import MiniCheck
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
-from conli.errors import ConfigError
+from conli.errors import ConfigError, validation_problems
 
 Factory = Callable[..., Detector]  # no argument, or its options model when it declares one
 
@@ -131,9 +131,8 @@ def _built(name: str, given: Mapping[str, Any] | None) -> Detector:
     try:
         chosen = model.model_validate(dict(given or {}))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or name}: {e['msg']}"
-                             for e in exc.errors())
-        raise ConfigError(f"invalid setting: detector_options.{name}: {problems}") from exc
+        raise ConfigError(f"invalid setting: detector_options.{name}: "
+                          f"{validation_problems(exc.errors(), name)}") from exc
     return _REGISTRY[name](chosen)
 
 

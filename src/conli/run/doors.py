@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field, ValidationError
 
 from conli.config import Settings
-from conli.errors import ConfigError
 from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.models import JudgeResult, UsageTotals
-from conli.run.plan import MODES, Mode, plan_for
+from conli.run.plan import MODES, Mode, invalid_setting, plan_for
 
 __all__ = ["MODES", "JudgeOnlyResult", "JudgedText", "JudgedTexts", "Mode", "plan_for"]
 
@@ -93,9 +92,5 @@ def settings_from(overrides: Mapping[str, object]) -> Settings:
     try:
         return Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise ConfigError(f"invalid setting: {problems}") from exc
+        raise invalid_setting(exc) from exc
 

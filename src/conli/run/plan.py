@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from conli.config import Settings
-from conli.errors import ConfigError
+from conli.errors import ConfigError, validation_problems
 
 Mode = Literal["check", "rewrite", "judge"]
 MODES: tuple[Mode, ...] = ("check", "rewrite", "judge")
@@ -130,7 +130,7 @@ def options(**given: object) -> RunOptions:
     try:
         return RunOptions.model_validate(given)
     except ValidationError as exc:
-        raise ConfigError(f"invalid setting: {_problems(exc)}") from exc
+        raise invalid_setting(exc) from exc
 
 
 @dataclass(frozen=True)
@@ -208,10 +208,10 @@ def _changed(settings: Settings, changes: Mapping[str, object]) -> Settings:
     try:
         checked = Settings.model_validate({**settings.model_dump(), **changes})
     except ValidationError as exc:
-        raise ConfigError(f"invalid setting: {_problems(exc)}") from exc
+        raise invalid_setting(exc) from exc
     return settings.model_copy(update={name: getattr(checked, name) for name in changes})
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
-                     for e in exc.errors())
+def invalid_setting(exc: ValidationError) -> ConfigError:
+    """A setting's validation failure as the ``ConfigError`` that names each bad setting."""
+    return ConfigError(f"invalid setting: {validation_problems(exc.errors(), 'settings')}")

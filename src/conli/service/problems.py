@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from conli.config import Settings
-from conli.errors import ConliError, boundary
+from conli.errors import ConliError, boundary, validation_problems
 from conli.service.stream import retry_seconds
 
 log = logging.getLogger("conli.service.app")
@@ -108,8 +108,7 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
                    "type": str(e.get("type", ""))} for e in exc.errors()]
         return problem_response(422, "invalid-body", "the request body is not valid",
-                                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                          for e in errors),
+                                validation_problems(errors, ""),
                                 instance=request.url.path, errors=errors)
 
     @app.exception_handler(HTTPException)
