@@ -59,15 +59,15 @@ def main() -> None:
     candidate, current = rows(args.candidate), rows(args.current)
     decisions = {name: decide(paired(candidate, current, quality), "mean")
                  for name, quality in QUALITIES.items()}
-    changed = {name: sum(1 for key in set(candidate) & set(current)
-                         if candidate[key]["refined"] != current[key]["refined"])
-               for name in ("refined texts that differ",)}
+    differ = sum(1 for key in set(candidate) & set(current)
+                 if candidate[key]["refined"] != current[key]["refined"])
     markdown = "\n\n".join(
-        [f"# {args.candidate.name} against {args.current.name}", json.dumps(changed)]
+        [f"# {args.candidate.name} against {args.current.name}",
+         f"Refined texts that differ: {differ}"]
         + [f"## {name}\n\n" + d.table(args.candidate.name, args.current.name)
            for name, d in decisions.items()])
     payload = {"kind": "paired-rewrites", "candidate": str(args.candidate),
-               "current": str(args.current), **changed,
+               "current": str(args.current), "refined texts that differ": differ,
                "decisions": {name: d.as_dict() for name, d in decisions.items()}}
     write_results(args.out, payload, markdown)
     print(markdown)
