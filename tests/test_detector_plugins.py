@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
+from tests import plugins
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. Dr. Jones runs it."
@@ -52,16 +52,8 @@ class FlagWord:
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``conli_flag_word`` installed: a module and its dist-info with the entry point."""
-    (tmp_path / "conli_flag_word.py").write_text(PLUGIN)
-    info = tmp_path / "conli_flag_word-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: conli-flag-word\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
-        [conli.detectors]
-        flag_word = conli_flag_word:FlagWord
-        """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
+    plugins.install(tmp_path, monkeypatch, "conli_flag_word", PLUGIN, "conli.detectors",
+                    "flag_word = conli_flag_word:FlagWord")
     # a fresh registry that has not read the entry points yet, restored afterwards
     monkeypatch.setattr(detectors, "_REGISTRY", dict(detectors._REGISTRY))
     monkeypatch.setattr(detectors, "_OPTIONS", dict(detectors._OPTIONS))

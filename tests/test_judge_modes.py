@@ -4,8 +4,6 @@ its name is a ``--judge-mode`` choice, and an unknown name is refused before any
 from __future__ import annotations
 
 import argparse
-import importlib
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from conli.judges import Judged, JudgeTask, Unscored, unscored_result
 from conli.models import JudgeResult
 from conli.pipeline import Checker
 from conli.run.plan import make_plan
+from tests import plugins
 from tests.conftest import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
@@ -69,16 +68,8 @@ class Lenient:
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``conli_lenient`` installed: a module and its dist-info naming the mode's class."""
-    (tmp_path / "conli_lenient.py").write_text(PLUGIN)
-    info = tmp_path / "conli_lenient-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: conli-lenient\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
-        [conli.judge_modes]
-        lenient = conli_lenient:Lenient
-        """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
+    plugins.install(tmp_path, monkeypatch, "conli_lenient", PLUGIN, "conli.judge_modes",
+                    "lenient = conli_lenient:Lenient")
     # a fresh registry that has not read the entry points yet, restored afterwards
     monkeypatch.setattr(judges, "_REGISTRY", dict(judges._REGISTRY))
     monkeypatch.setattr(judges, "_LOADED_ENTRY_POINTS", False)
