@@ -132,10 +132,15 @@ def laid_out(own: str, shared: str, settings: Settings, capabilities: Capabiliti
     """
     if settings.prompt_layout == "own":
         return Layout(own, {}, own)
+    return opening_as_nli(shared, settings, capabilities)
+
+
+def opening_as_nli(template: str, settings: Settings, capabilities: Capabilities) -> Layout:
+    """``template`` over the NLI base of the run's version (see ``laid_out``'s shared)."""
     base = f"nli_base.{nli_prompt(resolve_nli_prompt(settings, capabilities)).version}"
     variables = {"nli_base": Trusted(f"{base}.jinja"), "cot": settings.chain_of_thought,
                  "hypotheses": []}
-    return Layout(shared, variables, f"{shared}+{base}")
+    return Layout(template, variables, f"{template}+{base}")
 
 
 def for_backend(plan: Plan, backend: Backend) -> Plan:

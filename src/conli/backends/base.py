@@ -39,9 +39,10 @@ class Capabilities:
       local models judge only the first, so they get one claim per call).
     - ``continues_assistant``: continues a trailing assistant message (a prefilled answer).
     - ``logprobs``: how many top alternatives per generated token it can return (0: none).
-    - ``counts_tokens``, ``primes_prefix``, ``hidden_states``, ``keeps_readings``:
-      implements the optional ``CountsTokens``, ``PrimesPrefix``, ``ReadsHiddenStates`` and
-      ``KeepsReadings`` (use the functions of the same names below).
+    - ``counts_tokens``, ``primes_prefix``, ``hidden_states``, ``scores_continuations``,
+      ``keeps_readings``: implements the optional ``CountsTokens``, ``PrimesPrefix``,
+      ``ReadsHiddenStates``, ``ScoresContinuations`` and ``KeepsReadings`` (use the
+      functions of the same names below).
     """
 
     context_window: int | None = None
@@ -52,6 +53,7 @@ class Capabilities:
     counts_tokens: bool = False
     primes_prefix: bool = False
     hidden_states: bool = False
+    scores_continuations: bool = False
     keeps_readings: bool = False
 
     @property
@@ -213,6 +215,35 @@ class ReadsHiddenStates(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ScoredTokens:
+    """Given tokens scored as an answer: each one's log-probability, and what it cost."""
+
+    logp: Any
+    usage: CallUsage
+
+
+class ScoresContinuations(Protocol):
+    """A backend that scores given tokens as a chat prompt's answer, through its prompt cache.
+
+    (``capabilities.scores_continuations``.) The prompt is sent as a completion's is, so a
+    prefix an earlier call left in the cache is not prefilled again.
+    """
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``text`` tokenized as plain text: (id, start, end) with character offsets."""
+        ...
+
+    def score_continuation(self, messages: list[Message], ids: list[int], *,
+                           aside: bool = False) -> ScoredTokens:
+        """Log-probability of each of ``ids`` as the answer to ``messages``.
+
+        ``aside``: a pass that should not displace the cached prompt (the next completion
+        gets back what the cache held before it).
+        """
+        ...
+
+
 class KeepsReadings(Protocol):
     """A backend wrapper that stores computed readings (``capabilities.keeps_readings``).
 
@@ -249,6 +280,12 @@ def primes_prefix(backend: Backend) -> PrimesPrefix | None:
 def reads_hidden_states(backend: Backend) -> ReadsHiddenStates | None:
     """``backend`` as a forward-pass reader, if its capabilities say it is one."""
     return cast(ReadsHiddenStates, backend) if backend.capabilities.hidden_states else None
+
+
+def scores_continuations(backend: Backend) -> ScoresContinuations | None:
+    """``backend`` as a ``ScoresContinuations``, or None if it cannot."""
+    return cast(ScoresContinuations, backend) if backend.capabilities.scores_continuations \
+        else None
 
 
 def keeps_readings(backend: Backend) -> KeepsReadings | None:

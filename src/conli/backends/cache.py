@@ -33,11 +33,13 @@ from conli.backends.base import (
     Message,
     ReadsHiddenStates,
     Request,
+    ScoredTokens,
     TokenLogprob,
     TokenReading,
     counts_tokens,
     primes_prefix,
     reads_hidden_states,
+    scores_continuations,
 )
 from conli.errors import BackendError
 from conli.files import atomic_path, atomic_writer
@@ -114,6 +116,14 @@ class CachedBackend:
     def read_tokens(self, ids: list[int], score_from: int) -> TokenReading:
         """The inner backend's forward pass (readings are kept whole, not pass by pass)."""
         return self._reader().read_tokens(ids, score_from)
+
+    def score_continuation(self, messages: list[Message], ids: list[int], *,
+                           aside: bool = False) -> ScoredTokens:
+        """The inner backend's scores (readings are kept whole, not pass by pass)."""
+        scorer = scores_continuations(self.inner)
+        if scorer is None:
+            raise BackendError(f"{self.inner.name} does not score continuations")
+        return scorer.score_continuation(messages, ids, aside=aside)
 
     def kept_reading(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The reading kept under ``key``, or ``compute()``'s, written whole and returned."""

@@ -27,6 +27,7 @@ from conli.backends.base import (
     Completion,
     Message,
     Request,
+    ScoredTokens,
     TokenLogprob,
     TokenReading,
     llama_cpp_split,
@@ -74,6 +75,7 @@ class LocalBackend:
             counts_tokens=True,
             primes_prefix=True,
             hidden_states=True,
+            scores_continuations=True,
         )
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
@@ -150,6 +152,48 @@ class LocalBackend:
         if "error" in reply:
             raise _map_error(reply["error"])
         return _to_completion(reply, seconds, prefill)
+
+    def score_continuation(self, messages: list[Message], ids: list[int], *,
+                           aside: bool = False) -> ScoredTokens:
+        """Log-probability of each of ``ids`` as the answer to ``messages``, a decode step each.
+
+        The tokens are forced by a token-level grammar; llama.cpp reports each one's
+        log-probability before the grammar acts, over the whole vocabulary. The prompt is a
+        chat completion's, so the prefix the slot holds (the check's NLI prompt through the
+        source) is not prefilled again. ``aside``: the slot's prompt is saved first and put
+        back before the next completion, as after a forward-pass reading.
+        """
+        import numpy as np
+
+        if not ids:
+            raise ValueError("no tokens to score")
+        if aside:
+            self._keep_slot()
+        else:
+            self._restore_after_reading()
+        body: dict[str, Any] = {
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "max_tokens": len(ids), "temperature": 0.0, "seed": 0,
+            "cache_prompt": self._prompt_cache, "logprobs": True, "top_logprobs": 1,
+            "grammar": "root ::= " + " ".join(f"<[{int(i)}]>" for i in ids),
+        }
+        started = time.perf_counter()
+        try:
+            with self._lock:
+                reply = self._server.handle_chat_completions(body)
+        except ValueError as exc:
+            raise BadRequestError(f"llama.cpp rejected the request: {exc}") from exc
+        finally:
+            if not aside:
+                self._saved = None  # the slot now holds this prompt, saved nowhere
+        if "error" in reply:
+            raise _map_error(reply["error"])
+        completion = _to_completion(reply, time.perf_counter() - started)
+        if len(completion.logprobs) != len(ids):
+            raise BackendError(
+                f"llama.cpp scored {len(completion.logprobs)} of {len(ids)} forced tokens")
+        return ScoredTokens(np.asarray([t.logprob for t in completion.logprobs],
+                                       dtype=np.float32), completion.usage)
 
     def prime(self, messages: list[Message]) -> float:
         """Make ``messages``' KV state current; return the seconds it took.

@@ -26,7 +26,6 @@ from conli.detectors.signals import read_signals, reason, signal_notes
 from conli.models import Judgement
 from conli.signals.features import SentenceSignals
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
-from conli.signals.reader import READ_TEMPLATE
 from conli.text.segment import Segment
 
 NLI_DETECTORS = (SentenceNLI.name, EntityNLI.name)
@@ -112,18 +111,21 @@ class FusedDetector:
         # the label looks share the NLI calls' cached prefix: before the reading replaces it
         priors, calls = label_priors(context, claims) if "nli_prior" in model.features \
             else ({}, [])
-        signals = read_signals(context, claims)
+        signals, reading = read_signals(context, claims)
         whole = context_features(context)
         out: dict[int, list[Judgement]] = {}
         for claim in claims:
             nli = [j for name in NLI_DETECTORS for j in context.judged(claim.index, name)]
             read = signals.get(claim.index)
             extra = {**whole, **({"nli_prior": priors[claim.index]} if priors else {})}
-            out[claim.index] = [self._judge(claim.text, nli, read, model, extra)]
-        return Detection(judgements=out, calls=calls, notes=signal_notes(context))
+            out[claim.index] = [self._judge(claim.text, nli, read, model, reading.template,
+                                            extra)]
+        return Detection(judgements=out, calls=calls + reading.calls,
+                         notes=signal_notes(context))
 
     def _judge(self, text: str, nli: list[Judgement], signals: SentenceSignals | None,
-               model: SignalModel, extra: dict[str, float] | None = None) -> Judgement:
+               model: SignalModel, read_in: str, extra: dict[str, float] | None = None
+               ) -> Judgement:
         if not nli:
             return self._unverified(text, "chain-of-thought NLI did not judge this sentence")
         failed = [j for j in nli if j.verdict == "unverified"]
@@ -153,7 +155,7 @@ class FusedDetector:
             label=lead.label, evidence=lead.evidence, evidence_in_source=lead.evidence_in_source,
             reasoning=said or lead.reasoning, score=1.0 - p,
             entity=lead.entity if flagged else None,
-            template=f"{lead.template}+{READ_TEMPLATE}+{model.version}",
+            template=f"{lead.template}+{read_in}+{model.version}",
             features=values,
         )
 

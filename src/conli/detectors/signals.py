@@ -15,12 +15,13 @@ and a note says so.
 
 from __future__ import annotations
 
+from conli.agents.nli_prompts import opening_as_nli
 from conli.detectors.base import Detection, DetectionContext, skipped_for_language
 from conli.models import Judgement, Note
 from conli.signals.features import SentenceSignals, sentence_signals
 from conli.signals.lexical import SourceWords, entity_texts
 from conli.signals.model import ARTIFACT, SignalModel, load_model
-from conli.signals.reader import READ_TEMPLATE, read
+from conli.signals.reader import CACHED_TEMPLATE, Reading, read
 from conli.text.language import english_ner_runs
 from conli.text.segment import Segment
 
@@ -39,13 +40,15 @@ class SignalDetector:
         claims = context.unsettled
         if not claims:
             return Detection()
-        signals = read_signals(context, claims)
+        signals, reading = read_signals(context, claims)
         return Detection(judgements={
-            claim.index: [self._judge(claim.text, signals.get(claim.index), model)]
+            claim.index: [self._judge(claim.text, signals.get(claim.index), model,
+                                      reading.template)]
             for claim in claims
-        }, notes=signal_notes(context))
+        }, calls=reading.calls, notes=signal_notes(context))
 
-    def _judge(self, text: str, signals: SentenceSignals | None, model: SignalModel) -> Judgement:
+    def _judge(self, text: str, signals: SentenceSignals | None, model: SignalModel,
+               read_in: str) -> Judgement:
         if signals is None:
             return self._unverified(text, "the reading gave this sentence no tokens")
         try:
@@ -61,7 +64,7 @@ class SignalDetector:
             evidence_in_source=True if signals.overlap.closest else None,
             reasoning=reason(signals, p),
             score=1.0 - p,
-            template=f"{READ_TEMPLATE}+{model.version}",
+            template=f"{read_in}+{model.version}",
             final=p < model.band[0],
             features=signals.values,
         )
@@ -70,18 +73,26 @@ class SignalDetector:
         return Judgement(detector=self.name, hypothesis=text, verdict="unverified", error=error)
 
 
-def read_signals(context: DetectionContext, claims: list[Segment]) -> dict[int, SentenceSignals]:
+def read_signals(context: DetectionContext, claims: list[Segment]
+                 ) -> tuple[dict[int, SentenceSignals], Reading]:
     """One reading of the response (with and without the source): each claim's features.
 
-    A ``ConfigError`` if the backend cannot serve the model's own numbers; a claim the
-    reading gave no tokens is missing from the result (its check is unverified).
+    Also the reading, for the prompt it was read in (``signals_read.v1``, or through the
+    prompt cache ``signals_read.v2+nli_base.vN``, as ``settings.reading`` says) and the
+    calls it made. A ``ConfigError`` if
+    the backend cannot read; a claim the reading gave no tokens is missing from the result
+    (its check is unverified).
     """
     deps = context.deps
+    opening = None
+    if deps.settings.reading == "cache":
+        opening = opening_as_nli(CACHED_TEMPLATE, deps.settings, deps.backend.capabilities)
     reading = read(deps.backend, context.source, context.response, context.segments,
-                   question=context.question)
+                   question=context.question, opening=opening)
     names = entity_texts(deps.nlp, claims, context.language)
     return sentence_signals(reading.arrays, claims,
-                            SourceWords.of(context.source, context.language), names or {})
+                            SourceWords.of(context.source, context.language),
+                            names or {}), reading
 
 
 def signal_notes(context: DetectionContext) -> list[Note]:

@@ -76,9 +76,7 @@ def sentence_signals(
             continue
         lp = np.asarray(arrays["logp"])[mask]
         pmi = lp - np.asarray(arrays["logp_plain"])[mask]
-        entropy = np.asarray(arrays["entropy"])[mask]
         words = overlap(segment.text, source, entities.get(segment.index, []))
-        aligned = word_alignment(arrays, segment, source.language)
         values = {
             "lp_mean": float(lp.mean()),
             "lp_min": float(lp.min()),
@@ -86,19 +84,36 @@ def sentence_signals(
             "pmi_mean": float(pmi.mean()),
             "pmi_min": float(pmi.min()),
             "pmi_low": float((pmi < 0).mean()),
-            "ent_mean": float(entropy.mean()),
-            "ent_max": float(entropy.max()),
             "log_tokens": math.log(int(mask.sum())),
             "rouge_p": words.precision,
             "best_sentence": words.best_sentence,
             "novel_words": math.log1p(len(words.novel_words)),
             "novel_numbers": float(len(words.novel_numbers)),
             "novel_entities": float(len(words.novel_entities)),
-            "align_min": min(aligned, default=1.0),
-            "align_mean": sum(aligned) / len(aligned) if aligned else 1.0,
+            **_state_features(arrays, mask, segment, source.language),
         }
         out[segment.index] = SentenceSignals(segment.index, values, words)
     return out
+
+
+def _state_features(arrays: Mapping[str, Any], mask: Any, segment: Segment,
+                    language: Language) -> dict[str, float]:
+    """Entropy and alignment, where the reading has them.
+
+    A reading through the prompt cache scores only the response's own tokens, so a model
+    that needs these leaves the sentence unverified.
+    """
+    import numpy as np
+
+    values: dict[str, float] = {}
+    if "entropy" in arrays:
+        entropy = np.asarray(arrays["entropy"])[mask]
+        values |= {"ent_mean": float(entropy.mean()), "ent_max": float(entropy.max())}
+    if "align" in arrays:
+        aligned = word_alignment(arrays, segment, language)
+        values |= {"align_min": min(aligned, default=1.0),
+                   "align_mean": sum(aligned) / len(aligned) if aligned else 1.0}
+    return values
 
 
 def word_alignment(arrays: Mapping[str, Any], segment: Segment,

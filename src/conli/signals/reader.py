@@ -23,17 +23,29 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
-from conli.backends.base import Backend, ReadsHiddenStates, keeps_readings, reads_hidden_states
+from conli.backends.base import (
+    Backend,
+    ReadsHiddenStates,
+    ScoresContinuations,
+    keeps_readings,
+    reads_hidden_states,
+    scores_continuations,
+)
+from conli.backends.calls import CallRecord
 from conli.errors import ConfigError
 from conli.prompts import defuse, render
 from conli.text.addressing import withhold
 from conli.text.segment import Segment
 
 READ_TEMPLATE = "signals_read.v1"
+CACHED_TEMPLATE = "signals_read.v2"  # the reading through the cache: opens as NLI does
 READING_VERSION = "reading.v2"  # what a reading computes: part of the key it is kept under
+CACHED_ARRAYS = ("ids", "segment", "start", "end", "logp", "logp_plain")
 # private-use characters: not whitespace (render strips that), never in a template
 _SENTINEL = "\ue000{}\ue001"
 _SPLIT = re.compile("\ue000(\\w+)\ue001")
@@ -53,15 +65,36 @@ class Reading:
     arrays: dict[str, Any]
     seconds: dict[str, float] = field(default_factory=dict)
     kept: bool = False  # replayed from a keeper, not computed
+    template: str = READ_TEMPLATE  # the prompt it was read in, as results record it
+    calls: list[CallRecord] = field(default_factory=list)  # its completions, if it made any
 
     def __getitem__(self, name: str) -> Any:
         return self.arrays[name]
 
 
+class Opening(Protocol):
+    """The prompt a reading through the cache opens with (``agents.nli_prompts.Layout``)."""
+
+    @property
+    def template(self) -> str:
+        """The template to render (``signals_read.v2``)."""
+        ...
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """What the layout adds to the data (its NLI base, ``cot``, no hypotheses)."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """What results record, naming the NLI base."""
+        ...
+
+
 def reading_key(backend: Backend, source: str, response: str, segments: list[Segment],
-                question: str | None) -> str:
+                question: str | None, template: str = READ_TEMPLATE) -> str:
     """Everything a reading depends on, hashed: model, template, code version and texts."""
-    payload = {"version": READING_VERSION, "template": READ_TEMPLATE, "backend": backend.name,
+    payload = {"version": READING_VERSION, "template": template, "backend": backend.name,
                "model": backend.model, "source": source, "question": question,
                "response": response, "segments": [[s.start, s.end] for s in segments]}
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False)
@@ -69,27 +102,67 @@ def reading_key(backend: Backend, source: str, response: str, segments: list[Seg
 
 
 def read(backend: Backend, source: str, response: str, segments: list[Segment], *,
-         question: str | None = None) -> Reading:
+         question: str | None = None, opening: Opening | None = None) -> Reading:
     """The reading of one response, from the keeper if ``backend`` keeps readings.
 
-    ``ConfigError`` if the backend cannot serve the model's own numbers.
+    Two forward passes (hidden states, log-probabilities and entropies), or with
+    ``opening`` the response's tokens scored after that prompt through the prompt cache
+    (log-probabilities only: ``CACHED_ARRAYS``). ``ConfigError`` if the backend cannot.
     """
-    reader = reads_hidden_states(backend)
-    if reader is None:
-        raise ConfigError(
-            f"the signal detectors read the model's hidden states, which {backend.name} does "
-            "not serve; use the embedded model (--llm local) or --detector cot")
     seconds: dict[str, float] = {}
-
-    def compute() -> dict[str, Any]:
-        return _compute(reader, source, response, segments, question, seconds)
-
+    calls: list[CallRecord] = []
+    template = READ_TEMPLATE if opening is None else opening.version
+    compute: Callable[[], dict[str, Any]]
+    if opening is None:
+        reader = reads_hidden_states(backend)
+        if reader is None:
+            raise ConfigError(
+                f"the signal detectors read the model's hidden states, which {backend.name} "
+                "does not serve; use the embedded model (--llm local) or --detector cot")
+        compute = partial(_compute, reader, source, response, segments, question, seconds)
+    else:
+        scorer = scores_continuations(backend)
+        if scorer is None:
+            raise ConfigError(
+                f"CONLI_READING=cache scores the response's tokens through the prompt cache, "
+                f"which {backend.name} does not serve; use the embedded model (--llm local)")
+        compute = partial(_compute_cached, scorer, source, response, segments, question,
+                          opening, seconds, calls)
     keeper = keeps_readings(backend)
     if keeper is None:
-        return Reading(compute(), seconds)
-    arrays = keeper.kept_reading(reading_key(backend, source, response, segments, question),
-                                 compute)
-    return Reading(arrays, seconds, kept=not seconds)
+        return Reading(compute(), seconds, template=template, calls=calls)
+    arrays = keeper.kept_reading(
+        reading_key(backend, source, response, segments, question, template), compute)
+    return Reading(arrays, seconds, kept=not seconds, template=template, calls=calls)
+
+
+def _compute_cached(scorer: ScoresContinuations, source: str, response: str,
+                    segments: list[Segment], question: str | None, opening: Opening,
+                    seconds: dict[str, float], calls: list[CallRecord]) -> dict[str, Any]:
+    """The response's tokens scored after ``opening`` with the source, then with none.
+
+    The pass with the source follows the check's NLI calls, whose prompt the cache holds
+    through the source; the pass without it is made aside, so the cache keeps the source.
+    """
+    import numpy as np
+
+    ids, owner, starts, ends = _response_tokens(scorer, response, segments)
+    if not ids:
+        raise ValueError("the response has no tokens")
+    variables = {**opening.variables, "question": question}
+    scored = {}
+    for name, text, aside in (("logp", source, False), ("logp_plain", "", True)):
+        messages = render(opening.template, source=text, **variables).messages
+        started = time.perf_counter()
+        made = scorer.score_continuation(messages, ids, aside=aside)
+        seconds["read" if name == "logp" else "read_plain"] = time.perf_counter() - started
+        scored[name] = np.asarray(made.logp, dtype=np.float32)
+        calls.append(CallRecord("reading", opening.version, made.usage))
+    return {
+        "ids": np.asarray(ids, dtype=np.int32), "segment": np.asarray(owner, dtype=np.int32),
+        "start": np.asarray(starts, dtype=np.int32), "end": np.asarray(ends, dtype=np.int32),
+        **scored,
+    }
 
 
 def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: list[Segment],
@@ -179,7 +252,7 @@ def _assemble(reader: ReadsHiddenStates, name: str,
 
 
 def _response_tokens(
-    reader: ReadsHiddenStates, response: str, segments: list[Segment]
+    reader: ReadsHiddenStates | ScoresContinuations, response: str, segments: list[Segment]
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """The response's tokens, segment by segment (each with its leading gap).
 
