@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from conli.backends.base import Capabilities, Message, TokenReading
+from conli.backends.base import CallUsage, Capabilities, Message, ScoredTokens, TokenReading
 from conli.backends.fake import ScriptedBackend
 from tests.eval_fakes import respond
 
@@ -26,6 +26,8 @@ class TinyReader:
         self.broken = broken
         self.matrix = np.random.default_rng(0).normal(size=(self.vocab, self.dim))
         self.reads: list[tuple[int, int]] = []  # (len(ids), score_from) of every pass
+        self.scored: list[tuple[str, bool]] = []  # (prompt text, aside) of every scoring
+        self.slot: list[int] = []  # the prompt a one-slot cache holds
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [ord(c) % self.vocab for c in text]
@@ -49,6 +51,21 @@ class TinyReader:
         entropy = -(probs * (logits - log_norm[:, None])).sum(axis=1)
         return TokenReading(states.astype(np.float32), logp.astype(np.float32),
                             entropy.astype(np.float32))
+
+
+    def score_continuation(self, messages: list[Message], ids: list[int], *,
+                           aside: bool = False) -> ScoredTokens:
+        """The forward pass's log-probabilities, with a one-slot cache's usage."""
+        text = self.apply_template(messages, generation_prompt=True)
+        prefix = self.tokenize(text)
+        self.scored.append((text, aside))
+        cached = next((i for i, (a, b) in enumerate(zip(prefix, self.slot, strict=False))
+                       if a != b), min(len(prefix), len(self.slot)))
+        if not aside:
+            self.slot = prefix
+        logp = self.read_tokens(prefix + ids, len(prefix)).logp
+        return ScoredTokens(logp, CallUsage(prompt_tokens=len(prefix), cached_tokens=cached,
+                                            completion_tokens=len(ids)))
 
 
 class ReadingBackend(TinyReader, ScriptedBackend):

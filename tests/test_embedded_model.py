@@ -198,3 +198,38 @@ def test_conli_generate_answers_from_the_source_on_the_real_model(checker):
                       question="How long is the Riverside bridge?", method="fod")
     assert not result.abstained and "240" in result.text
     assert all(s.score >= checker.settings.fod_backtrack for s in result.sentences)
+
+
+def test_the_cached_reading_scores_as_the_forward_pass_and_keeps_the_source(tmp_path):
+    """Issue 56.2: the response's tokens forced after a cached prompt get the forward pass's
+    log-probabilities, the source is not prefilled again, and the pass made aside leaves
+    the slot's prompt for the next completion."""
+    import numpy as np
+
+    from conli.backends.local import LocalBackend
+    from conli.backends.model_store import ensure_model
+
+    defaults = Settings()  # type: ignore[call-arg]
+    model = defaults.local_model or ensure_model(defaults.cache_dir / "models")
+    settings = Settings(cache_dir=tmp_path, local_model=model, local_context=2048)  # type: ignore[call-arg]
+    backend = LocalBackend(settings)
+    system = {"role": "system", "content": "You check facts against a source."}
+    opening = f"<source>{SOURCE * 6}</source>\n\n"
+    nli = [system, {"role": "user", "content": opening + "Claim: It opened in 1998."}]
+    reading = [system, {"role": "user", "content": opening + "Write a response."}]
+    first = backend.complete(Request(nli, max_tokens=1))
+    ids = backend.tokenize(RESPONSE)
+    scored = backend.score_continuation(reading, ids)
+    plain = backend.score_continuation([system, {"role": "user", "content": "Respond."}], ids,
+                                       aside=True)
+    after = backend.complete(Request(nli, max_tokens=1))
+    prefix = backend.tokenize(backend.apply_template(reading, generation_prompt=True),
+                              special=True)
+    forward = backend.read_tokens(prefix + ids, len(prefix))
+    backend.close()
+    assert len(scored.logp) == len(plain.logp) == len(ids)
+    assert scored.usage.cached_tokens >= first.usage.prompt_tokens - 20  # the source: cached
+    assert after.usage.cached_tokens >= first.usage.prompt_tokens - 5  # put back after aside
+    gap = np.abs(np.asarray(scored.logp) - forward.logp)
+    assert float(np.median(gap)) < 0.05 and float(gap.max()) < 0.5, gap
+    assert float(np.mean(scored.logp)) > float(np.mean(plain.logp))  # the source helps

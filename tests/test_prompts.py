@@ -97,7 +97,8 @@ def variables(template: str, text: str) -> dict[str, object]:
         "granite_guardian": {"context": text, "response": text},
     }
     assert family in by_family, f"add the caller variables of new template {template} here"
-    shared = ("mitigate.v2", "judge_rubric.v3", "judge_grounded.v2")  # they open as NLI's
+    # they open as NLI's (the cached reading renders no response: its tokens are forced)
+    shared = ("mitigate.v2", "judge_rubric.v3", "judge_grounded.v2", "signals_read.v2")
     if Path(template).name.removesuffix(".jinja") in shared:
         return {**by_family[family], "nli_base": Trusted("nli_base.v3.jinja"), "cot": True,
                 "hypotheses": [], "question": text, "source": text}
