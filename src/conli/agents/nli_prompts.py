@@ -147,7 +147,8 @@ def for_backend(plan: Plan, backend: Backend) -> Plan:
     """``plan`` made concrete for ``backend``: each ``auto`` becomes a choice.
 
     The NLI prompt version for the backend's capabilities; the ``auto`` detector becomes
-    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``.
+    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``;
+    the ``auto`` reading goes through the cache where the backend can score given tokens.
     """
     settings = resolve(plan.settings, backend)
     return plan if settings is plan.settings else dataclasses.replace(plan, settings=settings)
@@ -166,6 +167,9 @@ def resolve(settings: Settings, backend: Backend) -> Settings:
     version = resolve_nli_prompt(settings, backend.capabilities)
     preset = "fused" if backend.capabilities.hidden_states else "cot"
     chosen = [preset if name == "auto" else name for name in settings.detectors]
-    if version == settings.nli_prompt and chosen == settings.detectors:
+    reading = settings.reading
+    if reading == "auto":
+        reading = "cache" if backend.capabilities.scores_continuations else "forward"
+    if (version, chosen, reading) == (settings.nli_prompt, settings.detectors, settings.reading):
         return settings
-    return adjusted(settings, nli_prompt=version, detectors=chosen)
+    return adjusted(settings, nli_prompt=version, detectors=chosen, reading=reading)
