@@ -19,6 +19,7 @@ import json
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,7 @@ def refit_flags(rows: list[ExampleRows]) -> dict[str, float]:
 
 def decide_reading(args: argparse.Namespace) -> int:
     """The reading through the cache against what ships, on the examples both read."""
+    warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
     _, rows = read_rows(args.features)
     stored, cached = with_reading(rows, args.out / JOURNAL)
     fused, fast = load_model(FUSED_ARTIFACT), load_model(ARTIFACT)
@@ -205,7 +207,7 @@ def markdown(report: dict[str, Any]) -> str:
              "|---" * (len(sets) + 4) + "|"]
     for name, c in report["comparisons"].items():
         cells = [f"{100 * c['current'][d]:.1f} -> {100 * c['candidate'][d]:.1f}"
-                 for d in sets]
+                 if d in c["current"] else "one label" for d in sets]
         mean_now = statistics.mean(c["current"].values())
         mean_new = statistics.mean(c["candidate"].values())
         point, low, high = (100 * v for v in c["mean"])

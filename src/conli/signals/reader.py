@@ -12,6 +12,11 @@ numbers come from reading it as the model's own answer:
   source states against pass B's response states, centred on their joint mean as
   BERTScore-like alignment needs with a decoder), the semantic support seed 001 measures.
 
+Through the prompt cache (``CONLI_READING=cache``) the same two log-probabilities come
+from the response's tokens forced one by one after ``signals_read.v2``, which opens exactly
+as the check's NLI prompt does, so the source is not prefilled again; entropy and
+alignment are not computed there.
+
 Chat-template markup comes from the model's own template; every piece of user data is
 tokenized as plain text, so a forged ``<|im_start|>`` in a source is text, never a turn.
 A reading is kept whole by a backend that keeps readings (the evaluation's call cache).
@@ -45,7 +50,6 @@ from conli.text.segment import Segment
 READ_TEMPLATE = "signals_read.v1"
 CACHED_TEMPLATE = "signals_read.v2"  # the reading through the cache: opens as NLI does
 READING_VERSION = "reading.v2"  # what a reading computes: part of the key it is kept under
-CACHED_ARRAYS = ("ids", "segment", "start", "end", "logp", "logp_plain")
 # private-use characters: not whitespace (render strips that), never in a template
 _SENTINEL = "\ue000{}\ue001"
 _SPLIT = re.compile("\ue000(\\w+)\ue001")
@@ -107,7 +111,8 @@ def read(backend: Backend, source: str, response: str, segments: list[Segment], 
 
     Two forward passes (hidden states, log-probabilities and entropies), or with
     ``opening`` the response's tokens scored after that prompt through the prompt cache
-    (log-probabilities only: ``CACHED_ARRAYS``). ``ConfigError`` if the backend cannot.
+    (``ids``, ``segment``, ``start``, ``end``, ``logp``, ``logp_plain``: no entropy, no
+    alignment). ``ConfigError`` if the backend cannot.
     """
     seconds: dict[str, float] = {}
     calls: list[CallRecord] = []
