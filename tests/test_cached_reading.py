@@ -75,13 +75,3 @@ def test_a_backend_that_cannot_score_continuations_is_refused() -> None:
     settings = Settings(detectors=["fast"], reading="cache", mitigate=False, judge=False)
     with pytest.raises(ConfigError, match="CONLI_READING=cache"):
         Checker(settings, backend=Reader()).check(SOURCE, RESPONSE)
-
-
-@pytest.mark.parametrize("can", [True, False], ids=["scores-continuations", "forward-only"])
-def test_auto_reads_through_the_cache_where_the_backend_can(can: bool) -> None:
-    backend = ReadingBackend(scores_continuations=can)
-    checker = Checker(Settings(detectors=["fused"], reading="auto", mitigate=False,
-                               judge=False), backend=backend)
-    assert checker.settings.reading == ("cache" if can else "forward")
-    checker.check(SOURCE, RESPONSE)
-    assert bool(backend.scored) == can

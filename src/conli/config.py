@@ -116,13 +116,12 @@ class DetectionSettings(BaseModel):
         default=None,
         description="a fused (NLI + signals) classifier artifact instead of the shipped one"
     )
-    reading: Literal["auto", "forward", "cache"] = Field(
+    reading: Literal["forward", "cache"] = Field(
         default="forward",
         description="how fused and fast read the response's token log-probabilities: "
         "forward (two forward passes through the embedding path, which prefills the source "
-        "again), cache (the tokens forced one by one after the check's own NLI prompt, so "
-        "the source comes from the prompt cache; signals_read.v2), or auto (cache where the "
-        "backend can score given tokens, else forward)")
+        "again) or cache (the tokens forced one by one after the check's own NLI prompt, so "
+        "the source comes from the prompt cache; signals_read.v2)")
     calibration: Path | None = Field(
         default=None,
         description="a calibration file from `conli calibrate`: the decision fitted on "

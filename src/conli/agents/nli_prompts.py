@@ -147,8 +147,7 @@ def for_backend(plan: Plan, backend: Backend) -> Plan:
     """``plan`` made concrete for ``backend``: each ``auto`` becomes a choice.
 
     The NLI prompt version for the backend's capabilities; the ``auto`` detector becomes
-    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``;
-    the ``auto`` reading goes through the cache where the backend can score given tokens.
+    ``fused`` where the backend reads its own hidden states (the embedded model), else ``cot``.
     """
     settings = resolve(plan.settings, backend)
     return plan if settings is plan.settings else dataclasses.replace(plan, settings=settings)
@@ -167,9 +166,6 @@ def resolve(settings: Settings, backend: Backend) -> Settings:
     version = resolve_nli_prompt(settings, backend.capabilities)
     preset = "fused" if backend.capabilities.hidden_states else "cot"
     chosen = [preset if name == "auto" else name for name in settings.detectors]
-    reading = settings.reading
-    if reading == "auto":
-        reading = "cache" if backend.capabilities.scores_continuations else "forward"
-    if (version, chosen, reading) == (settings.nli_prompt, settings.detectors, settings.reading):
+    if version == settings.nli_prompt and chosen == settings.detectors:
         return settings
-    return adjusted(settings, nli_prompt=version, detectors=chosen, reading=reading)
+    return adjusted(settings, nli_prompt=version, detectors=chosen)
