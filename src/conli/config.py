@@ -121,7 +121,9 @@ class DetectionSettings(BaseModel):
         description="how fused and fast read the response's token log-probabilities: "
         "forward (two forward passes through the embedding path, which prefills the source "
         "again) or cache (the tokens forced one by one after the check's own NLI prompt, so "
-        "the source comes from the prompt cache; signals_read.v2)")
+        "the source comes from the prompt cache; signals_read.v2). cache is faster on long "
+        "sources but fused.v1 was trained on forward's numbers and loses accuracy on cache's "
+        "(docs/benchmarks.md), so forward stays the default")
     calibration: Path | None = Field(
         default=None,
         description="a calibration file from `conli calibrate`: the decision fitted on "
