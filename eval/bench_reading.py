@@ -13,9 +13,11 @@ other (read the seconds against each other, not against another day's):
 - **the README demo** (``examples/``, rewrite and judge on, as ``conli check`` runs it) with
   each reading: wall seconds and the prompt tokens prefilled anew by step.
 
-Before each arm the model's slot is given an unrelated prompt, so no arm finds the source
-its predecessor left in the cache (the static prefix's saved state is restored, as in a
-fresh process). Writes ``results.json`` and ``results.md`` to ``--out``.
+Each arm gets a backend of its own, as a fresh process would: llama.cpp keeps earlier
+prompts in host memory as well as in its slot, so an arm sharing a backend with the one
+before it would find that arm's source (and its rewrite and judge prompts) there. The
+static prefix's saved state is restored from disk, as in a fresh process. Writes
+``results.json`` and ``results.md`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conli.backends.base import Backend, Request
 from conli.config import Settings
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import load_dataset
@@ -39,19 +40,17 @@ ARMS = (("cot", "forward"), ("fused", "forward"), ("fused", "cache"),
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def flush(backend: Backend) -> None:
-    """Give the slot an unrelated prompt, so the next arm starts without the source."""
-    backend.complete(Request([{"role": "user", "content": "Say yes."}], max_tokens=1))
-
-
-def timed(backend: Backend, settings: Settings, source: str, response: str,
+def timed(settings: Settings, source: str, response: str,
           question: str | None = None) -> dict[str, Any]:
-    """One check on ``backend`` under ``settings``: wall seconds, tokens by step, verdicts."""
-    flush(backend)
+    """One check under ``settings`` on a fresh embedded backend: wall seconds, tokens by step."""
+    from conli.backends.local import LocalBackend
+
+    backend = LocalBackend(settings)
     checker = Checker(settings, backend=backend)
     started = time.perf_counter()
     result = checker.check(source, response, question=question)
     wall = time.perf_counter() - started
+    backend.close()
     by_step = {step: {"calls": u.calls, "prompt_tokens": u.prompt_tokens,
                       "cached_tokens": u.cached_tokens,
                       "prefilled": u.prompt_tokens - u.cached_tokens,
@@ -63,7 +62,7 @@ def timed(backend: Backend, settings: Settings, source: str, response: str,
             "timings": {k: round(v, 2) for k, v in result.timings.items()}}
 
 
-def detection(backend: Backend, data_dir: Path) -> list[dict[str, Any]]:
+def detection(data_dir: Path) -> list[dict[str, Any]]:
     """The five arms on each of the three longest sources of the speed table's sample."""
     sample = stratified_sample(load_dataset("halueval_summarization", data_dir), 20, 0)
     longest = sorted(sample, key=lambda e: len(e.source), reverse=True)[:3]
@@ -73,8 +72,8 @@ def detection(backend: Backend, data_dir: Path) -> list[dict[str, Any]]:
         for detector, reading in ARMS:
             settings = Settings(detectors=[detector], reading=reading, mitigate=False,
                                 judge=False)
-            arms[f"{detector}/{reading}"] = timed(backend, settings, example.source,
-                                                  example.response, example.question)
+            arms[f"{detector}/{reading}"] = timed(settings, example.source, example.response,
+                                                  example.question)
             print(example.id, detector, reading, arms[f"{detector}/{reading}"]["wall"],
                   file=sys.stderr, flush=True)
         out.append({"id": example.id, "source_chars": len(example.source),
@@ -82,11 +81,11 @@ def detection(backend: Backend, data_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def demo(backend: Backend) -> dict[str, Any]:
+def demo() -> dict[str, Any]:
     """The README demo, rewrite and judge on, in each reading."""
     source = (EXAMPLES / "source.txt").read_text(encoding="utf-8")
     response = (EXAMPLES / "response.txt").read_text(encoding="utf-8")
-    return {reading: timed(backend, Settings(reading=reading), source, response)
+    return {reading: timed(Settings(reading=reading), source, response)
             for reading in ("forward", "cache")}
 
 
@@ -131,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    from conli.backends.local import LocalBackend
-
-    backend = LocalBackend(Settings())
-    report = {"detection": detection(backend, args.data_dir), "demo": demo(backend)}
-    backend.close()
+    report = {"detection": detection(args.data_dir), "demo": demo()}
     table = markdown(report)
     args.out.mkdir(parents=True, exist_ok=True)
     write_results(args.out, {"command": " ".join(["python", "eval/bench_reading.py",
