@@ -158,3 +158,7 @@ python eval/evidence_rule.py --predictions eval/results/detect-fused-v3/predicti
   --cot-run eval/results/detect-cot-v3/predictions.jsonl --features eval/features/dev.jsonl \
   --data-dir ../shared/data --out eval/results/unstated-rule
 python eval/addressing_dev.py --out eval/results/addressing-dev
+# issue 56.2: the reading through the prompt cache, held out, then its speed
+python eval/reading_cache.py collect --out eval/results/reading-cache --budget-minutes 105
+python eval/reading_cache.py decide --out eval/results/reading-cache
+python eval/bench_reading.py --data-dir ../shared/data --out eval/results/reading-speed

@@ -229,7 +229,8 @@ def test_the_cached_reading_scores_as_the_forward_pass_and_keeps_the_source(tmp_
     backend.close()
     assert len(scored.logp) == len(plain.logp) == len(ids)
     assert scored.usage.cached_tokens >= first.usage.prompt_tokens - 20  # the source: cached
-    assert after.usage.cached_tokens >= first.usage.prompt_tokens - 5  # put back after aside
+    # put back after the pass made aside: the next call finds the opening, not just the system
+    assert after.usage.cached_tokens >= scored.usage.cached_tokens - 5 > 200
     gap = np.abs(np.asarray(scored.logp) - forward.logp)
     assert float(np.median(gap)) < 0.05 and float(gap.max()) < 0.5, gap
     assert float(np.mean(scored.logp)) > float(np.mean(plain.logp))  # the source helps
