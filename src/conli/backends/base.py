@@ -226,8 +226,8 @@ class ScoredTokens:
 class ScoresContinuations(Protocol):
     """A backend that scores given tokens as a chat prompt's answer, through its prompt cache.
 
-    (``capabilities.scores_continuations``.) The prompt is sent as a completion's is, so a
-    prefix an earlier call left in the cache is not prefilled again.
+    Declared by ``capabilities.scores_continuations``. The prompt is sent as a completion's
+    is, so a prefix an earlier call left in the cache is not prefilled again.
     """
 
     def token_spans(self, text: str) -> list[tuple[int, int, int]]:

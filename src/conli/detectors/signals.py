@@ -79,9 +79,8 @@ def read_signals(context: DetectionContext, claims: list[Segment]
 
     Also the reading, for the prompt it was read in (``signals_read.v1``, or through the
     prompt cache ``signals_read.v2+nli_base.vN``, as ``settings.reading`` says) and the
-    calls it made. A ``ConfigError`` if
-    the backend cannot read; a claim the reading gave no tokens is missing from the result
-    (its check is unverified).
+    calls it made. A ``ConfigError`` if the backend cannot read; a claim the reading gave
+    no tokens is missing from the result (its check is unverified).
     """
     deps = context.deps
     opening = None
