@@ -140,6 +140,14 @@ class LocalBackend:
                 "json_schema": {"name": "answer", "schema": schema, "strict": True},
             }
         self._restore_after_reading()
+        return _to_completion(*self._chat(body), prefill)
+
+    def _chat(self, body: dict[str, Any], *, aside: bool = False) -> tuple[dict[str, Any], float]:
+        """One chat completion on the slot: llama.cpp's reply and its seconds, errors mapped.
+
+        Unless ``aside`` (the slot's prompt was saved to be put back), the slot now holds
+        this prompt, saved nowhere.
+        """
         started = time.perf_counter()
         try:
             with self._lock:
@@ -147,11 +155,11 @@ class LocalBackend:
         except ValueError as exc:
             raise BadRequestError(f"llama.cpp rejected the request: {exc}") from exc
         finally:
-            self._saved = None  # the slot now holds this prompt, saved nowhere
-        seconds = time.perf_counter() - started
+            if not aside:
+                self._saved = None
         if "error" in reply:
             raise _map_error(reply["error"])
-        return _to_completion(reply, seconds, prefill)
+        return reply, time.perf_counter() - started
 
     def score_continuation(self, messages: list[Message], ids: list[int], *,
                            aside: bool = False) -> ScoredTokens:
@@ -177,18 +185,7 @@ class LocalBackend:
             "cache_prompt": self._prompt_cache, "logprobs": True, "top_logprobs": 1,
             "grammar": "root ::= " + " ".join(f"<[{int(i)}]>" for i in ids),
         }
-        started = time.perf_counter()
-        try:
-            with self._lock:
-                reply = self._server.handle_chat_completions(body)
-        except ValueError as exc:
-            raise BadRequestError(f"llama.cpp rejected the request: {exc}") from exc
-        finally:
-            if not aside:
-                self._saved = None  # the slot now holds this prompt, saved nowhere
-        if "error" in reply:
-            raise _map_error(reply["error"])
-        completion = _to_completion(reply, time.perf_counter() - started)
+        completion = _to_completion(*self._chat(body, aside=aside))
         if len(completion.logprobs) != len(ids):
             raise BackendError(
                 f"llama.cpp scored {len(completion.logprobs)} of {len(ids)} forced tokens")
