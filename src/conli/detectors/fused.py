@@ -26,6 +26,7 @@ from conli.detectors.signals import read_signals, reason, signal_notes
 from conli.models import Judgement
 from conli.signals.features import SentenceSignals
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
+from conli.signals.reader import READ_TEMPLATE
 from conli.text.segment import Segment
 
 NLI_DETECTORS = (SentenceNLI.name, EntityNLI.name)
@@ -118,14 +119,14 @@ class FusedDetector:
             nli = [j for name in NLI_DETECTORS for j in context.judged(claim.index, name)]
             read = signals.get(claim.index)
             extra = {**whole, **({"nli_prior": priors[claim.index]} if priors else {})}
-            out[claim.index] = [self._judge(claim.text, nli, read, model, reading.template,
-                                            extra)]
+            out[claim.index] = [self._judge(claim.text, nli, read, model, extra,
+                                            read_in=reading.template)]
         return Detection(judgements=out, calls=calls + reading.calls,
                          notes=signal_notes(context))
 
     def _judge(self, text: str, nli: list[Judgement], signals: SentenceSignals | None,
-               model: SignalModel, read_in: str, extra: dict[str, float] | None = None
-               ) -> Judgement:
+               model: SignalModel, extra: dict[str, float] | None = None, *,
+               read_in: str = READ_TEMPLATE) -> Judgement:
         if not nli:
             return self._unverified(text, "chain-of-thought NLI did not judge this sentence")
         failed = [j for j in nli if j.verdict == "unverified"]
