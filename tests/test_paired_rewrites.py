@@ -28,6 +28,15 @@ def test_a_mean_is_decided_on_one_class_sets() -> None:
     assert decision.mean.point == 1.0 and decision.mean.low == 1.0 and decision.wins
 
 
+def test_a_speed_change_holds_only_without_a_cost_beyond_a_point() -> None:
+    """The safety-and-speed rule: level is fine, a point estimate below -1 point is not."""
+    level = decide({"a": Paired([True] * 20, [1.0] * 20, [1.0] * 20)}, "mean", draws=200)
+    worse = decide({"a": Paired([True] * 20, [0.0] + [1.0] * 19, [1.0] * 20)}, "mean",
+                   draws=200)
+    assert level.holds and not level.wins
+    assert round(worse.mean.point, 6) == -0.05 and worse.mean.high >= 0 and not worse.holds
+
+
 def test_the_script_pairs_two_runs(tmp_path: Path) -> None:
     current = _run(tmp_path / "own", [False] * 12, [1] * 12)
     candidate = _run(tmp_path / "shared", [True] * 12, [5] * 12)

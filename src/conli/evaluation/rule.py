@@ -92,6 +92,15 @@ class Decision:
     below_chance: list[str] = field(default_factory=list)  # sets where current < chance
     losses: list[str] = field(default_factory=list)  # sets whose interval is wholly below 0
 
+    @property
+    def holds(self) -> bool:
+        """The rule for a change made for safety or speed: it costs no significant accuracy.
+
+        The mean-of-sets interval contains zero or lies above it, its point estimate is no
+        worse than -1 point, and no set's interval lies wholly below zero.
+        """
+        return self.mean.high >= 0 and self.mean.point >= -0.01 and not self.losses
+
     def as_dict(self) -> dict[str, Any]:
         """The decision as JSON (results files)."""
         return {"metric": self.metric, "wins": self.wins, "mean": self.mean.as_dict(),
