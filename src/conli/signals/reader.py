@@ -163,11 +163,17 @@ def _compute_cached(scorer: ScoresContinuations, source: str, response: str,
         seconds["read" if name == "logp" else "read_plain"] = time.perf_counter() - started
         scored[name] = np.asarray(made.logp, dtype=np.float32)
         calls.append(CallRecord("reading", opening.version, made.usage))
-    return {
-        "ids": np.asarray(ids, dtype=np.int32), "segment": np.asarray(owner, dtype=np.int32),
-        "start": np.asarray(starts, dtype=np.int32), "end": np.asarray(ends, dtype=np.int32),
-        **scored,
-    }
+    return {**_token_arrays(ids, owner, starts, ends), **scored}
+
+
+def _token_arrays(ids: list[int], owner: list[int], starts: list[int], ends: list[int]
+                  ) -> dict[str, Any]:
+    """The arrays every reading holds about the response's tokens (see ``Reading``)."""
+    import numpy as np
+
+    return {name: np.asarray(values, dtype=np.int32)
+            for name, values in (("ids", ids), ("segment", owner), ("start", starts),
+                                 ("end", ends))}
 
 
 def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: list[Segment],
@@ -190,8 +196,7 @@ def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: li
     first, last = fields["source"]
     align = best_match(plain.states[len(prefix_b):], with_source.states[first:last])
     return {
-        "ids": np.asarray(ids, dtype=np.int32), "segment": np.asarray(owner, dtype=np.int32),
-        "start": np.asarray(starts, dtype=np.int32), "end": np.asarray(ends, dtype=np.int32),
+        **_token_arrays(ids, owner, starts, ends),
         "logp": with_source.logp, "entropy": with_source.entropy,
         "logp_plain": plain.logp, "entropy_plain": plain.entropy,
         "align": align.astype(np.float32),
