@@ -204,15 +204,19 @@ def reasoning_layout(settings: Settings, capabilities: Capabilities) -> Layout:
     return laid_out(TEMPLATE, SHARED_TEMPLATE, settings, capabilities)
 
 
-def template_name(settings: Settings, capabilities: Capabilities) -> str:
-    """The version a grounded result records: the reasoning's writer, and the scale's.
+def writer_name(settings: Settings, capabilities: Capabilities) -> str:
+    """What writes the reasoning: ``WRITER`` (the findings, no prompt), else the prompt's version.
 
-    The writer is ``WRITER`` (from the findings, no prompt) unless the model writes the
-    reasoning (``judge_reasoning = model``): then it is the reasoning prompt's version.
+    The model writes it only with ``judge_reasoning = model``.
     """
-    reasoning = (WRITER if settings.judge_reasoning == "findings"
-                 else reasoning_layout(settings, capabilities).version)
-    return f"{reasoning}+{configured_scale(settings).version}"
+    if settings.judge_reasoning == "findings":
+        return WRITER
+    return reasoning_layout(settings, capabilities).version
+
+
+def template_name(settings: Settings, capabilities: Capabilities) -> str:
+    """The version a grounded result records: the reasoning's writer, and the scale's."""
+    return f"{writer_name(settings, capabilities)}+{configured_scale(settings).version}"
 
 
 def grounded_judge(
