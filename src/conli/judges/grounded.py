@@ -241,7 +241,7 @@ def grounded_judge(
             "template": template}
     level = min(RUBRIC, key=lambda k: abs(k - score))
     paragraph = written(findings, sentences, score, RUBRIC[level])
-    # nothing to explain (the model could add nothing but invention), or not the model's to
+    # nothing to explain (the model could only invent), or the findings write it (default)
     if not findings or settings.judge_reasoning == "findings":
         return JudgeResult(reasoning=paragraph, reasoning_by=WRITER, **done), []
     layout = reasoning_layout(settings, backend.capabilities)
