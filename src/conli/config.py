@@ -235,14 +235,19 @@ class JudgeSettings(BaseModel):
     judge: bool = Field(default=True, description="score the text 1-5 against its source")
     judge_mode: str = Field(
         default="grounded",
-        description="grounded: the score comes from the sentence verdicts and the model writes "
-        "the reasoning; rubric: the model reads the rubric and scores, bounded by detection "
-        "(at most 4 with a flagged sentence); both: grounded, with the rubric's beside it and "
-        "a mark for review where they differ by 2 or more; or a judge mode registered by name "
-        "(conli.judges.register)",
+        description="grounded: the score comes from the sentence verdicts, and the reasoning "
+        "from its findings (judge_reasoning); rubric: the model reads the rubric and scores, "
+        "bounded by detection (at most 4 with a flagged sentence); both: grounded, with the "
+        "rubric's beside it and a mark for review where they differ by 2 or more; or a judge "
+        "mode registered by name (conli.judges.register)",
     )
     judge_raw: bool = Field(
         default=True, description="also score the raw response, for before/after")
+    judge_reasoning: Literal["findings", "model"] = Field(
+        default="findings", description="how the grounded judge's reasoning is written: "
+        "findings = from the flagged sentences and their reasons, no model call; model = the "
+        "model writes prose (one call), kept where it agrees with the findings. The score is "
+        "the same either way")
     judge_template: Path | None = Field(
         default=None, description="a Jinja rubric replacing the default")
     judge_scale: Path | None = Field(

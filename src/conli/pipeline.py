@@ -25,7 +25,7 @@ from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict, supported_share
-from conli.graph import Deps, build_graph
+from conli.graph import Deps
 from conli.graph.runner import Prepared
 from conli.models import SCORE_METHODS, CheckResult, Mitigation, PairResult
 from conli.ner import get_recognizer
@@ -264,6 +264,8 @@ class Checker:
                         detectors=detectors.build(names, resolved.detector_options),
                         calibration=calibration_for(resolved, self.backend, names))
             if tuple(names) not in self._graphs:
+                from conli.graph.build import build_graph  # LangGraph: loaded when first built
+
                 self._graphs[tuple(names)] = build_graph(names)
             self._built[key] = (deps, self._graphs[tuple(names)])
             if len(self._built) > PREPARED_KEPT:  # a check may still hold it: closed at close()

@@ -7,9 +7,7 @@ no detector tagged and names the sources that speak to the checker; ``merge`` th
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from conli.detectors.base import skipped_for_language
 from conli.graph.deps import Deps, deps_of
@@ -19,6 +17,9 @@ from conli.ner.grounding import SourceMentions, mentions_of
 from conli.run.inputs import SourceMap
 from conli.text.addressing import DEFUSED_KINDS, addressed
 from conli.text.language import Language, english_ner_runs
+
+if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build)
+    from langgraph.runtime import Runtime
 
 GROUND = "unstated_entities"  # the rule's name in verdicts, judgements and notes
 ADDRESSED = "addresses_checker"  # text in a source or sentence that speaks to the checker
