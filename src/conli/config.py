@@ -259,6 +259,11 @@ class RunSettings(BaseModel):
     max_response_chars: int = Field(
         default=20_000,
         ge=1, description="longest response: a longer one is refused, never truncated")
+    source_name_key: str | None = Field(
+        default=None, min_length=1,
+        description="the metadata key that names a LangChain Document given as a source chunk "
+        "(e.g. source, a loader's file or URL); unset, or a Document without it: its id, else "
+        "metadata['id']. The name is shown in evidence[].source_name, notes and the report")
     max_response_sentences: int | None = Field(
         default=None,
         ge=1, description="refuse a response of more sentences (the service sets its own)"
