@@ -81,8 +81,8 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "Serve the check over HTTP: /v1/check, /v1/rewrite, /v1/judge, their batch and "
         "streaming forms, health and metrics. Requests need an API key "
         "(CONLI_SERVICE_API_KEYS) unless --open on a loopback host.",
-        ("CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --host 127.0.0.1 --port 8000",
-         "conli serve --open --log-format json")),
+        ("conli serve --open --log-format json",
+         "CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --host 127.0.0.1 --port 8000")),
     "report": (
         "Render conli batch results (or conli check --json output) as one self-contained "
         "HTML file an auditor reads, filters and marks.",
@@ -109,10 +109,13 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def described(parser: argparse.ArgumentParser, command: str) -> None:
-    """Give a subcommand's parser its description and examples (``HELP``), and the
-    registries' names in the flags that take them (``flags.registry_help``)."""
+    """Give a subcommand's parser its description and examples (``HELP``).
+
+    Also the registries' names in the flags that take them (``flags.registry_help``). The
+    help is formatted raw, to keep the examples' lines, so the description is wrapped here.
+    """
     description, examples = HELP[command]
-    parser.description = textwrap.fill(description, 79)  # kept as written: raw, so wrapped here
+    parser.description = textwrap.fill(description, 79)
     parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     from conli.cli.flags import registry_help
@@ -190,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     args = parser_for(given).parse_args(given)
     try:
+        from conli.config import load_env_file  # here, so --help and --version stay quick
+
+        load_env_file()  # ./.env, under what the environment already sets
         if getattr(args, "in_thread", False):
             return _run_in_thread(args.handler, args)
         return int(args.handler(args))
