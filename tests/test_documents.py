@@ -275,3 +275,24 @@ def test_a_bad_exit_behavior_is_a_configuration_error() -> None:
 
     with _checker() as checker, pytest.raises(ConfigError, match="exit_behavior"):
         check_middleware(checker, exit_behavior="end")  # type: ignore[arg-type]
+
+
+# --- the service ----------------------------------------------------------------------------
+
+
+def test_the_service_takes_dumped_documents_as_sources() -> None:
+    import httpx
+
+    from tests.test_service import KEY, serving
+
+    with serving(Settings(service_api_keys=[KEY], word_scores="off"),
+                 backend=ScriptedBackend(responder=respond)) as base:
+        answered = httpx.post(f"{base}/v1/check", headers={"X-API-Key": KEY}, timeout=60,
+                              json={"source": [d.model_dump() for d in DOCS],
+                                    "response": RESPONSE})
+        refused = httpx.post(f"{base}/v1/check", headers={"X-API-Key": KEY}, timeout=60,
+                             json={"source": [{"page_content": " ", "id": "blank"}],
+                                   "response": RESPONSE})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["sentences"][0]["evidence"][0]["source_name"] == "doc-2"
+    assert refused.status_code == 422 and "sources[0] ('blank') is empty" in refused.text
