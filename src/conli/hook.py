@@ -9,7 +9,9 @@ pairs (a DataFrame, a dataset), ``max_concurrency`` at a time, with a progress c
 ``astream_check`` checks a reply while the chat model still streams it: each sentence's
 verdict as soon as the sentence is complete. Pass a long-lived ``Checker`` to reuse its
 backend and compiled graph across calls. ``check_node`` is the check as a node of a host
-LangGraph app (its state read and written by ``conli.chat``).
+LangGraph app (its state read and written by ``conli.chat``); an app without a context of
+its own may instead add ``checker.graph`` as a subgraph and invoke the parent with
+``context=checker.deps`` (examples/langgraph_chat_hook.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from conli.chat.state import node_output as node_output
 from conli.chat.state import reply_text as reply_text
 from conli.chat.state import sent as sent
 from conli.config import Settings
-from conli.errors import ConfigError, InputError
+from conli.errors import InputError
 from conli.graph.runner import Prepared
 from conli.graph.state import NodeOutput
 from conli.models import CheckResult, PairResult
@@ -47,7 +49,7 @@ from conli.pipeline import Checker
 from conli.run.context import on_pool
 from conli.run.inputs import Source
 from conli.run.many import OnProgress, Pair, failed, pairs_of, succeeded, unpack
-from conli.run.plan import Plan, applied, make_plan, options
+from conli.run.plan import Plan, make_plan
 from conli.run.table import PairResults
 from conli.streaming import DoneEvent, SentenceEvent
 
@@ -106,13 +108,9 @@ async def acheck_many(
     if checker is None:
         checker = await asyncio.to_thread(shared_checker, settings)
         settings = None
-    chosen = checker.plan if settings is None else make_plan(settings)
-    if threshold is not None:
-        chosen = applied(chosen, options(threshold=threshold))
-    ready = await asyncio.to_thread(checker.prepare, chosen)
-    limit = ready.plan.settings.max_concurrency if max_concurrency is None else max_concurrency
-    if limit < 1:
-        raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
+    ready, limit = await asyncio.to_thread(checker.prepare_many, _plan(settings),
+                                           threshold=threshold,
+                                           max_concurrency=max_concurrency)
     gate, done = asyncio.Semaphore(limit), [0]
 
     async def one(index: int) -> PairResult:

@@ -191,14 +191,27 @@ class Checker:
         be used raise before any check.
         """
         given = pairs_of(pairs)
+        ready, limit = self.prepare_many(plan, threshold=threshold,
+                                         max_concurrency=max_concurrency)
+        return check_many(lambda fields: self.check(**fields, plan=ready), given, limit=limit,
+                          progress=progress)
+
+    def prepare_many(self, plan: Plan | None = None, *, threshold: float | None = None,
+                     max_concurrency: int | None = None) -> tuple[Prepared, int]:
+        """The prepared plan of a many-pairs call and its bound on checks at once.
+
+        ``plan`` (default: the checker's) with ``threshold`` over it; the bound is
+        ``max_concurrency``, else the plan's setting. ``ConfigError`` for a bound below 1.
+        """
         chosen = plan if plan is not None else self.plan
         if threshold is not None:
             chosen = applied(chosen, options(threshold=threshold))
         ready = self.prepare(chosen)
         limit = ready.plan.settings.max_concurrency if max_concurrency is None \
             else max_concurrency
-        return check_many(lambda fields: self.check(**fields, plan=ready), given, limit=limit,
-                          progress=progress)
+        if limit < 1:
+            raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
+        return ready, limit
 
     def executor(self) -> ThreadPoolExecutor:
         """The pool async callers (``conli.acheck``) run checks on: ``max_concurrency`` at once.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
-from conli.errors import ConfigError, InputError, boundary
+from conli.errors import InputError, boundary
 from conli.models import CheckResult, PairError, PairResult
 from conli.run.inputs import Source
 from conli.run.table import PairResults, as_mapping, fields_of, is_table, table_rows
@@ -50,12 +50,11 @@ def check_many(
 ) -> PairResults:
     """Run ``check`` on every pair's fields; one ``PairResult`` per pair, in input order.
 
-    ``check`` is the checker's, on a plan prepared once for every pair (``Checker.check_many``).
+    ``check`` is the checker's, on a plan prepared once for every pair, and ``limit`` its
+    bound (``Checker.prepare_many``).
     ``progress``: None shows the bar only when stderr is a terminal; a callable is called
     with ``(done, total)`` as each pair finishes (from the calling thread).
     """
-    if limit < 1:
-        raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
     results: list[PairResult | None] = [None] * len(pairs)
 
     def one(index: int) -> PairResult:
