@@ -80,7 +80,7 @@ class CheckMiddleware(AgentMiddleware[ConliAgentState, Any]):
         if exit_behavior not in EXIT_BEHAVIORS:
             raise ConfigError(f"exit_behavior must be one of {', '.join(EXIT_BEHAVIORS)}, "
                               f"not {exit_behavior!r}")
-        self.checker, self.settings = checker, settings
+        self.checker = checker
         self.exit_behavior, self.declined = exit_behavior, declined
         self.context_extractor = context_extractor
         self._plan = None if settings is None else make_plan(settings)
