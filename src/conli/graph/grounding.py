@@ -62,11 +62,17 @@ def addressed_sources(source: str, where: SourceMap, language: Language) -> list
         words = span.text if len(span.text) <= 200 else span.text[:199] + "…"
         notes.append(Note(
             kind="addressed", step=ADDRESSED, reason="injection", language=language,
-            source=index, text=words,
-            message=f"source {index} holds text addressed to the checker ({span.kind}, "
-                    f"offsets {start}-{end}): the models did not read it, and no verdict "
-                    "rests on it; check the document it came from"))
+            source=index, source_name=where.name(index), text=words,
+            message=f"source {_shown(index, where)} holds text addressed to the checker "
+                    f"({span.kind}, offsets {start}-{end}): the models did not read it, and no "
+                    "verdict rests on it; check the document it came from"))
     return notes
+
+
+def _shown(index: int, where: SourceMap) -> str:
+    """A source as a message names it: its index, and its name when it has one."""
+    name = where.name(index)
+    return str(index) if name is None else f"{index} ({name!r})"
 
 
 def unstated_rule(result: SentenceResult, mentions: SourceMentions) -> SentenceResult:
