@@ -24,7 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from conli.errors import UnknownSettingWarning
+from conli.errors import ConfigError, UnknownSettingWarning
 
 # The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
 PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
@@ -60,6 +60,18 @@ def provider_variable(name: str) -> str | None:
     if name not in PROVIDER_VARIABLES:
         raise KeyError(f"{name} is not a provider variable conli reads")
     return os.environ.get(name) or None
+
+
+def named_key(variable: str, what: str) -> str:
+    """The key in the environment variable a setting names for one endpoint (``what``).
+
+    ``ConfigError`` if it is unset or empty: a key named for a server is never silently
+    dropped, and no other variable's key is sent in its place.
+    """
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"{what} names {variable} for its key, but {variable} is not set")
+    return value
 
 
 def _default_cache_dir() -> Path:

@@ -195,6 +195,11 @@ class SourceMap:
             at += len(chunk) + len(SOURCE_JOINER)
         return SOURCE_JOINER.join(chunks), cls(tuple(starts))
 
+    def spans(self, length: int) -> list[tuple[int, int]]:
+        """Each source's ``(start, end)`` in the joined text of ``length`` characters."""
+        ends = [start - len(SOURCE_JOINER) for start in self.starts[1:]] + [length]
+        return list(zip(self.starts, ends, strict=True))
+
     def place(self, start: int, end: int) -> tuple[int, int, int]:
         """``(source, start, end)`` of a joined-text span, within the source it starts in.
 
