@@ -1,10 +1,13 @@
-"""A long-running service holds memory, files and connections flat (issue 62.2).
+"""A detector's own model server, in the service (issues 62.2 and 62.7).
 
-300 ``/v1/check`` requests over 50 distinct per-request plans (thresholds), the service's
-only detector a MiniCheck with a server of its own (a loopback fake): after the first 20
-requests, resident memory, open files and connections to the checker's server stay within
-10%. Each plan used to open its own connection to that server and keep it to the end.
-Counts, not timings: the figures are the process's own, read from /proc.
+A long-running service holds memory, files and connections flat: 300 ``/v1/check``
+requests over 50 distinct per-request plans (thresholds), the service's only detector a
+MiniCheck with a server of its own (a loopback fake); after the first 20 requests,
+resident memory, open files and connections to the checker's server stay within 10%.
+Each plan used to open its own connection to that server and keep it to the end. Counts,
+not timings: the figures are the process's own, read from /proc.
+
+``/readyz`` probes that server too, and says which server did not answer.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import gc
 import json
 import math
 import os
+import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -115,3 +120,22 @@ def test_many_per_request_plans_hold_memory_files_and_connections_flat(
         (connections, connections_after)
     assert files_after <= files * 1.1, (files, files_after)
     assert rss_after <= rss * 1.1, (rss, rss_after)
+
+
+def test_readyz_probes_the_detectors_own_server_and_names_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:  # a port nothing listens on: the checker's server is down
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    monkeypatch.setenv("CONLI_DETECTOR_OPTIONS", json.dumps(
+        {"minicheck": {"llm": f"vllm:{dead}#bespoke-minicheck"}}))
+    settings = Settings(service_api_keys=[KEY], detectors=["minicheck"])
+    with serving(settings) as url:  # --llm (the scripted backend) answers
+        for _ in range(50):  # the first probe runs in the background
+            answer = httpx.get(f"{url}/readyz", timeout=5)
+            if "not been reached" not in answer.text:
+                break
+            time.sleep(0.1)
+    assert answer.status_code == 503, answer.text
+    detail = answer.json()["detail"]
+    assert "detector minicheck's server" in detail and f"vllm at {dead}" in detail, detail
