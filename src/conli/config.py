@@ -326,7 +326,8 @@ class ServiceSettings(BaseModel):
     )
     service_retry_after_seconds: int = Field(default=5, ge=1, description="Retry-After when full")
     service_batch_max_items: int = Field(
-        default=64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
+        default=64, ge=1, description="most items in one POST /v1/check/batch, and most "
+        "responses in one POST /v1/judge (413 beyond)")
     service_max_streams: int = Field(
         default=4, ge=1, description="streamed checks open at once, counted apart from the "
         "request slots (429 beyond)")
