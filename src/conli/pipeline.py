@@ -352,14 +352,14 @@ def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
     if on_backend & detectors.ASKS_NLI:
         ways.insert(0, "set CONLI_NLI_LOOKS=3 (the share of three sampled NLI verdicts, "
                        "score_method looks; three NLI calls a claim)")
-    checkers = sorted(on_backend - detectors.ASKS_NLI)
+    checkers = sorted(on_backend & detectors.CHECKERS)
     if checkers:
         ways.append(f"give {', '.join(checkers)} a server that reports them "
                     "(detector_options.NAME.llm)")
     raise ConfigError(
         f"--threshold needs a support score that ranks, and {backend.name} "
         f"({backend.model}) reports no log-probabilities: its only score would be each "
-        f"sentence's verdict as 1 or 0. {'; '.join(ways)}; or gate on the verdict alone "
+        f"sentence's verdict as 1 or 0. To rank: {'; '.join(ways)}; or gate on the verdict alone "
         "(--fail-on without --threshold)")
 
 

@@ -41,11 +41,6 @@ class Endpoints:
             del self._held[key]
         backend.close()
 
-    def held(self) -> int:
-        """How many backends are open (for tests and the service's figures)."""
-        with self._lock:
-            return len(self._held)
-
     def close(self) -> None:
         """Close every backend still held (the checker is closing)."""
         with self._lock:

@@ -95,11 +95,6 @@ class KeptPlans:
                 elif not self._held(deps):
                     _close(deps)
 
-    def kept(self) -> int:
-        """How many run contexts are kept (the checker's own among them)."""
-        with self._lock:
-            return len(self._kept)
-
     def close(self) -> None:
         """Close every kept and pinned run context's detectors (the checker is closing)."""
         with self._lock:
