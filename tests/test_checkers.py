@@ -21,7 +21,8 @@ from conli.backends.base import CallUsage, Completion, Message, TokenLogprob
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
 from conli.config import Settings
-from conli.detectors.checkers import Chunk, Reading, chunks_of
+from conli.detectors.checkers import Reading
+from conli.detectors.chunks import Chunk, chunks_of
 from conli.detectors.minicheck import MiniCheck
 from conli.errors import ConfigError
 from conli.pipeline import Checker
@@ -120,7 +121,7 @@ def test_minicheck_flags_what_minicheck_rejects_and_asks_llm_no_detection(
     assert first["score"] == pytest.approx(0.06) and second["score"] == pytest.approx(0.97)
     assert first["score_method"] == second["score_method"] == "logprobs"
     assert first["reasons"][0].startswith(
-        f"MiniCheck: P(supported) 0.06; closest source: chunk 1 of 1, offsets 0-{len(SOURCE)}")
+        f"MiniCheck: P(supported) 0.06; closest: source 0, offsets 0-{len(SOURCE)}")
     assert "Paris" in first["reasons"][0]  # the name the source never states
     # --llm rewrote and judged, and was asked nothing about detection
     assert "nli" not in llm.kinds and "mitigate" in llm.kinds
@@ -146,7 +147,7 @@ def test_granite_guardian_on_vllm_chat_template_inputs(
     assert [first["verdict"], second["verdict"]] == ["hallucinated", "supported"]
     assert first["score"] == pytest.approx(0.1) and second["score"] == pytest.approx(0.98)
     assert first["score_method"] == "logprobs"
-    assert first["reasons"][0].startswith("Granite Guardian: P(supported) 0.10; closest source")
+    assert first["reasons"][0].startswith("Granite Guardian: P(supported) 0.10; closest: source 0")
     assert llm.kinds == ["mitigate"]  # no detection, no judge (--no-judge)
     body = next(r.body for r in server.requests if r.path.endswith("/chat/completions")
                 and "Paris" in r.body["messages"][0]["content"])
@@ -191,8 +192,8 @@ def test_long_source_is_chunked_and_the_best_chunk_is_the_evidence() -> None:
     judged = checker.judgement("The bridge has 9 arches.", readings, chunks, "minicheck.v1")
     assert judged.verdict == "supported" and judged.score == pytest.approx(0.8)
     assert judged.evidence == chunks[2].text and judged.evidence_in_source
-    assert f"chunk 3 of {len(chunks)}, offsets {chunks[2].start}-{chunks[2].end}" \
-        in judged.reasoning
+    assert f"closest: source 0, offsets {chunks[2].start}-{chunks[2].end}" in judged.reasoning
+    assert [c.best for c in judged.chunk_scores or []] == [i == 2 for i in range(len(chunks))]
     single = [Chunk(0, 0, 4, "text")]
     assert checker.judgement("x", [Reading(None, "maybe")], single, "t").verdict == "unverified"
 

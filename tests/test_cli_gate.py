@@ -64,7 +64,7 @@ def test_threshold_sets_passed_and_the_gate(tmp_path: Path) -> None:
                   "--fail-on", "hallucinated")
     assert done.returncode == 4, done.stderr
     assert "threshold 0.7 not passed" in done.stderr
-    assert "passed: no (threshold 0.70, support score 0.60)" in done.stdout
+    assert "passed: no (support score 0.6 by classifier, threshold 0.7 not passed)" in done.stdout
     assert done.stdout.startswith("verdict: supported")
     lower = _conli(tmp_path, response, "--detector", "scored", "--json",
                    "--fail-on", "hallucinated", env={"CONLI_THRESHOLD": "0.5"})

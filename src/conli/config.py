@@ -90,6 +90,18 @@ def provider_variable(name: str) -> str | None:
     return os.environ.get(name) or None
 
 
+def named_key(variable: str, what: str) -> str:
+    """The key in the environment variable a setting names for one endpoint (``what``).
+
+    ``ConfigError`` if it is unset or empty: a key named for a server is never silently
+    dropped, and no other variable's key is sent in its place.
+    """
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"{what} names {variable} for its key, but {variable} is not set")
+    return value
+
+
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "conli"
@@ -352,7 +364,8 @@ class ServiceSettings(BaseModel):
     )
     service_retry_after_seconds: int = Field(default=5, ge=1, description="Retry-After when full")
     service_batch_max_items: int = Field(
-        default=64, ge=1, description="most items in one POST /v1/check/batch (413 beyond)")
+        default=64, ge=1, description="most items in one POST /v1/check/batch, and most "
+        "responses in one POST /v1/judge (413 beyond)")
     service_max_streams: int = Field(
         default=4, ge=1, description="streamed checks open at once, counted apart from the "
         "request slots (429 beyond)")

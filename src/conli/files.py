@@ -137,7 +137,14 @@ def ensure_writable(path: Path) -> None:
 
 
 def ensure_appendable(path: Path) -> None:
-    """Refuse, before any work, a path ``LogAppender`` could not append to."""
+    """Refuse, before any work, a path ``LogAppender`` could not append to.
+
+    A path that does not exist yet is not created here (a run refused later, before any
+    record, leaves nothing behind): its folder must take a new file.
+    """
+    if not path.exists():
+        ensure_writable(path)
+        return
     _parent_ready(path)
     try:
         with path.open("ab"):

@@ -119,11 +119,11 @@ def gate_line(result: CheckResult, fail_on: FailOn) -> str:
     """The one stderr line of a result that failed ``--fail-on``: the test, then why."""
     why = f"verdict {result.verdict}"
     if result.threshold is not None:
-        why += f", {_against_threshold(result, result.threshold)}"
+        why += f", {against_threshold(result, result.threshold)}"
     return f"--fail-on {fail_on} failed: {FAIL_ON_TESTS[fail_on]}; here: {why}"
 
 
-def _against_threshold(result: CheckResult, threshold: float) -> str:
+def against_threshold(result: CheckResult, threshold: float) -> str:
     """How the support score stood against ``threshold``, in words that cannot contradict.
 
     A score the verdict stands in for (1 or 0) does not rank, so no threshold passes it,
@@ -132,6 +132,8 @@ def _against_threshold(result: CheckResult, threshold: float) -> str:
     score, bar = result.support_score, f"threshold {threshold:g}"
     if score is None:
         return f"no support score to hold to {bar}: not passed"
+    if result.passed:
+        return f"support score {score:g} by {result.score_method} meets {bar}"
     if ranking_score(score, result.score_method) is None:
         return (f"support score {score:g} is the verdict standing in (score_method verdict), "
                 f"not a score that ranks, so {bar} cannot be passed")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
@@ -20,13 +20,14 @@ from conli.agents.windows import MIN_WINDOW_TOKENS
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.backends.calls import usage_by_step
+from conli.backends.endpoints import Endpoints
 from conli.calibration import Applied, ensure_applies, load_calibration
 from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict, supported_share
 from conli.graph import Deps
-from conli.graph.runner import Prepared
+from conli.graph.runner import KeptPlans, Prepared
 from conli.models import SCORE_METHODS, CheckResult, Mitigation
 from conli.ner import get_recognizer
 from conli.run.context import Progress, scope
@@ -64,10 +65,10 @@ class Checker:
         self._nlp = load_pipeline()
         self._ner = get_recognizer(self.settings, self._nlp)
         self._graphs: dict[tuple[str, ...], Any] = {}
-        self._built: OrderedDict[str, tuple[Deps, Any]] = OrderedDict()
-        self._retired: list[Deps] = []  # dropped from _built; their checkers close at close()
-        self._built_lock = threading.Lock()
+        self._endpoints = Endpoints()  # detectors' own servers, shared by every plan
+        self._kept = KeptPlans(PREPARED_KEPT)
         self._prepared = Prepared(plan, *self._ready(plan.settings))
+        self._kept.pin(self._prepared.deps)
         self._telemetry = telemetry.emitter(self.settings)  # ConfigError without the extra
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -153,7 +154,7 @@ class Checker:
                   "question": checked.question, "points": checked.points,
                   "source_map": checked.source_map}
         try:
-            with scope(ready.plan.deadline, progress):
+            with scope(ready.plan.deadline, progress), self._kept.running(deps):
                 state = ready.graph.invoke(inputs, context=deps)
         except ConliError as error:
             if self._telemetry is not None:
@@ -272,24 +273,35 @@ class Checker:
 
     def _ready(self, resolved: Settings) -> tuple[Deps, Any]:
         """The run context and graph for resolved settings, built once and kept (LRU)."""
-        key = resolved.model_dump_json()
-        with self._built_lock:
-            if key in self._built:
-                self._built.move_to_end(key)
-                return self._built[key]
+
+        def build() -> tuple[Deps, Any]:
             names = detectors.resolve(resolved)
             refuse_a_threshold_without_scores(resolved, self.backend, names)
             deps = Deps(backend=self.backend, ner=self._ner, nlp=self._nlp, settings=resolved,
                         detectors=detectors.build(names, resolved.detector_options),
-                        calibration=calibration_for(resolved, self.backend, names))
+                        calibration=calibration_for(resolved, self.backend, names),
+                        endpoints=self._endpoints)
             if tuple(names) not in self._graphs:
                 from conli.graph.build import build_graph  # LangGraph: loaded when first built
 
                 self._graphs[tuple(names)] = build_graph(names)
-            self._built[key] = (deps, self._graphs[tuple(names)])
-            if len(self._built) > PREPARED_KEPT:  # a check may still hold it: closed at close()
-                self._retired.append(self._built.popitem(last=False)[1][0])
-            return self._built[key]
+            return deps, self._graphs[tuple(names)]
+
+        return self._kept.get(resolved.model_dump_json(), build)
+
+    def endpoints(self) -> list[tuple[str, Callable[[], Backend]]]:
+        """The model servers this checker's own plan reaches, each named, to probe.
+
+        ``--llm``'s, and each detector's own server (``detector_options.NAME.llm``); a
+        detector's is reached (built) only when asked for.
+        """
+        found: list[tuple[str, Callable[[], Backend]]] = [
+            (f"--llm ({self.backend.name}, {self.backend.model})", lambda: self.backend)]
+        for name, detector in self.deps.detectors.items():
+            if isinstance(detector, SpecialisedChecker) and detector.spec() is not None:
+                found.append((f"detector {name}'s server ({detector.spec()})",
+                              partial(detector.backend, self.deps)))
+        return found
 
     def close(self) -> None:
         """Release the backend and the entity recognizer (after the checks running finish).
@@ -304,12 +316,8 @@ class Checker:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
         self._ner.close()
-        with self._built_lock:
-            kept = [self._prepared.deps, *(deps for deps, _ in self._built.values()),
-                    *self._retired]
-        for detector in {id(d): d for deps in kept for d in deps.detectors.values()}.values():
-            if isinstance(detector, SpecialisedChecker):  # its own server's connections
-                detector.close()
+        self._kept.close()  # each plan's detectors, and so their own servers
+        self._endpoints.close()
         self.backend.close()
 
     def __enter__(self) -> Self:
@@ -349,24 +357,31 @@ def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
                                       names: list[str]) -> None:
     """A threshold needs scores that rank: ``ConfigError`` before any model call otherwise.
 
-    The NLI detectors score a claim from the backend's log-probabilities; without them
-    one look's score is its verdict as 1 or 0 (``score_method`` verdict), which a threshold
-    could only repeat. Several looks (their share) or any other detector's scores rank.
+    The NLI detectors and the specialised checkers score a claim from the backend's
+    log-probabilities; without them one answer's score is its verdict as 1 or 0
+    (``score_method`` verdict), which a threshold could only repeat. Several NLI looks
+    (their share) or any other detector's scores rank; looks do nothing for a checker.
     """
-    capabilities = backend.capabilities
     # a checker with its own server reads that server's log-probabilities, not these
     own = {name for name, options in settings.detector_options.items() if options.get("llm")}
     on_backend = set(names) - own
-    if settings.threshold is None or capabilities.logprobs or settings.nli_looks > 1 \
+    looks = settings.nli_looks > 1 and bool(on_backend & detectors.ASKS_NLI)
+    if settings.threshold is None or backend.capabilities.logprobs or looks \
             or not on_backend or not on_backend <= detectors.SCORED_BY_LOGPROBS:
         return
+    ways = ["use a backend that reports log-probabilities (local, openai, vllm)"]
+    if on_backend & detectors.ASKS_NLI:
+        ways.insert(0, "set CONLI_NLI_LOOKS=3 (the share of three sampled NLI verdicts, "
+                       "score_method looks; three NLI calls a claim)")
+    checkers = sorted(on_backend & detectors.CHECKERS)
+    if checkers:
+        ways.append(f"give {', '.join(checkers)} a server that reports them "
+                    "(detector_options.NAME.llm)")
     raise ConfigError(
         f"--threshold needs a support score that ranks, and {backend.name} "
         f"({backend.model}) reports no log-probabilities: its only score would be each "
-        "sentence's verdict as 1 or 0. Set CONLI_NLI_LOOKS=3 (the share of three sampled "
-        "verdicts, score_method looks; three NLI calls a claim), use a backend that reports "
-        "log-probabilities (local, openai, vllm), or gate on the verdict alone (--fail-on "
-        "without --threshold)")
+        f"sentence's verdict as 1 or 0. To rank: {'; '.join(ways)}; or gate on the verdict alone "
+        "(--fail-on without --threshold)")
 
 
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:

@@ -40,7 +40,7 @@ from conli.models import (
     UsageTotals,
     Verdict,
 )
-from conli.run.inputs import CheckInput, Source, SourceMap, validate_sources, validate_text
+from conli.run.inputs import CheckInput, Source, SourceMap, blank, validate_sources, validate_text
 from conli.run.plan import Plan, make_plan, options
 from conli.text.language import Language, language_of
 from conli.text.segment import (
@@ -203,7 +203,7 @@ class _Cutter:
         try:
             async for chunk in iterator:
                 self._append(chunk)
-                if chunk.strip():  # only a visible character can start the next sentence
+                if not blank(chunk):  # only a visible character can start the next sentence
                     self.grown.set()
             self.tasks[1].cancel()  # the last cut is made on the whole reply
             validate_text(self.text, name="response", max_chars=self.limits.max_response_chars)
@@ -275,10 +275,10 @@ class _Cutter:
         if segment.end <= self.done_upto:
             return None
         if segment.start >= self.done_upto:
-            return segment
+            return None if blank(segment.text) else segment
         rest = self.text[self.done_upto : segment.end]  # re-cut across a sentence handed on
         start = segment.end - len(rest.lstrip())
-        return replace(segment, start=start, text=rest.lstrip()) if rest.strip() else None
+        return None if blank(rest) else replace(segment, start=start, text=rest.lstrip())
 
     def _hand_on(self, segment: Segment) -> None:
         validate_text(segment.text, name="response", max_chars=self.limits.max_response_chars)

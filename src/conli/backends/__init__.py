@@ -9,6 +9,8 @@ from conli.config import BackendSettings
 from conli.errors import ConfigError
 
 Factory = Callable[[str, BackendSettings], Backend]
+# A factory that also takes the key of its endpoint (``get_backend(..., api_key=...)``).
+KeyedFactory = Callable[[str, BackendSettings, str | None], Backend]
 
 
 def _local(_arg: str, settings: BackendSettings) -> Backend:
@@ -18,10 +20,10 @@ def _local(_arg: str, settings: BackendSettings) -> Backend:
 
 
 # Each SDK is imported only inside its own module, when its backend is asked for.
-def _openai(arg: str, settings: BackendSettings) -> Backend:
+def _openai(arg: str, settings: BackendSettings, api_key: str | None = None) -> Backend:
     from conli.backends.openai_backend import openai_backend
 
-    return openai_backend(arg, settings)
+    return openai_backend(arg, settings, api_key=api_key)
 
 
 def _azure(arg: str, settings: BackendSettings) -> Backend:
@@ -36,22 +38,22 @@ def _anthropic(arg: str, settings: BackendSettings) -> Backend:
     return anthropic_backend(arg, settings)
 
 
-def _vllm(arg: str, settings: BackendSettings) -> Backend:
+def _vllm(arg: str, settings: BackendSettings, api_key: str | None = None) -> Backend:
     from conli.backends.openai_compat import compat_backend
 
-    return compat_backend(arg, settings)
+    return compat_backend(arg, settings, api_key=api_key)
 
 
-def _llamacpp(arg: str, settings: BackendSettings) -> Backend:
+def _llamacpp(arg: str, settings: BackendSettings, api_key: str | None = None) -> Backend:
     from conli.backends.openai_compat import compat_backend
 
-    return compat_backend(arg, settings, name="llamacpp")
+    return compat_backend(arg, settings, name="llamacpp", api_key=api_key)
 
 
-def _ollama(arg: str, settings: BackendSettings) -> Backend:
+def _ollama(arg: str, settings: BackendSettings, api_key: str | None = None) -> Backend:
     from conli.backends.openai_compat import compat_backend, ollama_spec
 
-    return compat_backend(ollama_spec(arg), settings, name="ollama")
+    return compat_backend(ollama_spec(arg), settings, name="ollama", api_key=api_key)
 
 
 _REGISTRY: dict[str, Factory] = {
@@ -63,6 +65,10 @@ _REGISTRY: dict[str, Factory] = {
     "llamacpp": _llamacpp,  # llama.cpp's llama-server speaks the same API
     "ollama": _ollama,  # ollama:MODEL, its OpenAI-compatible endpoint on the default port
 }
+_BUILT_IN = dict(_REGISTRY)
+# the backends a key of the endpoint's own can be given to (the others read their own variables)
+_KEYED: dict[str, KeyedFactory] = {"openai": _openai, "vllm": _vllm, "llamacpp": _llamacpp,
+                                   "ollama": _ollama}
 
 
 def register_backend(name: str, factory: Factory) -> None:
@@ -87,10 +93,26 @@ def backend_factory(spec: str) -> tuple[Factory, str]:
     return factory, arg
 
 
-def get_backend(spec: str, settings: BackendSettings) -> Backend:
-    """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``."""
+def _built_in(name: str) -> bool:
+    """Whether ``name`` is still the built-in backend (a plugin may register over it)."""
+    return _REGISTRY.get(name) is _BUILT_IN.get(name)
+
+
+def get_backend(spec: str, settings: BackendSettings, *, api_key: str | None = None) -> Backend:
+    """Build the backend a spec names, e.g. ``local`` or ``openai:gpt-4o-mini``.
+
+    ``api_key``: the key of this endpoint (a detector's own server), sent to it and to no
+    other; a backend that reads its credentials only from its own variables refuses one.
+    """
     factory, arg = backend_factory(spec)
-    return factory(arg, settings)
+    if api_key is None:
+        return factory(arg, settings)
+    name = spec.partition(":")[0].strip().lower()
+    keyed = _KEYED.get(name)
+    if keyed is None or not _built_in(name):
+        raise ConfigError(f"backend {name!r} takes no key of its endpoint's own; a key can be "
+                          f"given to {', '.join(sorted(_KEYED))}")
+    return keyed(arg, settings, api_key)
 
 
 __all__ = [

@@ -67,12 +67,15 @@ class OpenAIChatBackend:
         token_param: TokenParam = "max_completion_tokens",
         context_window: int | None = None,
         continues_assistant: bool = False,
+        where: str | None = None,
     ) -> None:
         """One endpoint; ``continues_assistant`` for servers that continue a last assistant message.
 
         They are asked to with ``CONTINUE_FINAL_MESSAGE`` (vLLM, llama-server; not OpenAI).
+        ``where`` names the endpoint in errors (``vllm at http://host:8000/v1``; default: ``name``).
         """
         self.name = name
+        self.where = where or name
         self.model = model
         self.capabilities = Capabilities(
             context_window=context_window,
@@ -124,10 +127,11 @@ class OpenAIChatBackend:
             try:
                 reply = self._client.chat.completions.create(**body)
             except openai.OpenAIError as exc:
-                raise map_openai_error(exc, self.name, self._timeout) from exc
+                raise map_openai_error(exc, self.where, self._timeout) from exc
             except ValueError as exc:  # a 200 whose body is not JSON
-                raise TransientBackendError(f"{self.name} sent an unreadable reply: {exc}") from exc
-            completion = to_completion(reply, time.perf_counter() - started, self.name)
+                raise TransientBackendError(
+                    f"{self.where} sent an unreadable reply: {exc}") from exc
+            completion = to_completion(reply, time.perf_counter() - started, self.where)
             usage = completion.usage
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
         return continuation(completion, prefix)
@@ -214,10 +218,15 @@ def build_client(factory: Any, provider: str, **kwargs: Any) -> Any:
         raise ConfigError(f"{provider}: {exc}") from exc
 
 
-def openai_backend(model: str, settings: BackendSettings) -> OpenAIChatBackend:
-    """``openai:<model>``: api.openai.com (or ``OPENAI_BASE_URL``), key from ``OPENAI_API_KEY``."""
+def openai_backend(model: str, settings: BackendSettings,
+                   api_key: str | None = None) -> OpenAIChatBackend:
+    """``openai:<model>``: api.openai.com (or ``OPENAI_BASE_URL``), key from ``OPENAI_API_KEY``.
+
+    ``api_key``: this endpoint's own key (a detector's server), in place of the variable.
+    """
     if not model.strip():
         raise ConfigError("the openai backend needs a model: openai:gpt-4o-mini")
     openai = import_openai()
-    client = build_client(openai.OpenAI, "openai", timeout=settings.request_timeout)
+    key = {"api_key": api_key} if api_key else {}
+    client = build_client(openai.OpenAI, "openai", timeout=settings.request_timeout, **key)
     return OpenAIChatBackend(client, name="openai", model=model.strip(), settings=settings)

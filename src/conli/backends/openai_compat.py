@@ -4,10 +4,11 @@ Spec: ``vllm:http://host:8000/v1#<model>`` or ``llamacpp:...`` (the backend is n
 the spec, in results and messages); ``ollama:MODEL`` is Ollama's endpoint on its default
 port, or on ``OLLAMA_HOST``'s server as Ollama's own clients read it
 (``ollama:http://host:11434/v1#MODEL`` names a server outright). Without ``#<model>`` the
-server's first listed model is used. The key, if the server wants one, comes from
-``VLLM_API_KEY`` (never from ``OPENAI_API_KEY``, so a self-hosted server never receives
-an OpenAI key). Both servers continue a trailing assistant message, which ``conli
-generate`` and label scoring need.
+server's first listed model is used. A key goes only to the server it was given for:
+an endpoint's own (``get_backend(..., api_key=...)``: a detector's ``api_key_env``), else
+``VLLM_API_KEY``, and that only to the server ``--llm`` names (``CONLI_LLM``); never
+``OPENAI_API_KEY``, so a self-hosted server never receives an OpenAI key. Both servers
+continue a trailing assistant message, which ``conli generate`` and label scoring need.
 """
 
 from __future__ import annotations
@@ -78,28 +79,66 @@ def ollama_url(host: str | None) -> str:
     return f"{scheme}://{name}:{port}{parsed.path.rstrip('/')}/v1"
 
 
-def compat_backend(arg: str, settings: BackendSettings,
-                   name: str = "vllm") -> OpenAIChatBackend:
-    """``vllm:URL#model`` (or ``llamacpp:``): a server speaking OpenAI's chat completions."""
+COMPAT_NAMES = ("vllm", "llamacpp", "ollama")
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """A URL's scheme, host and port: the server a key belongs to."""
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.scheme, (parsed.hostname or "").lower(), port
+
+
+def llm_url(spec: str) -> str | None:
+    """The server URL of an OpenAI-compatible ``--llm`` spec (None for any other backend)."""
+    name, _, arg = spec.partition(":")
+    name = name.strip().lower()
+    if name not in COMPAT_NAMES:
+        return None
+    try:
+        return parse_compat_spec(ollama_spec(arg) if name == "ollama" else arg, name)[0]
+    except ConfigError:
+        return None
+
+
+def key_for(url: str, settings: BackendSettings, api_key: str | None) -> str | None:
+    """The key to send ``url``: its own, else ``VLLM_API_KEY`` if it is ``--llm``'s server."""
+    if api_key:
+        return api_key
+    run = llm_url(settings.llm)
+    if run is None or origin(run) != origin(url):
+        return None  # VLLM_API_KEY is --llm's key: another server never receives it
+    return provider_variable("VLLM_API_KEY")
+
+
+def compat_backend(arg: str, settings: BackendSettings, name: str = "vllm",
+                   api_key: str | None = None) -> OpenAIChatBackend:
+    """``vllm:URL#model`` (or ``llamacpp:``): a server speaking OpenAI's chat completions.
+
+    ``api_key``: the server's own key; without one, ``key_for`` decides.
+    """
     url, model = parse_compat_spec(arg, name)
+    where = f"{name} at {url}"
     openai = import_openai()
     client = build_client(
         openai.OpenAI,
-        name,
+        where,
         base_url=url,
-        api_key=provider_variable("VLLM_API_KEY") or "not-needed",
+        api_key=key_for(url, settings, api_key) or "not-needed",
         timeout=settings.request_timeout,
     )
     if model is None:
         try:
             listed = [m.id for m in client.models.list()]
         except openai.OpenAIError as exc:
-            raise map_openai_error(exc, name, settings.request_timeout) from exc
+            client.close()
+            raise map_openai_error(exc, where, settings.request_timeout) from exc
         if not listed:
+            client.close()
             raise ConfigError(f"{url} lists no models; name one: {name}:{url}#<model>")
         model = listed[0]
     # vLLM and llama.cpp read max_tokens; not every server knows max_completion_tokens.
     return OpenAIChatBackend(
         client, name=name, model=model, settings=settings, token_param="max_tokens",
-        continues_assistant=True,
+        continues_assistant=True, where=where,
     )

@@ -16,6 +16,7 @@ from conli.batch.local import ENGINES, run
 from conli.batch.summary import Summary
 from conli.batch.tables import INPUT_FORMATS, input_format, needs_staging, staged
 from conli.batch.work import check_paths, make_worker
+from conli.cli.display import inline, xml_text
 from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
@@ -176,8 +177,8 @@ def _gate(args: argparse.Namespace, settings: Settings, code: int) -> int:
           file=sys.stderr)
     failing = tally.failing(args.fail_on)
     more = f" ... and {len(failing) - SHOWN_IDS} more" if len(failing) > SHOWN_IDS else ""
-    print(f"conli: {len(failing)} failing id(s): {', '.join(failing[:SHOWN_IDS])}{more}",
-          file=sys.stderr)
+    shown = ", ".join(inline(key) for key in failing[:SHOWN_IDS])  # an id drives no terminal
+    print(f"conli: {len(failing)} failing id(s): {shown}{more}", file=sys.stderr)
     return EXIT_GATE_FAILED
 
 
@@ -197,27 +198,29 @@ def junit_xml(records: Iterable[dict[str, object]], threshold: float | None) -> 
 
     A record that ran and did not pass (hallucinated, below the threshold, or unverified)
     is a failure whose message says why (``gate.why_not_passed``); one that failed to run
-    (``ok: false``) is an error with its error's type and message.
+    (``ok: false``) is an error with its error's type and message. What XML cannot hold
+    (a control character or lone surrogate in an id or a reason) is written as an escape.
     """
     suite = ElementTree.Element("testsuite", name="conli batch")
     counts = {"tests": 0, "failures": 0, "errors": 0}
     for record in records:
         counts["tests"] += 1
         case = ElementTree.SubElement(suite, "testcase", classname="conli.batch",
-                                      name=shown_id(record))
+                                      name=xml_text(shown_id(record)))
         result = record.get("result")
         if not record.get("ok") or not isinstance(result, dict):
             error = record.get("error")
             error = error if isinstance(error, dict) else {}
             counts["errors"] += 1
-            ElementTree.SubElement(case, "error", type=str(error.get("type", "Error")),
-                                   message=str(error.get("message", "the record failed")))
+            ElementTree.SubElement(case, "error", type=xml_text(str(error.get("type", "Error"))),
+                                   message=xml_text(str(error.get("message",
+                                                                  "the record failed"))))
             continue
         seen = record_outcome(result, threshold)
         if seen in ("failed", "unverified"):
             counts["failures"] += 1
-            ElementTree.SubElement(case, "failure", type=str(result.get("verdict")),
-                                   message=why_not_passed(result, threshold))
+            ElementTree.SubElement(case, "failure", type=xml_text(str(result.get("verdict"))),
+                                   message=xml_text(why_not_passed(result, threshold)))
     suite.attrib.update({key: str(value) for key, value in counts.items()})
     root = ElementTree.Element("testsuites", {key: str(v) for key, v in counts.items()})
     root.append(suite)

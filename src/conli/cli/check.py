@@ -20,7 +20,7 @@ from conli.cli.flags import add_judge_mode_flag
 from conli.config import LanguageSetting
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
-from conli.gate import fails, gate_line
+from conli.gate import against_threshold, fails, gate_line
 from conli.models import CheckResult
 from conli.run.doors import (
     add_fail_on_flag,
@@ -76,12 +76,14 @@ def format_text(result: CheckResult) -> str:
 
 
 def _passed_line(result: CheckResult) -> list[str]:
-    """Under a threshold, whether the result passed it (without one, the verdict says it)."""
+    """Under a threshold, whether the result passed it, and why, in words that cannot clash.
+
+    A verdict standing in as 1.00 is no score above the bar, and the line says so.
+    """
     if result.threshold is None:
         return []
-    score = "none" if result.support_score is None else f"{result.support_score:.2f}"
-    return [f"passed: {'yes' if result.passed else 'no'} (threshold {result.threshold:.2f}, "
-            f"support score {score})"]
+    why = printable(against_threshold(result, result.threshold))
+    return [f"passed: {'yes' if result.passed else 'no'} ({why})"]
 
 
 def add_parser(subparsers: Any) -> None:

@@ -22,8 +22,12 @@ from conli.models import (
     WordScore,
 )
 
-# C0 controls except tab and newline, DEL, C1 controls, bidi embeddings/overrides and isolates
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls except tab and newline, DEL, C1 controls, bidi embeddings/overrides and
+# isolates, and lone surrogates (no encoding can write them)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+                       "\ud800-\udfff]")
+# what XML 1.0 cannot hold: C0 controls but tab, newline and CR; lone surrogates; U+FFFE, U+FFFF
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -37,6 +41,19 @@ def printable(text: str) -> str:
     Newline, tab and every other character, ASCII or not, are returned unchanged.
     """
     return _CONTROLS.sub(_visible, text)
+
+
+def inline(text: str) -> str:
+    r"""``printable`` text that stays on one line: newline, CR and tab shown as escapes too.
+
+    For a name in a list (a record's id), where a newline would start a line of its own.
+    """
+    return printable(text).replace("\t", "\\t").replace("\n", "\\n")
+
+
+def xml_text(text: str) -> str:
+    r"""``text`` with what XML 1.0 cannot hold (controls, lone surrogates, U+FFFE) as escapes."""
+    return _NOT_XML.sub(_visible, text)
 
 
 # --- coverage and word scores (seed 001), as ``conli check`` prints them ----------------------

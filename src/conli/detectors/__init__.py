@@ -54,6 +54,8 @@ SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER, MiniC
                                 GraniteGuardian.name})
 # the detectors that ask the NLI prompts (whose static prefix a run warms up)
 ASKS_NLI = frozenset({SentenceNLI.name, EntityNLI.name, CoverageNLI.name})
+# the specialised checkers, which may ask a server of their own (detector_options.NAME.llm)
+CHECKERS = frozenset({MiniCheck.name, GraniteGuardian.name})
 _LOADED_ENTRY_POINTS = False
 
 

@@ -24,10 +24,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from conli.agents.structured import CallRecord
 from conli.backends.base import Backend
+from conli.backends.endpoints import Endpoints
 from conli.calibration import Applied
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, Note, PointCheck
 from conli.ner import EntityRecognizer
+from conli.run.inputs import SourceMap
 from conli.text.segment import Segment
 
 
@@ -43,6 +45,7 @@ class DetectionContext:
     deps: Deps
     points: Mapping[str, list[str]] | None = None  # what the response must cover, if given
     language: Language = "en"  # the texts' (``text.language.language_of``)
+    source_map: SourceMap = field(default_factory=SourceMap)  # several sources: each's start
 
     @property
     def claims(self) -> list[Segment]:
@@ -163,3 +166,5 @@ class Deps:
     settings: Settings
     detectors: Mapping[str, Detector]
     calibration: Applied | None = None  # the user's fitted decision (conli calibrate)
+    # the servers of detectors with their own (a checker's llm), shared by a checker's plans
+    endpoints: Endpoints = field(default_factory=Endpoints)

@@ -1,15 +1,21 @@
 """What the specialised fact-checkers (MiniCheck, Granite Guardian) share as detectors.
 
 Such a checker answers one question, "does this document support this claim?", with a
-Yes or No whose probability is read from the answer token's top log-probabilities. As
-MiniCheck's reference implementation does, the source is cut into chunks of whole
-sentences (no overlap) that fit the checker's context, every claim is asked against every
-chunk, and a claim's score is its best chunk's P(supported); that chunk is its evidence.
-A subclass says how to ask (``ask``) and what its answer means; the rest is here.
+Yes or No whose probability is read from the answer token's top log-probabilities. An
+answer that is anything but the format's one label word (case, whitespace, punctuation and
+the format's own tags aside) is no verdict: the claim is ``unverified`` on an invalid
+answer, never read as Yes because the word occurs in it. As MiniCheck's reference
+implementation does, the sources are cut into chunks of whole sentences (no overlap, never
+across two of the user's sources: ``detectors.chunks``) that fit the checker's context,
+every claim is asked against every chunk, and a claim's score is its best chunk's
+P(supported); that chunk is its evidence, named by the user's source index. A subclass
+says how to ask (``ask``) and what its answer means; the rest is here.
 """
 
 from __future__ import annotations
 
+import re
+import string
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,24 +24,26 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from conli.agents.structured import INVALID_ANSWER
 from conli.backends import get_backend
-from conli.backends.base import Backend, Completion, Request, counted_tokens
+from conli.backends.base import Backend, Completion, Request
 from conli.backends.calls import CallRecord, call_model
+from conli.backends.endpoints import Endpoints
+from conli.config import named_key
 from conli.detectors.base import Deps, Detection, DetectionContext
+from conli.detectors.chunks import Chunk, chunks_of
 from conli.errors import ConfigError
-from conli.models import Judgement
+from conli.models import ChunkScore, Judgement
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
 from conli.run.context import propagate, report
-from conli.text.language import english_ner_runs, language_of
-from conli.text.segment import Segment, sentence_spans
-from conli.text.tokens import CHARS_PER_TOKEN_FLOOR
+from conli.text.language import english_ner_runs
+from conli.text.segment import Segment
 
 CONTEXT_TOKENS = 32768  # the reference's max_model_len when the server does not say
 RESERVED_TOKENS = 300  # what the reference keeps for the prompt and the claim
 MIN_CHUNK_TOKENS = 64
 TOP_LOGPROBS = 20
-SAFETY = 0.9  # chars per token vary inside one text
 
 
 class CheckerOptions(BaseModel):
@@ -47,20 +55,13 @@ class CheckerOptions(BaseModel):
                             "vllm:http://host:8000/v1#bespoke-minicheck (default: --llm)")
     model: str | None = Field(default=None,
         description="the served model, when llm's URL names none")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the environment variable holding llm's key, sent to that server only "
+        "(without it, llm gets no key unless it is --llm's own server, which gets VLLM_API_KEY)")
     chunk_tokens: int | None = Field(default=None, ge=MIN_CHUNK_TOKENS,
         description="tokens a source chunk may take (default: the context window less 300)")
     threshold: float = Field(default=0.5, gt=0.0, lt=1.0,
                              description="P(supported) above which a claim passes")
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One piece of the source a checker reads: its number and where it stands."""
-
-    index: int
-    start: int
-    end: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -71,74 +72,44 @@ class Reading:
     said: str  # "yes", "no" (as supported / not), or the unreadable answer itself
 
 
-def yes_probability(completion: Completion, yes: str = "yes", no: str = "no"
-                    ) -> tuple[float, float] | None:
-    """P(``yes``) and P(``no``) at the first generated token that is one of them.
+LABELS = ("yes", "no")
+_EDGES = string.punctuation + string.whitespace
+
+
+def label_of(text: str, tags: re.Pattern[str] | None = None) -> str | None:
+    """The answer's label, ``yes`` or ``no``, when the answer is that one word; else None.
+
+    Case, whitespace and punctuation around it and the format's own ``tags`` (Granite
+    Guardian's ``<score> </score>``) are set aside; a sentence that merely holds the word
+    ("I cannot tell whether the answer is yes or no") is no verdict.
+    """
+    bare = tags.sub(" ", text) if tags is not None else text
+    word = bare.strip(_EDGES).lower()
+    return word if word in LABELS else None
+
+
+def label_probabilities(completion: Completion, label: str) -> tuple[float, float] | None:
+    """P(yes) and P(no) at the token that carries the answer's ``label`` (its last such token).
 
     Each sums every top alternative that reads as the word (" Yes", "yes", "YES"), as
-    MiniCheck and Granite Guardian's reference code do. None without log-probabilities.
+    MiniCheck and Granite Guardian's reference code do. None without log-probabilities there.
     """
-    for token in completion.logprobs:
-        if token.token.strip().lower() not in (yes, no):
+    for token in reversed(completion.logprobs):
+        if token.token.strip(_EDGES).lower() != label:
             continue
         top = token.top or {token.token: token.logprob}
-        mass = {yes: 0.0, no: 0.0}
+        mass = dict.fromkeys(LABELS, 0.0)
         for alternative, logprob in top.items():
-            word = alternative.strip().lower()
+            word = alternative.strip(_EDGES).lower()
             if word in mass:
                 mass[word] += exp(logprob)
-        return mass[yes], mass[no]
+        return mass["yes"], mass["no"]
     return None
 
 
-def first_word(text: str) -> str:
-    """The answer's first word, lower-cased, tags and punctuation aside."""
-    for piece in text.replace("<", " ").replace(">", " ").split():
-        word = piece.strip(".,:;!\"'/").lower()
-        if word in ("yes", "no"):
-            return word
-    return text.strip()[:40]
-
-
-def chunks_of(source: str, budget_tokens: int, backend: Backend,
-              language: str = "auto") -> list[Chunk]:
-    """``source`` as whole sentences packed greedily into chunks of ``budget_tokens``.
-
-    MiniCheck's reference counts each sentence's tokens; a backend that can count tokens
-    gives the source's own characters per token here, others a conservative floor. A
-    sentence longer than a chunk is cut at spaces.
-    """
-    tokens = counted_tokens(backend, source)
-    if tokens and tokens <= budget_tokens:
-        return [Chunk(0, 0, len(source), source)]
-    chars_per_token = len(source) / tokens * SAFETY if tokens else CHARS_PER_TOKEN_FLOOR
-    max_chars = max(1, int(budget_tokens * chars_per_token))
-    if len(source) <= max_chars:
-        return [Chunk(0, 0, len(source), source)]
-    spans = [piece for span in sentence_spans(source, paragraphs=True,
-                                              language=language_of(language, source))
-             for piece in _cut(source, span, max_chars)]
-    packed: list[tuple[int, int]] = []
-    for start, end in spans:
-        if packed and end - packed[-1][0] <= max_chars:
-            packed[-1] = (packed[-1][0], end)
-        else:
-            packed.append((start, end))
-    return [Chunk(i, start, end, source[start:end]) for i, (start, end) in enumerate(packed)]
-
-
-def _cut(source: str, span: tuple[int, int], max_chars: int) -> list[tuple[int, int]]:
-    """One sentence's span, cut at spaces into pieces of at most ``max_chars``."""
-    start, end = span
-    pieces = []
-    while end - start > max_chars:
-        cut = source.rfind(" ", start + 1, start + max_chars)
-        cut = cut if cut > start else start + max_chars
-        pieces.append((start, cut))
-        start = cut
-        while start < end and source[start].isspace():
-            start += 1
-    return [*pieces, (start, end)] if end > start else pieces
+def unreadable(completion: Completion) -> Reading:
+    """The reading of an answer that is no label: no score, and what it said."""
+    return Reading(None, completion.text.strip()[:80])
 
 
 class SpecialisedChecker:
@@ -151,37 +122,57 @@ class SpecialisedChecker:
 
     def __init__(self, options: CheckerOptions | None = None) -> None:
         self.settings = options or CheckerOptions()
-        if self.settings.model and not self.settings.llm:
-            raise ConfigError(f"detector_options.{self.name}.model needs llm: the server "
-                              "serving it")
+        for given in ("model", "api_key_env"):
+            if getattr(self.settings, given) and not self.settings.llm:
+                raise ConfigError(f"detector_options.{self.name}.{given} needs llm: the "
+                                  "server it is for")
+        if self.settings.api_key_env:  # a key named but missing: said now, not at a check
+            named_key(self.settings.api_key_env, f"detector_options.{self.name}.api_key_env")
         self._backend: Backend | None = None
+        self._held: tuple[Endpoints, tuple[str, str | None]] | None = None
         self._lock = threading.Lock()
 
     def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
         """One question in the checker's own format; ``Reading`` says P(supported)."""
         raise NotImplementedError
 
-    def backend(self, deps: Deps) -> Backend:
-        """The checker's own server (``llm``), built once; the run's backend without one."""
+    def spec(self) -> str | None:
+        """The backend spec of the checker's own server (None: it asks the run's backend)."""
         spec = self.settings.llm
+        if spec is None or not self.settings.model:
+            return spec
+        if "#" in spec or "://" not in spec:
+            raise ConfigError(f"detector_options.{self.name}: name the model once, in llm "
+                              f"({spec!r}) or in model")
+        return f"{spec}#{self.settings.model}"
+
+    def backend(self, deps: Deps) -> Backend:
+        """The checker's own server (``llm``), shared through the run's ``Endpoints``.
+
+        Its key is its own (``api_key_env``) and goes to it alone. Without ``llm``, the
+        run's backend.
+        """
+        spec = self.spec()
         if spec is None:
             return deps.backend
         with self._lock:
             if self._backend is None:
-                if self.settings.model:
-                    if "#" in spec or "://" not in spec:
-                        raise ConfigError(f"detector_options.{self.name}: name the model "
-                                          f"once, in llm ({spec!r}) or in model")
-                    spec = f"{spec}#{self.settings.model}"
-                self._backend = get_backend(spec, deps.settings)
+                variable = self.settings.api_key_env
+                key = (spec, variable)
+                self._backend = deps.endpoints.acquire(key, lambda: get_backend(
+                    spec, deps.settings, api_key=named_key(
+                        variable, f"detector_options.{self.name}.api_key_env")
+                    if variable else None))
+                self._held = (deps.endpoints, key)
             return self._backend
 
     def close(self) -> None:
-        """Close the checker's own server connection, if it opened one."""
+        """Let go of the checker's own server (closed once no detector holds it)."""
         with self._lock:
-            if self._backend is not None:
-                self._backend.close()
-                self._backend = None
+            held, self._held, self._backend = self._held, None, None
+        if held is not None:
+            endpoints, key = held
+            endpoints.release(key)
 
     def call(self, backend: Backend, prompt: Prompt, max_tokens: int,
              chat_template_kwargs: dict[str, Any] | None = None
@@ -200,7 +191,8 @@ class SpecialisedChecker:
         budget = self.settings.chunk_tokens or max(
             MIN_CHUNK_TOKENS,
             (backend.capabilities.context_window or CONTEXT_TOKENS) - RESERVED_TOKENS)
-        chunks = chunks_of(context.source, budget, backend, context.language)
+        chunks = chunks_of(context.source, budget, backend, context.language,
+                           context.source_map)
         # chunk-major: the calls sharing a chunk run together, so a prefix cache keeps it
         pairs = [(chunk, claim) for chunk in chunks for claim in claims]
         done, lock = [0], threading.Lock()
@@ -229,26 +221,31 @@ class SpecialisedChecker:
 
     def judgement(self, claim: str, readings: list[Reading], chunks: list[Chunk],
                   template: str) -> Judgement:
-        """The claim's verdict from its chunks: the best P(supported), or the words alone."""
+        """The claim's verdict from its chunks: the best P(supported), or the words alone.
+
+        A chunk whose answer was no label leaves the claim unverified (an invalid answer)
+        unless another chunk answered Yes: it may have been the one that supports it.
+        """
         if all(r.support is not None for r in readings):
             best = max(range(len(readings)), key=lambda i: readings[i].support or 0.0)
             p = readings[best].support or 0.0
-            supported = p > self.settings.threshold
-            said = f"{self.label}: P(supported) {p:.2f}; {_closest(chunks, best)}"
-            return self._judged(claim, supported, chunks, best, said, p, template)
+            said = f"{self.label}: P(supported) {p:.2f}; closest: {chunks[best].where()}"
+            return self._judged(claim, p > self.settings.threshold, readings, chunks, best,
+                                said, p, template)
         words = [r.said for r in readings]
         if "yes" in words:
             best = words.index("yes")
-            return self._judged(claim, True, chunks, best,
+            return self._judged(claim, True, readings, chunks, best,
                                 f"{self.label}: answered Yes (no log-probabilities); "
-                                f"{_closest(chunks, best)}", None, template)
-        unreadable = [w for w in words if w != "no"]
-        if unreadable:
+                                f"{chunks[best].where()}", None, template)
+        unread = [w for w in words if w not in LABELS]
+        if unread:
             return Judgement(detector=self.name, hypothesis=claim, verdict="unverified",
-                             template=template, error=f"{self.label} answered "
-                             f"{unreadable[0]!r}, neither Yes nor No")
-        where = f"the source in {len(chunks)} chunks" if len(chunks) > 1 else "the source"
-        return self._judged(claim, False, chunks, None,
+                             template=template, chunk_scores=_scores(readings, chunks, None),
+                             error=f"{INVALID_ANSWER}: {self.label} answered {unread[0]!r}, "
+                             "not the one word Yes or No its format asks for")
+        where = f"the sources in {len(chunks)} chunks" if len(chunks) > 1 else "the source"
+        return self._judged(claim, False, readings, chunks, None,
                             f"{self.label}: answered No for {where} "
                             "(no log-probabilities)", None, template)
 
@@ -256,15 +253,17 @@ class SpecialisedChecker:
         """The prompt template version its judgements record when asking ``backend``."""
         raise NotImplementedError
 
-    def _judged(self, claim: str, supported: bool, chunks: list[Chunk], best: int | None,
-                said: str, score: float | None, template: str) -> Judgement:
-        quoted = chunks[best].text if best is not None and len(chunks) > 1 else ""
+    def _judged(self, claim: str, supported: bool, readings: list[Reading], chunks: list[Chunk],
+                best: int | None, said: str, score: float | None, template: str) -> Judgement:
+        """A verdict; a supported claim quotes its best chunk, its evidence."""
+        quoted = chunks[best].text if supported and best is not None else ""
         return Judgement(
             detector=self.name, hypothesis=claim,
             verdict="supported" if supported else "hallucinated",
             label="entailment" if supported else None,
             evidence=quoted, evidence_in_source=True if quoted else None,
             reasoning=said, score=score, template=template,
+            chunk_scores=_scores(readings, chunks, best),
         )
 
     def _with_unstated(self, judgement: Judgement, context: DetectionContext,
@@ -287,7 +286,9 @@ class SpecialisedChecker:
         return judgement.reasoning
 
 
-def _closest(chunks: list[Chunk], best: int) -> str:
-    chunk = chunks[best]
-    return (f"closest source: chunk {chunk.index + 1} of {len(chunks)}, "
-            f"offsets {chunk.start}-{chunk.end}")
+def _scores(readings: list[Reading], chunks: list[Chunk], best: int | None) -> list[ChunkScore]:
+    """Each chunk's answer, by the user's source index and offsets within that source."""
+    return [ChunkScore(source=c.source, start=c.start - c.offset, end=c.end - c.offset,
+                       score=r.support, supported={"yes": True, "no": False}.get(r.said),
+                       best=c.index == best)
+            for c, r in zip(chunks, readings, strict=True)]

@@ -7,6 +7,8 @@ Two ways to ask, by ``prompt``:
   message, the chunk as a document, ``guardian_config={"criteria_id": "groundedness"}``
   and ``think=False`` (vLLM's ``chat_template_kwargs``). It answers
   ``<think></think><score> yes|no </score>``; the yes/no token's alternatives give P(risk).
+  Its tags (the think block, ``<score>`` and ``</score>``) are the format's; an answer with
+  anything else around the label (prose that says yes or no) is no verdict.
 - ``rendered`` (default elsewhere): the 3.x groundedness prompt written out
   (``granite_guardian.v1``), for a server that applies a plain template; the first token
   is "Yes" (risk) or "No".
@@ -17,6 +19,7 @@ P(risk) = P(yes) / (P(yes) + P(no)) as IBM's cookbooks compute it; the support s
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field
@@ -27,14 +30,17 @@ from conli.detectors.checkers import (
     CheckerOptions,
     Reading,
     SpecialisedChecker,
-    first_word,
-    yes_probability,
+    label_of,
+    label_probabilities,
+    unreadable,
 )
 from conli.prompts import Prompt, defuse, render
 
 TEMPLATE = "granite_guardian.v1"
 CHAT_TEMPLATE = "granite-guardian-3.3:chat-template"  # what judgements record on that path
 TEMPLATE_ANSWER_TOKENS = 24  # "<think>\n</think>\n<score> yes </score>" and some slack
+# the format's own tags around its label: a think block (empty with think off) and the score's
+TAGS = re.compile(r"<think>.*?</think>|</?score>", re.DOTALL | re.IGNORECASE)
 
 
 class GuardianOptions(CheckerOptions):
@@ -76,9 +82,11 @@ class GraniteGuardian(SpecialisedChecker):
         else:
             prompt = render(TEMPLATE, context=chunk, response=claim)
             completion, record = self.call(backend, prompt, max_tokens=1)
-        read = yes_probability(completion)
-        said = {"yes": "no", "no": "yes"}.get(first_word(completion.text),
-                                             completion.text.strip()[:40])
+        label = label_of(completion.text, TAGS)
+        if label is None:
+            return unreadable(completion), record
+        said = "no" if label == "yes" else "yes"  # its Yes is the risk: not supported
+        read = label_probabilities(completion, label)
         if read is None or sum(read) <= 0:
             return Reading(None, said), record
         risk = read[0] / (read[0] + read[1])

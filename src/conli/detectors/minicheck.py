@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from conli.backends.base import Backend
 from conli.backends.calls import CallRecord
-from conli.detectors.checkers import Reading, SpecialisedChecker, first_word, yes_probability
+from conli.detectors.checkers import (
+    Reading,
+    SpecialisedChecker,
+    label_of,
+    label_probabilities,
+    unreadable,
+)
 from conli.prompts import render
 
 TEMPLATE = "minicheck.v1"
@@ -28,8 +34,11 @@ class MiniCheck(SpecialisedChecker):
         return TEMPLATE
 
     def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
-        """One "Document: ... Claim: ..." question, answered in one token."""
+        """One "Document: ... Claim: ..." question, answered in one token: Yes or No alone."""
         prompt = render(TEMPLATE, document=chunk, claim=claim)
         completion, record = self.call(backend, prompt, max_tokens=1)
-        read = yes_probability(completion)
-        return Reading(read[0] if read else None, first_word(completion.text)), record
+        label = label_of(completion.text)
+        if label is None:
+            return unreadable(completion), record
+        read = label_probabilities(completion, label)
+        return Reading(read[0] if read else None, label), record

@@ -74,6 +74,7 @@ def detect(name: str) -> Node:
             deps=deps,
             points=state.get("points"),
             language=state.get("language", "en"),
+            source_map=state.get("source_map", SourceMap()),
         )
         found = deps.detectors[name].detect(context)
         return {"judgements": found.judgements, "entities": found.entities,
@@ -262,7 +263,8 @@ def _own_verifier(deps: Deps, state: CheckState) -> mitigate_agent.Verifier | No
         segments = [Segment(h.sentence, h.text, 0, len(h.text), True) for h in hypotheses]
         context = DetectionContext(source=state["source"], response=state["response"],
                                    question=state.get("question"), segments=segments,
-                                   prior={}, deps=deps, language=state.get("language", "en"))
+                                   prior={}, deps=deps, language=state.get("language", "en"),
+                                   source_map=state.get("source_map", SourceMap()))
         found = checker.detect(context)
         judged = [found.judgements[h.sentence][0] for h in hypotheses]
         return judged, [replace(c, step="verify_rewrite") for c in found.calls]

@@ -8,8 +8,9 @@ Adding a judge mode is one class with ``name``, ``judge`` and ``unscored``
 
 ``judge_text`` (the graph's judge step) asks the configured mode, except where no judge
 may score: a text the rewrite emptied is ``emptied``, never a 5; one none of whose
-sentences could be checked is ``unverified`` in every mode (no judge is asked). Every result
-carries a ``JudgeAudit`` (``judges.audit``).
+sentences could be checked, or with no sentence to check at all (headings only), is
+``unverified`` in every mode (no judge is asked). Every result carries a ``JudgeAudit``
+(``judges.audit``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from conli.judges.modes import BUILT_IN
 from conli.models import SentenceResult
 
 EMPTIED = "the rewrite removed every sentence: nothing is left to score"
+NOTHING_TO_CHECK = ("the text has no sentence to check (only headings, list markers or "
+                    "fragments), so there is no verdict to score from")
 
 _REGISTRY: dict[str, JudgeMode] = {}
 _LOADED_ENTRY_POINTS = False
@@ -59,7 +62,8 @@ def judge_text(backend: Backend, source: str, text: str, sentences: Sequence[Sen
     task = JudgeTask(backend, source, text, sentences, settings)
     if not text.strip():
         return audited(mode.unscored(task, "emptied", EMPTIED), text, sentences, provenance), []
-    why = nothing_checked(sentences)
+    why = nothing_checked(sentences) or (
+        None if any(s.checked for s in sentences) else NOTHING_TO_CHECK)
     if why:
         return audited(mode.unscored(task, "unverified", why), text, sentences, provenance), []
     result, calls = mode.judge(task)

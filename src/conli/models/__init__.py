@@ -16,6 +16,7 @@ from conli.models.base import (
     RESULT_SCHEMA_VERSION,
     SCORE_METHODS,
     SCORE_PLACES,
+    ChunkScore,
     CoverageVerdict,
     Entity,
     EvidenceSpan,
@@ -83,6 +84,9 @@ class Judgement(BaseModel):
         description="what a trained detector (fused, signals) weighed, by name: for audits, "
         "and the rows its training reads back",
     )
+    chunk_scores: list[ChunkScore] | None = Field(
+        default=None, description="a specialised checker's answer on each piece of the sources "
+        "it read (source index, offsets in that source, P(supported)); the best is the evidence")
 
 
 class SentenceResult(BaseModel):
@@ -300,6 +304,7 @@ __all__ = [
     "AuditSentence",
     "CalibrationUse",
     "CheckResult",
+    "ChunkScore",
     "Coverage",
     "CoverageVerdict",
     "Entity",

@@ -35,7 +35,9 @@ SCORE_METHODS: tuple[ScoreMethod, ...] = ("classifier", "logprobs", "looks", "ve
 #    ``notes`` of kind ``addressed`` (a source that speaks to the checker: ``source``,
 #    ``text``); ``conli_version`` and ``commit``.
 # 9: named chunks (LangChain ``Document`` sources): ``source_names`` of the result, and the
-#    ``source_name`` of each evidence span, audit span and ``addressed`` note (all optional).
+#    ``source_name`` of each evidence span, audit span and ``addressed`` note (all optional);
+#    a specialised checker's judgement carries ``chunk_scores`` (each piece of the sources it
+#    read: the source index, offsets within it, P(supported)) and its best chunk as evidence.
 RESULT_SCHEMA_VERSION = "9"
 SCORE_PLACES = 4
 
@@ -103,3 +105,21 @@ class EvidenceSpan(SourceSpan):
     """A source span a sentence's verdict quotes, and what it does to the sentence."""
 
     relation: Literal["supports", "contradicts"]
+
+
+class ChunkScore(BaseModel):
+    """One piece of the sources a checker read for a claim, and what it answered there.
+
+    The specialised checkers (``minicheck``, ``granite-guardian``) cut the sources into
+    pieces that fit their context, never across two sources; ``source`` numbers the source
+    as ``evidence[].source`` does (0-based, the user's order).
+    """
+
+    source: int = Field(ge=0, description="the source's index (0 for a single source)")
+    start: int = Field(ge=0, description="where the piece starts in that source (code points)")
+    end: int = Field(ge=0)
+    score: Score | None = Field(default=None, ge=0.0, le=1.0,
+        description="P(supported) of the claim against this piece; None without log-probabilities")
+    supported: bool | None = Field(default=None,
+        description="the checker's answer here (None: not the one word of its format)")
+    best: bool = Field(default=False, description="the piece the verdict rests on")

@@ -11,6 +11,7 @@ as a record; batch's own error records (an unreadable input line has no id, only
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,9 +90,13 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def parse(text: bytes, number: int) -> Record | Malformed:
-    """The record in ``text`` (starting on line ``number``) if valid; a bare result is wrapped."""
+    """The record in ``text`` (starting on line ``number``) if valid; a bare result is wrapped.
+
+    A lone surrogate (JSON may escape one; no page can hold it) becomes U+FFFD, so one
+    odd id or text costs its record nothing and the report nothing.
+    """
     try:
-        data = json.loads(text)
+        data = _whole(json.loads(text))
     except (ValueError, RecursionError) as exc:
         return Malformed(number, f"not valid JSON: {exc}")
     if not isinstance(data, dict):
@@ -103,6 +108,20 @@ def parse(text: bytes, number: int) -> Record | Malformed:
     except ValidationError as exc:
         return Malformed(number, _first_error(exc)[:300])
     return data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) made U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    if isinstance(value, dict):
+        return {_whole(key): _whole(item) for key, item in value.items()}
+    return value
 
 
 def _indent(line: bytes) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,11 +148,29 @@ def validate_text(text: object, *, name: str, max_chars: int) -> str:
             f"{name} contains the control character U+{ord(control.group()):04X} at character "
             f"{control.start()}; give plain text"
         )
-    if not text.strip():
-        raise EmptyInputError(f"{name} is empty")
+    if blank(text):
+        shown = "empty" if not text.strip() else "empty: it holds only invisible characters"
+        raise EmptyInputError(f"{name} is {shown}")
     if len(text) > max_chars:
         raise too_large(name, max_chars, count=len(text))
     return text
+
+
+# letters that show nothing: Hangul fillers and the Braille blank
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def shows_nothing(char: str) -> bool:
+    """A character no reader sees (a format or combining character, a blank letter).
+
+    Zero-width spaces and joiners, U+2060, U+FEFF and soft hyphens are format characters.
+    """
+    return char in _BLANK_LETTERS or unicodedata.category(char) in ("Cf", "Mn", "Me")
+
+
+def blank(text: str) -> bool:
+    """Whether ``text`` holds nothing to read: whitespace and invisible characters only."""
+    return not any(not char.isspace() and not shows_nothing(char) for char in text)
 
 
 SOURCE_JOINER = "\n\n"
@@ -205,6 +224,11 @@ class SourceMap:
     def name(self, index: int) -> str | None:
         """The name of source ``index`` (None: unnamed)."""
         return self.names[index] if index < len(self.names) else None
+
+    def spans(self, length: int) -> list[tuple[int, int]]:
+        """Each source's ``(start, end)`` in the joined text of ``length`` characters."""
+        ends = [start - len(SOURCE_JOINER) for start in self.starts[1:]] + [length]
+        return list(zip(self.starts, ends, strict=True))
 
     def place(self, start: int, end: int) -> tuple[int, int, int]:
         """``(source, start, end)`` of a joined-text span, within the source it starts in.

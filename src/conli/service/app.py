@@ -153,15 +153,16 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                           "open on loopback with --open")
     inner = backend or get_backend(settings.llm, settings)
     limit = settings.service_max_concurrent or inner.capabilities.max_concurrency
-    runner = Runner(settings, Checker(settings, backend=inner), inner, limit)
-    metrics, readiness = Metrics(), Readiness(inner)
+    checker = Checker(settings, backend=inner)
+    runner = Runner(settings, checker, inner, limit)
+    metrics, readiness = Metrics(), Readiness(checker.endpoints())
     runner.observers += [metrics.outcome, readiness.outcome]
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         runner.pool.shutdown(wait=False, cancel_futures=True)
-        inner.close()
+        checker.close()  # the detectors' own servers too, and the backend
 
     # /docs and /redoc from the Swagger UI and ReDoc files fastapi-offline ships: no CDN
     app = FastAPIOffline(title="conli", version=__version__, lifespan=lifespan,

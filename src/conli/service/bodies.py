@@ -93,7 +93,8 @@ class JudgeRequest(TextsRequest):
         default=None, description="the LLM answer to judge (or give `responses`)")
     responses: list[str] | None = Field(
         default=None, min_length=1, description="several candidate answers to judge against "
-        "the one source: one result each, in order, as `conli judge --json` gives them")
+        "the one source: one result each, in order, as `conli judge --json` gives them; at "
+        "most CONLI_SERVICE_BATCH_MAX_ITEMS (413 beyond)")
 
     @model_validator(mode="after")
     def _one_or_the_other(self) -> JudgeRequest:

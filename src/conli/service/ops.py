@@ -5,9 +5,10 @@
 - ``/metrics`` is Prometheus text (``prometheus_client``, one registry per app): requests by
   route and status, latency, verdicts, model calls and tokens, errors by kind.
 - ``/healthz`` says the process is up; ``/readyz`` that the checker is built (the model
-  loaded) and the backend answers: a failed model call (unavailable, rejected credentials)
-  makes it 503 with the reason until a call, or its own probe, succeeds. It answers from
-  the last known state: the probe runs in the background, one at a time.
+  loaded) and every model server it reaches answers (``--llm``'s and each detector's own):
+  a failed model call (unavailable, rejected credentials) makes it 503 with the reason,
+  naming the server, until a call, or its own probe of every server, succeeds. It answers
+  from the last known state: the probe runs in the background, one at a time.
 - ``log_config`` gives uvicorn's and conli's loggers one format, text or JSON lines.
 """
 
@@ -21,7 +22,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -111,19 +112,25 @@ class Metrics:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-class Readiness:
-    """Whether the backend answers, from the outcome of each check and a throttled probe.
+Endpoint = tuple[str, Callable[[], Backend]]  # a model server's name, and how to reach it
 
-    ``/readyz`` answers from the last known state. A failed backend is probed now and then,
-    in a thread of its own, one probe at a time; an answer waits at most ``grace`` seconds
-    for a probe, so a hanging backend neither holds a readiness check past a short client
-    timeout nor gathers a thread per request.
+
+class Readiness:
+    """Whether every model server answers, from each check's outcome and a throttled probe.
+
+    ``endpoints`` are the servers the checker reaches (``Checker.endpoints``: ``--llm``'s
+    and each detector's own); the probe asks each in turn and names the first that fails.
+    ``/readyz`` answers from the last known state. A failure is probed now and then, in a
+    thread of its own, one probe at a time; an answer waits at most ``grace`` seconds for a
+    probe, so a hanging server neither holds a readiness check past a short client timeout
+    nor gathers a thread per request.
     """
 
-    def __init__(self, backend: Backend, *, probe_every: float = PROBE_EVERY_SECONDS,
+    def __init__(self, endpoints: Sequence[Endpoint], *,
+                 probe_every: float = PROBE_EVERY_SECONDS,
                  grace: float = PROBE_GRACE_SECONDS) -> None:
-        self.backend, self.probe_every, self.grace = backend, probe_every, grace
-        self.failure: str | None = "the backend has not been reached yet"
+        self.endpoints, self.probe_every, self.grace = list(endpoints), probe_every, grace
+        self.failure: str | None = "the model servers have not been reached yet"
         self.probed_at = -probe_every
         self.probe: asyncio.Future[None] | None = None  # the one probe running, if any
 
@@ -151,31 +158,33 @@ class Readiness:
         return self.failure
 
     def _start_probe(self) -> asyncio.Future[None]:
-        """Ask the backend in a daemon thread (a hanging one cannot hold up shutdown)."""
+        """Ask every server in a daemon thread (a hanging one cannot hold up shutdown)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
         def ask() -> None:
-            error: BaseException | None = None
-            try:
-                self.backend.complete(Request([{"role": "user", "content": "Reply with OK."}],
-                                              max_tokens=8))
-            except Exception as exc:
-                error = exc
+            failed: tuple[str, BaseException] | None = None
+            for name, reach in self.endpoints:
+                try:
+                    reach().complete(Request([{"role": "user", "content": "Reply with OK."}],
+                                             max_tokens=8))
+                except Exception as exc:
+                    failed = (name, exc)
+                    break
             with contextlib.suppress(RuntimeError):  # the service stopped while it hung
-                loop.call_soon_threadsafe(self._settle, done, error)
+                loop.call_soon_threadsafe(self._settle, done, failed)
 
         threading.Thread(target=ask, name="conli-readyz-probe", daemon=True).start()
         return done
 
-    def _settle(self, done: asyncio.Future[None], error: BaseException | None) -> None:
+    def _settle(self, done: asyncio.Future[None],
+                failed: tuple[str, BaseException] | None) -> None:
         """The probe's answer becomes the known state; the next probe may start."""
-        if error is None:
+        if failed is None:
             self.failure = None
         else:
-            self.outcome(error)
-            if not isinstance(error, BackendError):
-                self.failure = f"{type(error).__name__}: {error}"
+            name, error = failed
+            self.failure = f"{name} did not answer: {type(error).__name__}: {error}"
         self.probe = None
         done.set_result(None)
 

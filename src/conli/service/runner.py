@@ -66,13 +66,19 @@ class Runner:
 
         Given the (monotonic) time its answer is due, the check's deadline ends there. A
         judge request with ``responses`` judges each in turn (every text validated before
-        any model call) and answers them together, as ``conli judge --json`` does.
+        any model call) and answers them together, as ``conli judge --json`` does; more
+        than ``CONLI_SERVICE_BATCH_MAX_ITEMS`` of them is a 413, as a batch's items are.
         """
         chosen = self.options_for(mode, body)
         checker = self.checker
         points = body.points if isinstance(body, CheckRequest) else None
         texts = body.texts() if isinstance(body, JudgeRequest) else [body.response] \
             if isinstance(body, CheckRequest) else []
+        most = self.settings.service_batch_max_items  # several texts: a batch's bound
+        if len(texts) > most:
+            raise ProblemError(413, "too-large", "too many responses",
+                               f"{len(texts)} responses; the limit is {most} "
+                               "(CONLI_SERVICE_BATCH_MAX_ITEMS)")
 
         def run(due: float) -> BaseModel:
             requests = [Request.of(body.source, text, question=body.question, points=points,

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from conli import errors
-from conli.run.inputs import decode_text
+from conli.run.inputs import blank, decode_text, shows_nothing
 from conli.streaming import OPENING_LINE, DoneEvent, Events, SentenceEvent
 
 log = logging.getLogger("conli.streaming")
@@ -135,11 +135,13 @@ class ClientPace:
     def credit(self, text: str) -> None:
         """Count a chunk of the reply that arrived, each run of whitespace as one character.
 
-        A chunk of whitespace alone counts nothing: a stream of spaces sends no reply, and
-        padding cannot buy a trickle its slot.
+        Characters that show nothing (zero-width spaces, soft hyphens: ``shows_nothing``)
+        count nothing, and a chunk of whitespace alone counts nothing: a stream of them
+        sends no reply, and padding cannot buy a trickle its slot.
         """
-        if text and not text.isspace():
-            self.chars += len(_SPACES.sub(" ", text))
+        if text and not blank(text):
+            shown = "".join(char for char in text if not shows_nothing(char))
+            self.chars += len(_SPACES.sub(" ", shown))
 
     async def next(self, chunks: AsyncIterator[bytes]) -> bytes | None:
         """The next chunk of the body (None: it ended), or ``StreamIdleError`` at a limit."""

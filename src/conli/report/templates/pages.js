@@ -106,7 +106,14 @@
 
   function csvField(value) {
     var text = value === null || value === undefined ? "" : String(value);
-    if (/^[=+\-@\t\r]/.test(text)) { text = "'" + text; }  // never a spreadsheet formula
+    // never a spreadsheet formula (OWASP): a ' before every line of the cell that starts,
+    // after spaces or tabs, with = + - @, and before a cell that starts with a tab or CR
+    var lines = text.split(/(\r\n|\n|\r)/);  // the line breaks kept, at the odd places
+    for (var i = 0; i < lines.length; i += 2) {
+      if (/^[ \t]*[=+\-@]/.test(lines[i])) { lines[i] = "'" + lines[i]; }
+    }
+    text = lines.join("");
+    if (/^[\t\r]/.test(text)) { text = "'" + text; }
     return /[",\n\r]/.test(text) ? "\"" + text.replace(/"/g, "\"\"") + "\"" : text;
   }
 
