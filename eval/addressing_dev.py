@@ -19,7 +19,7 @@ from typing import Any
 
 from conli.evaluation.loaders import DATASETS, load_dataset
 from conli.evaluation.report import git_state, write_results
-from conli.text.addressing import DEFUSED_KINDS, addressed
+from conli.text.addressing import addressed
 
 FIELDS = ("source", "response", "question")
 
@@ -34,7 +34,7 @@ def scan(data_dir: Path) -> dict[str, Any]:
             counts["examples"] += 1
             for field in FIELDS:
                 text = getattr(example, field, None) or ""
-                spans = [a for a in addressed(text) if a.kind not in DEFUSED_KINDS]
+                spans = addressed(text)
                 if spans:
                     counts[field] += 1
                     found += [{"id": example.id, "field": field, "kind": a.kind,

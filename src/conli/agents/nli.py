@@ -30,7 +30,6 @@ from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions, mentions_of, normalize
 from conli.prompts import Trusted, defuse, render
 from conli.run.context import propagate, report
-from conli.text.addressing import withhold
 from conli.text.language import language_of
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
@@ -97,7 +96,7 @@ def tag_entity(sentence: str, start: int, end: int) -> Trusted:
     The sentence is caller text: it is defused whole (which keeps offsets), so only our
     own tag reads as one, and the result is ``Trusted`` for ``render`` to pass as is.
     """
-    text = defuse(withhold(sentence), brackets=True)
+    text = defuse(sentence, brackets=True)
     return Trusted(f"{text[:start]}[ {text[start:end]} ]{text[end:]}")
 
 

@@ -24,10 +24,11 @@ from conli.backends.calls import CallRecord, call_model
 from conli.detectors.base import Deps, Detection, DetectionContext
 from conli.errors import ConfigError
 from conli.models import Judgement
+from conli.ner.claims import claim_entities
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
 from conli.run.context import propagate, report
-from conli.text.language import english_ner_runs, language_of
+from conli.text.language import language_of, language_of_claim
 from conli.text.segment import Segment, sentence_spans
 from conli.text.tokens import CHARS_PER_TOKEN_FLOOR
 
@@ -271,10 +272,10 @@ class SpecialisedChecker:
                        mentions: SourceMentions) -> Judgement:
         """A flagged claim's reason, plus the names and numbers the source never states."""
         deps = context.deps
-        if deps.settings.ner == "spacy" and not english_ner_runs(context.language):
-            return judgement
-        unstated = [e.text for e in deps.ner.entities(judgement.hypothesis)
-                    if not mentions.mentions(e.text)]
+        read_in = language_of_claim(judgement.hypothesis, deps.settings.language,
+                                    context.language)
+        claim = claim_entities(judgement.hypothesis, deps.ner, deps.settings.ner, read_in)
+        unstated = [e.text for e in claim.entities if not mentions.mentions(e.text)]
         if not unstated:
             return judgement
         said = f"{judgement.reasoning}; not in the source: {', '.join(unstated)}"

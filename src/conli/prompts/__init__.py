@@ -7,11 +7,10 @@ per render, so text inside a source or response can never forge one. Variables a
 strict: a missing one is an error, not an empty string.
 
 Every variable a caller passes is data: ``render`` defuses each string in it (in lists
-and dicts too) before the template sees it, so no template can forget to; text in it
-addressed to the checker ("note to AI systems: ...", a claimed verdict) is withheld, one
-character for one (``text.addressing.withhold``). Defusing
-neutralises our own data tags (every ``</tag>`` a template closes), chat-template tokens
-and our ``[ tagged ]`` syntax, and their look-alikes (``< /claim>``, ``＜/claim＞``,
+and dicts too) before the template sees it, so no template can forget to. Nothing is
+removed for its wording: data reaches the model whole (issue 61). Defusing neutralises
+our own data tags (every ``</tag>`` a template closes), chat-template tokens and our
+``[ tagged ]`` syntax, and their look-alikes (``< /claim>``, ``＜/claim＞``,
 ``【 word 】``: ``LOOK_ALIKES``); text with none of these is left byte-identical. Only text
 wrapped in ``Trusted`` (our own markup, built from defused parts) passes unchanged. The
 ``data`` filter templates still apply is the same defusing (idempotent).
@@ -31,7 +30,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
 
 from conli.backends.base import Message
 from conli.errors import ConfigError
-from conli.text.addressing import withhold
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
@@ -175,15 +173,13 @@ def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
 def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value") -> Any:
     """``value`` with every string in it defused, brackets too (lists and dicts walked).
 
-    Spans addressed to the checker are withheld first (``text.addressing.withhold``).
-
     ``Trusted`` strings, numbers, booleans and None pass as they are; any other type is
     refused, since it could not be defused and a template would print it verbatim.
     """
     if isinstance(value, Trusted) or value is None or isinstance(value, int | float):
         return value
     if isinstance(value, str):
-        return defuse(withhold(value), tags, brackets=True)
+        return defuse(value, tags, brackets=True)
     if isinstance(value, list | tuple):
         return [as_data(item, tags, name=name) for item in value]
     if isinstance(value, Mapping):

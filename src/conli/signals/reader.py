@@ -44,7 +44,6 @@ from conli.backends.base import (
 from conli.backends.calls import CallRecord
 from conli.errors import ConfigError
 from conli.prompts import defuse, render
-from conli.text.addressing import withhold
 from conli.text.segment import Segment
 
 READ_TEMPLATE = "signals_read.v1"
@@ -180,8 +179,7 @@ def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: li
              question: str | None, seconds: dict[str, float]) -> dict[str, Any]:
     import numpy as np
 
-    data = {"source": defuse(withhold(source)),
-            "question": defuse(withhold(question)) if question else None}
+    data = {"source": defuse(source), "question": defuse(question) if question else None}
     prefix_a, fields = _assemble(reader, READ_TEMPLATE, data)
     prefix_b, _ = _assemble(reader, READ_TEMPLATE, {**data, "source": None})
     ids, owner, starts, ends = _response_tokens(reader, response, segments)
