@@ -27,8 +27,9 @@ from tests.conftest import rule_responder
 ENGLISH = ["The Harbor Street Library opened in 1931 and has four floors.",
            "Its reading room seats 120 people, and membership is free."]
 # about 90 characters of Chinese: the guess on the sources reads zh
-CHINESE = ("哈伯街图书馆是该市最古老的公共图书馆之一，馆内藏有大量关于本地历史、航运和渔业的珍贵资料，"
-           "每年吸引数千名研究人员和学生前来查阅，周末和节假日也对公众免费开放，欢迎大家前来参观。")
+CHINESE = ("哈伯街图书馆是该市最古老的公共图书馆之一，馆内藏有大量关于本地历史、"
+           "航运和渔业的珍贵资料，每年吸引数千名研究人员和学生前来查阅，"
+           "周末和节假日也对公众免费开放，欢迎大家前来参观。")
 
 
 def _check(source: Any, response: str, **overrides: Any) -> CheckResult:
@@ -86,7 +87,8 @@ def test_a_german_sentence_in_an_english_answer_keeps_its_numbers_checked_and_sa
 
 
 def test_numbers_are_compared_in_a_chinese_check() -> None:
-    result = _check("博物馆于1998年开放。门票价格为12欧元。", "博物馆于1998年开放。门票价格为15欧元。")
+    result = _check("博物馆于1998年开放。门票价格为12欧元。",
+                    "博物馆于1998年开放。门票价格为15欧元。")
     first, second = result.sentences
     assert first.verdict == "supported"  # "1998" stated, though no space bounds it
     assert second.verdict == "hallucinated" and '"15"' in second.reasons[0]

@@ -19,8 +19,8 @@ from conli.detectors.fused import FusedDetector
 from conli.models import Judgement
 from conli.ner.grounding import SourceMentions
 from conli.ner.values import states, values_of
-from conli.text.addressing import addressed
 from conli.pipeline import Checker
+from conli.text.addressing import addressed
 from tests.conftest import rule_responder
 from tests.readers import ReadingBackend
 
