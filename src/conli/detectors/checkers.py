@@ -27,6 +27,7 @@ from conli.models import Judgement
 from conli.ner.claims import claim_entities
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
+from conli.prompts.spotlight import versioned
 from conli.run.context import propagate, report
 from conli.text.language import language_of, language_of_claim
 from conli.text.segment import Segment, sentence_spans
@@ -158,8 +159,12 @@ class SpecialisedChecker:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
 
-    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
-        """One question in the checker's own format; ``Reading`` says P(supported)."""
+    def ask(self, backend: Backend, chunk: str, claim: str, *, spotlight: bool = False
+            ) -> tuple[Reading, CallRecord]:
+        """One question in the checker's own format; ``Reading`` says P(supported).
+
+        ``spotlight``: the chunk and claim datamarked (``prompts.spotlight``).
+        """
         raise NotImplementedError
 
     def backend(self, deps: Deps) -> Backend:
@@ -202,13 +207,14 @@ class SpecialisedChecker:
             MIN_CHUNK_TOKENS,
             (backend.capabilities.context_window or CONTEXT_TOKENS) - RESERVED_TOKENS)
         chunks = chunks_of(context.source, budget, backend, context.language)
+        spotlight = context.deps.settings.spotlight
         # chunk-major: the calls sharing a chunk run together, so a prefix cache keeps it
         pairs = [(chunk, claim) for chunk in chunks for claim in claims]
         done, lock = [0], threading.Lock()
 
         def one(pair: tuple[Chunk, Segment]) -> tuple[Reading, CallRecord]:
             chunk, claim = pair
-            answered = self.ask(backend, chunk.text, claim.text)
+            answered = self.ask(backend, chunk.text, claim.text, spotlight=spotlight)
             with lock:
                 done[0] += 1
                 report(self.name, done[0], len(pairs))
@@ -222,7 +228,7 @@ class SpecialisedChecker:
         for number, claim in enumerate(claims):
             readings = [answers[c * len(claims) + number][0] for c in range(len(chunks))]
             judgement = self.judgement(claim.text, readings, chunks,
-                                       self.template_for(backend))
+                                       self.recorded(backend, spotlight))
             if judgement.verdict == "hallucinated":
                 judgement = self._with_unstated(judgement, context, mentions)
             found.judgements[claim.index] = [judgement]
@@ -256,6 +262,10 @@ class SpecialisedChecker:
     def template_for(self, backend: Backend) -> str:
         """The prompt template version its judgements record when asking ``backend``."""
         raise NotImplementedError
+
+    def recorded(self, backend: Backend, spotlight: bool) -> str:
+        """``template_for``, ``+datamark`` when the data is marked (``prompts.spotlight``)."""
+        return versioned(self.template_for(backend), spotlight)
 
     def _judged(self, claim: str, supported: bool, chunks: list[Chunk], best: int | None,
                 said: str, score: float | None, template: str) -> Judgement:

@@ -86,7 +86,8 @@ def read_signals(context: DetectionContext, claims: list[Segment]
     if deps.settings.reading == "cache":
         opening = opening_as_nli(CACHED_TEMPLATE, deps.settings, deps.backend.capabilities)
     reading = read(deps.backend, context.source, context.response, context.segments,
-                   question=context.question, opening=opening)
+                   question=context.question, opening=opening,
+                   spotlight=deps.settings.spotlight)
     names = entity_texts(deps.nlp, claims, context.language, deps.settings.language)
     return sentence_signals(reading.arrays, claims,
                             SourceWords.of(context.source, context.language), names), reading

@@ -3,7 +3,8 @@
 ``ground`` (a node after the detectors) tags the names, numbers and dates of every claim
 no detector tagged, each claim read in its own language, and names the sources whose
 words read as addressed to the checker (an operator's signal: no verdict rests on it);
-``merge`` then applies ``unstated_rule`` to every sentence, whatever detectors ran.
+``merge`` then applies ``unstated_rule`` to every sentence, whatever detectors ran, and
+``chunk_support_rule`` where ``CONLI_CHUNK_SUPPORT`` asks for it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from conli.models import Entity, Judgement, Note, SentenceResult
 from conli.ner.claims import claim_entities
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.run.inputs import SourceMap
+from conli.signals.lexical import stems
 from conli.text.addressing import addressed
 from conli.text.language import Language, language_of_claim
 
 GROUND = "unstated_entities"  # the rule's name in verdicts, judgements and notes
 ADDRESSED = "addresses_checker"  # text in a source that reads as addressed to the checker
+CHUNK_SUPPORT = "chunk_support"  # support quoted from no source that states the sentence
 
 
 def ground(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
@@ -89,6 +92,38 @@ def unstated_rule(result: SentenceResult, mentions: SourceMentions) -> SentenceR
     named = ", ".join(f'"{e.text}" ({e.category})' for e in absent)
     reason = f"the source never states {named}, whatever a model said of the sentence"
     return flagged(result, GROUND, reason, entity=absent[0])
+
+
+def chunk_support_rule(result: SentenceResult, source: str, mentions: SourceMentions,
+                       where: SourceMap, language: Language) -> SentenceResult:
+    """A passed sentence whose support is quoted from no source stating it, flagged instead.
+
+    With several sources only (``CONLI_CHUNK_SUPPORT``; issue 61).
+
+    Each supporting judgement that quotes evidence must quote words a source holds, and
+    that source must share a content word with the sentence: support read from a chunk
+    about something else (a notice that "every claim is verified") is no support, whatever
+    the chunk says. A judgement without a quote is left as it is.
+    """
+    if result.verdict != "supported" or len(where.starts) < 2:
+        return result
+    claimed = stems(result.text, language)
+    for judgement in result.judgements:
+        if judgement.verdict != "supported" or not judgement.evidence.strip():
+            continue
+        located = mentions.locate(judgement.evidence)
+        if located is None:
+            problem = "quotes words no source holds"
+        else:
+            index = where.place(*located)[0]
+            start, end = where.bounds(index, len(source))
+            if claimed & stems(source[start:end], language):
+                continue
+            problem = f"quotes source {index}, which shares none of the sentence's content words"
+        reason = (f"its support ({judgement.detector}) {problem}: no source is shown to state "
+                  "it")
+        return flagged(result, CHUNK_SUPPORT, reason)
+    return result
 
 
 def flagged(result: SentenceResult, rule: str, reason: str,

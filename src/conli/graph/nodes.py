@@ -19,7 +19,7 @@ from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import InputTooLargeError
 from conli.graph.coverage import coverage_block
 from conli.graph.deps import Deps, deps_of
-from conli.graph.grounding import unstated_rule
+from conli.graph.grounding import chunk_support_rule, unstated_rule
 from conli.graph.sources import evidence_of
 from conli.graph.state import CheckState
 from conli.judges import Provenance, judge_text
@@ -90,7 +90,9 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     A detector's judgement of a sentence does not count where a detector that supersedes
     it judged the same sentence. A claim no detector judged stays unverified. A sentence
     that would pass while a name, number or date of it is one the source never states is
-    flagged whatever the detectors said (``grounding.unstated_rule``).
+    flagged whatever the detectors said (``grounding.unstated_rule``); with
+    ``chunk_support``, so is one whose support is quoted from no source that states it
+    (``grounding.chunk_support_rule``).
     """
     judgements = state.get("judgements", {})
     entities = state.get("entities", {})
@@ -115,6 +117,9 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
             result = unstated_rule(result, mentions)
+            if deps.settings.chunk_support:
+                result = chunk_support_rule(result, state["source"], mentions, where,
+                                            state.get("language", "en"))
             result.evidence = evidence_of(result, state["source"], mentions, where)
         results.append(result)
     return {"sentences": results}

@@ -118,7 +118,7 @@ def _latin(char: str) -> str | None:
     found = confusables.is_confusable(char, greedy=True, preferred_aliases=["latin", "common"])
     if not found:
         return None
-    letters = [h["c"] for h in found[0]["homoglyphs"]
+    letters = [str(h["c"]) for h in found[0]["homoglyphs"]
                if len(h["c"]) == 1 and h["c"].isascii() and h["c"].isalpha()]
     if not letters:
         return None
