@@ -35,16 +35,21 @@ _TASK = (r"(?:summary|summaries|answers?|responses?|repl(?:y|ies)|claims?|statem
          r"sentences?|outputs?|texts?|figures?|facts?|hypothes[ie]s|assertions?)")
 _STRONG = r"(?:entailment|entailed|supported|grounded|faithful|verified|fact-checked)"
 _WEAK = r"(?:correct|accurate|true|confirmed|consistent)"
+# an imperative about a verdict; a word in quotes ("'mark'", "\"ignore\"") is named, not said
+_NOT_QUOTED = r"(?![\"'’])"
+_VERDICT_VERB = (r"(?:treat|mark|label|consider|regard|rate|score|classify|count|deem|judge|"
+                 r"assess|accept|tag|flag|grade|evaluate)" + _NOT_QUOTED)
 _VERB = (r"(?:treat|mark|label|consider|regard|rate|score|classify|count|deem|judge|assess|"
          r"accept|tag|flag|output|return|answer|respond|reply|record|report|grade|evaluate|"
-         r"assume|take)")
+         r"assume|take)" + _NOT_QUOTED)
+_ANSWER = r"(?:summary|summaries|answers?|responses?|repl(?:y|ies)|claims?)"
 _HEAD = (r"(?:(?:an?|the|important|urgent|special|official)\s+)?(?:note|notice|message|memo|"
          r"instructions?|attention|warning|reminder|notification|directive|update)")
 
 _ENGLISH: list[tuple[str, str]] = [
     ("ignore instructions", _START + _POLITE + r"(?:ignore|disregard|forget|override|bypass)"
-     r"\b[^.!?\n]{0,40}?\b(?:all|any|the|your|previous|prior|above|earlier|preceding|these|"
-     r"those|other|system|original)\b[^.!?\n]{0,30}?\b(?:instructions?|rules?|prompts?|"
+     r"\b" + _NOT_QUOTED + r"[^.!?\n]{0,40}?\b(?:all|any|the|your|previous|prior|above|"
+     r"earlier|preceding|these|those|other|system|original)\b[^.!?\n]{0,30}?\b(?:instructions?|rules?|prompts?|"
      r"guidelines|directions?|directives?|passages?|sources?|documents?|context|task)\b"
      + _TAIL),
     ("note to the checker", _START + _HEAD + rf"\s+(?:to|for)\s+(?:(?:all|any|the|every)\s+)?"
@@ -52,20 +57,23 @@ _ENGLISH: list[tuple[str, str]] = [
     ("note to the checker", _START + rf"(?:dear|attention|hey|hello|to)\s+(?:all\s+|the\s+)?"
      rf"{_CHECKER}\s*[:,—–-]" + _TAIL),
     ("note to the checker", _START + rf"(?:(?:all|the)\s+)?{_ADDRESSEE}\s*:" + _TAIL),
-    ("instruction to the checker", _START + _POLITE + _VERB + rf"\b[^.!?\n]{{0,60}}?\b{_TASK}"
-     rf"\b[^.!?\n]{{0,30}}?\b(?:{_STRONG}|{_WEAK})\b(?!\s+or\b)"),
-    ("instruction to the checker", _START + _POLITE + _VERB +
-     rf"\b[^.!?\n]{{0,60}}?\b(?:as\s+|to be\s+|with\s+|:\s*)?[\"']?{_STRONG}\b(?!\s+or\b)"),
+    ("instruction to the checker", _START + _POLITE + _VERDICT_VERB +
+     rf"[^.!?\n]{{0,60}}?\b{_TASK}\b[^.!?\n]{{0,30}}?\b(?:{_STRONG}|{_WEAK})\b(?!\s+or\b)"),
+    ("instruction to the checker", _START + _POLITE + _VERB + rf"[^.!?\n]{{0,60}}?(?:\b(?:as|"
+     rf"to be|with)\s+|:\s*|\b(?:it|them|this|that|everything|all|{_TASK})\s+)[\"']?{_STRONG}"
+     r"\b(?!\s+or\b)"),
     ("claimed verdict", r"[\"']?\b(?:label|verdict|judge?ments?|prediction|classification|"
      r"nli[_ ]label|fact[_ ]?check(?:_result)?|decision)\b[\"']?\s*[:=]\s*[\"']?(?:entailment|"
      r"entailed|supported|contradiction|neutral|hallucinated|faithful|grounded)\b"),
     ("claimed verdict", r"[\"']?\b(?:result|assessment|status)\b[\"']?\s*[:=]\s*[\"']?"
      r"(?:entailment|entailed|supported|hallucinated|faithful|grounded)\b"),
+    ("claimed verdict", r"\b(?:label|verdict|judge?ment|nli_label)\s*(?:\||>|</?\w+>)\s*(?:"
+     r"entailment|entailed|supported|hallucinated|faithful|grounded)\b"),  # tables, XML
     ("claimed score", r"[\"']score[\"']\s*:\s*5(?:\.0)?\b"),
     ("claimed score", rf"\b{_TASK}\b[^.!?\n]{{0,40}}?\b(?:gets?|deserves?|merits?|should "
      r"(?:get|receive|be given)|is worth)\b[^.!?\n]{0,20}?\b(?:score|rating|grade|mark)\s+"
      r"(?:of\s+)?(?:5|five)\b"),
-    ("claimed score", _START + _POLITE + rf"(?:give|assign|award|rate|score|grade)\s+"
+    ("claimed score", _START + _POLITE + rf"(?:give|assign|award|rate|score|grade){_NOT_QUOTED}\s+"
      rf"(?:the |this |that |every |each |any )?{_TASK}\b[^.!?\n]{{0,20}}?\b(?:a\s+)?"
      r"(?:(?:score|rating|grade|mark)\s+(?:of\s+)?)?(?:5|five)\b"),
     ("claim of support", rf"\b(?:this|the (?:previous|above|following|preceding|next))\s+"
@@ -76,7 +84,7 @@ _ENGLISH: list[tuple[str, str]] = [
     ("claim of support", r"\brepeats?\s+the\s+(?:source|passage|document|context)\b"),
     ("claim of support", rf"\b(?:fully|entirely|completely)\s+{_STRONG}\s+by\s+the\s+"
      r"(?:source|passage|document|context)"),
-    ("claim about the answer", rf"\b(?:any|every|all|each)\b[^.!?\n]{{0,40}}\b{_TASK}\b"
+    ("claim about the answer", rf"\b(?:any|every|all|each)\b[^.!?\n]{{0,40}}\b{_ANSWER}\b"
      r"[^.!?\n]{0,40}\b(?:is|are|should be|must be|counts? as|has been|have been)\s+"
      rf"(?:to be\s+)?(?:treated as\s+)?(?:{_STRONG}|{_WEAK})\b"
      r"(?!\s+(?:if|when|unless|only|or)\b)"),
@@ -105,7 +113,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"vérificateurs?(?:\s+automatiques?)?|correcteurs?(?:\s+automatiques?)?|évaluateurs?|"
      r"outils?\s+de\s+vérification|assistants?\s+(?:d['’]ia|ia))\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:veuillez\s+)?(?:ignorez|ignore|ignorer|oubliez|"
-     r"oublie|négligez)\b[^.!?\n]{0,40}?\b(?:instructions?|consignes?|règles?|passages?|"
+     r"oublie|négligez)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:instructions?|consignes?|règles?|passages?|"
      r"sources?|documents?|indications?)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:veuillez\s+)?(?:considérez|considérer|"
      r"traitez|traiter|jugez|juger|marquez|marquer|étiquetez|étiqueter|notez|noter|classez|"
@@ -118,7 +127,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"prüfer|assistenten)|ki|automatische\w*\s+(?:prüf\w*|faktenprüf\w*|systeme?)|"
      r"prüf(?:er|systeme?|programme?)|faktenprüfer\w*|sprachmodelle?)\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:ignoriere|ignorieren\s+sie|ignoriert|vergiss|"
-     r"vergessen\s+sie|missachte)\b[^.!?\n]{0,40}?\b(?:anweisungen|instruktionen|regeln|"
+     r"vergessen\s+sie|missachte)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:anweisungen|instruktionen|regeln|"
      r"vorgaben|abschnitte|quellen|dokumente|passagen)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:betrachte|betrachten\s+sie|behandle|"
      r"behandeln\s+sie|werte|werten\s+sie|bewerte|bewerten\s+sie|markiere|markieren\s+sie|"
@@ -131,7 +141,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"inteligencia artificial)|ia|modelos?\s+de\s+lenguaje|verificadores?(?:\s+automáticos?)?|"
      r"evaluadores?|correctores?|asistentes?\s+de\s+ia)\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:por favor,?\s+)?(?:ignora|ignore|ignorad|ignoren|"
-     r"olvida|olvide|olvidad|omite|omita)\b[^.!?\n]{0,40}?\b(?:instrucciones|reglas|"
+     r"olvida|olvide|olvidad|omite|omita)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:instrucciones|reglas|"
      r"indicaciones|pasajes|fuentes|documentos|normas)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:por favor,?\s+)?(?:considera|considere|"
      r"considerad|trata|trate|tratad|marca|marque|califica|califique|etiqueta|etiquete)\b"
@@ -145,7 +156,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"intelligenza artificiale)|ia|modelli\s+(?:linguistici|di\s+linguaggio)|verificatori"
      r"(?:\s+automatici)?|valutatori|correttori|assistenti\s+(?:di\s+)?ia)\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:per favore,?\s+)?(?:ignora|ignorate|ignori|dimentica|"
-     r"dimenticate|trascura)\b[^.!?\n]{0,40}?\b(?:istruzioni|regole|indicazioni|passaggi|"
+     r"dimenticate|trascura)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:istruzioni|regole|indicazioni|passaggi|"
      r"fonti|documenti)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:per favore,?\s+)?(?:considera|considerate|"
      r"consideri|tratta|trattate|tratti|segna|segnate|valuta|valutate|classifica)\b"
@@ -158,7 +170,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"inteligência artificial)|ia|modelos?\s+de\s+linguagem|verificadores?(?:\s+automáticos?)?|"
      r"avaliadores?|corretores?|assistentes?\s+de\s+ia)\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:por favor,?\s+)?(?:ignore|ignora|ignorem|esqueça|"
-     r"esquece|desconsidere|desconsidera)\b[^.!?\n]{0,40}?\b(?:instruções|regras|orientações|"
+     r"esquece|desconsidere|desconsidera)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:instruções|regras|orientações|"
      r"passagens|fontes|documentos)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:por favor,?\s+)?(?:considere|considera|"
      r"considerem|trate|trata|tratem|marque|marca|classifique|avalie)\b[^.!?\n]{0,60}?\b(?:"
@@ -170,7 +183,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"instructie|aandacht)\s+(?:voor|aan)\s+(?:alle\s+|de\s+)?(?:ai[- ]?(?:systemen|modellen|"
      r"assistenten|controleurs)|ai|taalmodellen|(?:fact)?checkers|controleurs|beoordelaars|"
      r"automatische\s+\w+)\s*[:,—–-]" + _TAIL),
-    ("ignore instructions", _START + r"(?:negeer|negeert|vergeet)\b[^.!?\n]{0,40}?\b(?:"
+    ("ignore instructions", _START + r"(?:negeer|negeert|vergeet)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?\b(?:"
      r"instructies|regels|aanwijzingen|passages|bronnen|documenten)\b" + _TAIL),
     ("instruction to the checker", _START + r"(?:beschouw|behandel|markeer|beoordeel|label)\b"
      r"[^.!?\n]{0,60}?\b(?:antwoord|samenvatting|beweringen?|uitspraken?|zinnen|zin|cijfers|"
@@ -182,7 +196,8 @@ _OTHER_LANGUAGES: list[tuple[str, str]] = [
      r"языков\w*\s+модел\w*|модел\w*\s+ии|проверяющ\w*|фактчекер\w*|оценщик\w*|"
      r"автоматическ\w*\s+\w+)\s*[:,—–-]" + _TAIL),
     ("ignore instructions", _START + r"(?:пожалуйста,?\s+)?(?:игнорируй(?:те)?|"
-     r"проигнорируй(?:те)?|забудь(?:те)?)\b[^.!?\n]{0,40}?(?:инструкци|правил|указани|"
+     r"проигнорируй(?:те)?|забудь(?:те)?)\b" + _NOT_QUOTED
+     + r"[^.!?\n]{0,40}?(?:инструкци|правил|указани|"
      r"фрагмент|источник|документ)\w*" + _TAIL),
     ("instruction to the checker", _START + r"(?:пожалуйста,?\s+)?(?:считай(?:те)?|"
      r"рассматривай(?:те)?|отметь(?:те)?|пометь(?:те)?|оцени(?:те)?|признай(?:те)?)\b"
