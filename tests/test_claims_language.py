@@ -118,3 +118,26 @@ def test_names_are_compared_through_their_usual_short_forms(source: str, respons
 def test_a_different_value_or_name_still_fires(source: str, response: str, words: str) -> None:
     sentence, = _check(source, response).sentences
     assert sentence.verdict == "hallucinated" and words in sentence.reasons[0]
+
+
+def test_a_streamed_reply_names_the_sentence_as_the_reply_numbers_it() -> None:
+    """Each streamed sentence is checked alone; its note still names its place in the reply."""
+    import asyncio
+
+    source = "The museum opened in 1998. Admission costs 12 euros."
+    reply = ("The museum opened in 1998. Das Museum wurde im Jahr 1998 von der Stadt eröffnet, "
+             "und der Eintritt kostet 12 Euro.")
+    settings = Settings(_env_file=None, detectors=["cot"], judge=False,  # type: ignore[call-arg]
+                        mitigate=False)
+
+    async def chunks() -> Any:
+        for word in reply.split(" "):
+            yield word + " "
+
+    async def run() -> list[Any]:
+        with Checker(settings, backend=ScriptedBackend(responder=rule_responder())) as checker:
+            return [event async for event in checker.astream(source, chunks())]
+
+    done = asyncio.run(run())[-1]
+    assert {(n.step, n.sentence) for n in done.notes} == {("entity_nli", 1),
+                                                          ("unstated_entities", 1)}
