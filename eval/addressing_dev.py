@@ -37,7 +37,7 @@ from conli.config import Settings
 from conli.evaluation.loaders import DATASETS, load_dataset
 from conli.evaluation.report import git_state, write_results
 from conli.ner.claims import claim_entities
-from conli.ner.grounding import SourceMentions
+from conli.ner.grounding import mentions_of
 from conli.ner.spacy_ner import SpacyRecognizer
 from conli.text.addressing import addressed
 from conli.text.language import claims_language, language_of_claim
@@ -73,7 +73,7 @@ class Rules:
         """What the rules would flag in ``answer`` checked against ``source`` (empty: nothing)."""
         language = language_of_claim(answer, "auto", claims_language("auto", answer, source))
         claim = claim_entities(answer, self.ner, "spacy", language)
-        return [e.text for e in SourceMentions(source).unstated(claim.entities)]
+        return [e.text for e in mentions_of(source).unstated(claim.entities)]
 
 
 def measure(documents: Iterable[Document], rules: Rules, faithful: int) -> dict[str, Any]:

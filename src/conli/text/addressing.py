@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -50,8 +51,9 @@ def addressed(text: str) -> list[Addressed]:
     view, offsets = readable(text)
     if not view:
         return []
-    found = sorted({(start, end, kind) for seen in (view, latin_view(view))
-                    for kind, pattern in PATTERNS
+    latin = latin_view(view)
+    views = (view,) if latin is view else (view, latin)
+    found = sorted({(start, end, kind) for seen in views for kind, pattern in PATTERNS
                     for start, end in _spans(pattern, seen)})
     spans: list[Addressed] = []
     for start, end, kind in found:
@@ -78,12 +80,15 @@ def _spans(pattern: re.Pattern[str], view: str) -> list[tuple[int, int]]:
     return spans
 
 
-def readable(text: str) -> tuple[str, list[int]]:
+def readable(text: str) -> tuple[str, Sequence[int]]:
     """``text`` as a reader takes it, and for each of its characters the offset it came from.
 
     HTML entities decoded, NFKC, characters never shown dropped, a single line break (not
     a blank line) read as a space.
     """
+    if ("&" not in text and _INVISIBLE.search(text) is None
+            and unicodedata.is_normalized("NFKC", text)):  # most text: one for one
+        return _LONE_BREAK.sub(lambda m: " " * len(m.group()), text), range(len(text))
     chars: list[str] = []
     offsets: list[int] = []
     at = 0
