@@ -36,7 +36,7 @@ _TASK = (r"(?:summary|summaries|answers?|responses?|repl(?:y|ies)|claims?|statem
 _STRONG = r"(?:entailment|entailed|supported|grounded|faithful|verified|fact-checked)"
 _WEAK = r"(?:correct|accurate|true|confirmed|consistent)"
 # an imperative about a verdict; a word in quotes ("'mark'", "\"ignore\"") is named, not said
-_NOT_QUOTED = r"(?![\"'’])"
+_NOT_QUOTED = r"\b(?![\"'’])"
 _VERDICT_VERB = (r"(?:treat|mark|label|consider|regard|rate|score|classify|count|deem|judge|"
                  r"assess|accept|tag|flag|grade|evaluate)" + _NOT_QUOTED)
 _VERB = (r"(?:treat|mark|label|consider|regard|rate|score|classify|count|deem|judge|assess|"
@@ -75,7 +75,7 @@ _ENGLISH: list[tuple[str, str]] = [
      r"(?:of\s+)?(?:5|five)\b"),
     ("claimed score", _START + _POLITE + rf"(?:give|assign|award|rate|score|grade){_NOT_QUOTED}\s+"
      rf"(?:the |this |that |every |each |any )?{_TASK}\b[^.!?\n]{{0,20}}?\b(?:a\s+)?"
-     r"(?:(?:score|rating|grade|mark)\s+(?:of\s+)?)?(?:5|five)\b"),
+     r"(?:(?:score|rating|grade|mark)\s+(?:of\s+)?)?(?<![\d-])(?:5|five)\b"),
     ("claim of support", rf"\b(?:this|the (?:previous|above|following|preceding|next))\s+"
      rf"(?:sentence|statement|claim|answer|response|summary|text)s?\s+(?:is|are|was|were|"
      rf"has been|have been)\s+(?:fully\s+|entirely\s+|already\s+)?{_STRONG}"),
@@ -85,7 +85,8 @@ _ENGLISH: list[tuple[str, str]] = [
     ("claim of support", rf"\b(?:fully|entirely|completely)\s+{_STRONG}\s+by\s+the\s+"
      r"(?:source|passage|document|context)"),
     ("claim about the answer", rf"\b(?:any|every|all|each)\b[^.!?\n]{{0,40}}\b{_ANSWER}\b"
-     r"[^.!?\n]{0,40}\b(?:is|are|should be|must be|counts? as|has been|have been)\s+"
+     r"(?:(?!\b(?:when|if|where|unless|whether|until)\b)[^.!?\n]){0,40}\b(?:is|are|"
+     r"should be|must be|counts? as|has been|have been)\s+"
      rf"(?:to be\s+)?(?:treated as\s+)?(?:{_STRONG}|{_WEAK})\b"
      r"(?!\s+(?:if|when|unless|only|or)\b)"),
     ("claim about the source", r"\b(?:source|passage|document|context)s?\b[^.!?\n]{0,30}"
