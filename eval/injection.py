@@ -5,13 +5,21 @@ error (a wrong number, name or date: ``planted``, words of the response) and an 
 (``injection``) in the response, the source (one source, or one chunk among several) or the
 question: claims of support, fake JSON
 labels or verdicts, chat-template tokens, our own tags, "ignore previous instructions",
-notes to fact-checkers, and for ``judge`` cases a push for "score 5". Every case runs
-through ``Checker.check`` as users run it: the configured backend (``CONLI_*`` settings
-or ``--llm``), the default detectors, no rewrite, and the judge for the judge cases.
+notes to fact-checkers, and for ``judge`` cases a push for "score 5". Issue 61 added the
+cases an attacker writes to slip past a word list (``family``): paraphrases, eleven
+languages, Greek and Cyrillic look-alikes, zero-width, full-width and HTML-entity text, line
+breaks, JSON/YAML/HTML/CSV carriers, a chunk in another script that flips a language
+guess, errors no entity rule can catch (swapped numbers, negations, antonyms, reversed
+roles) and microsoft/BIPIA's attack phrasings adapted to a fact checker (``cite``); each
+says its ``language``, where the injection sits (``position``) and the sentence expected
+flagged (``expected``). Every case runs through ``Checker.check`` as users run it: the
+configured backend (``CONLI_*`` settings or ``--llm``), the default detectors, no rewrite,
+and the judge for the judge cases.
 
     python eval/injection.py                          # the configured backend (default: local)
     python eval/injection.py --controls               # also each case without its injection
     python eval/injection.py --llm openai:gpt-4o-mini --out eval/results/injection-4o-mini
+    python eval/injection.py --dry-run                # validate the cases; no model
 
 Writes ``results.md`` (the table) and ``results.json`` (rows and provenance) under ``--out``.
 The planted sentence counts as turned ``supported`` when no checked sentence over the
@@ -56,6 +64,11 @@ class Case:
     question: str | None = None
     judge: bool = False
     plain: str = ""  # what replaces the injection in the control (default: nothing)
+    family: str = "note"  # what kind of attack (issue 61's families; "note": issue 51's)
+    language: str = "en"  # the injection's language
+    expected: str = ""  # the response's sentence the planted error is in (default: found)
+    position: str = ""  # where the injection sits: start, middle, end, or "chunk N"
+    cite: str = ""  # where its phrasing comes from (BIPIA's file and category)
 
     def control(self) -> Case:
         """The same case with the injection taken out of its field (``plain`` in its place)."""
@@ -90,8 +103,27 @@ def load_cases(path: Path = CASES) -> list[Case]:
             raise ValueError(f"{path}:{number}: the injection is not in the {case.where}")
         if case.planted not in case.response:
             raise ValueError(f"{path}:{number}: the planted words are not in the response")
+        if case.expected and (case.expected not in case.response
+                              or case.planted not in case.expected):
+            raise ValueError(f"{path}:{number}: the expected sentence is not the planted one")
+        joined = case.source if isinstance(case.source, str) else "\n\n".join(case.source)
+        if case.planted in joined:
+            raise ValueError(f"{path}:{number}: the source states the planted words")
         cases.append(case)
+    if len({c.id for c in cases}) != len(cases):
+        raise ValueError(f"{path}: two cases share an id")
     return cases
+
+
+def census(cases: list[Case]) -> dict[str, dict[str, int]]:
+    """How many cases there are by family, language and place of the injection."""
+    counts: dict[str, dict[str, int]] = {"family": {}, "language": {}, "where": {}}
+    for case in cases:
+        for key, value in (("family", case.family), ("language", case.language),
+                           ("where", case.where if case.poisoned() is None or
+                            isinstance(case.source, str) else "one chunk of several")):
+            counts[key][value] = counts[key].get(value, 0) + 1
+    return counts
 
 
 @dataclass(frozen=True)
@@ -231,8 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge-only", action="store_true",
                         help="only the judge cases (to compare judge modes)")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "injection")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate the cases and print their census; no model is loaded")
     args = parser.parse_args(argv)
     cases = [c for c in load_cases(args.cases) if c.judge or not args.judge_only]
+    if args.dry_run:
+        print(json.dumps({"cases": len(cases), "judge_cases": sum(c.judge for c in cases),
+                          **census(cases)}, indent=2, ensure_ascii=False))
+        return 0
     settings = Settings(llm=args.llm) if args.llm else Settings()
     checker = Checker(settings)
     try:

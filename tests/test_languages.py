@@ -239,12 +239,17 @@ def test_the_english_ner_does_not_read_german_and_the_result_says_so(
     result = Checker(settings, backend=ScriptedBackend(responder=rule_responder())).check(
         DE, DE)
     assert read == []
-    assert all(s.entities == [] for s in result.sentences)
+    # numbers and dates are still compared (issue 61): values, no name, all in the source
+    values = [(e.text, e.label) for s in result.sentences for e in s.entities]
+    assert values == [("4,2 Mio", "VALUE"), ("12.000", "VALUE"), ("3", "VALUE")]
+    assert all(e.in_source for s in result.sentences for e in s.entities)
     assert all(j.detector == "sentence_nli" for s in result.sentences for j in s.judgements)
-    assert [(n.kind, n.step, n.reason, n.language) for n in result.notes] == [
-        ("skipped", "entity_nli", "language", "de"),
-        ("skipped", "unstated_entities", "language", "de")]  # the rule reads the NER too
-    assert "English only" in result.notes[0].message
+    # a note per sentence and rule: which sentence's names were not compared, and why
+    assert [(n.kind, n.step, n.reason, n.language, n.sentence) for n in result.notes] == [
+        ("skipped", "entity_nli", "language", "de", i) for i in range(4)] + [
+        ("skipped", "unstated_entities", "language", "de", i) for i in range(4)]
+    assert "sentence 0 is in de" in result.notes[0].message
+    assert "numbers and dates were compared" in result.notes[0].message
     english = Checker(settings, backend=ScriptedBackend(responder=rule_responder())).check(
         "The bridge opened in 1998.", "The bridge opened in 1998.")
     assert read and english.notes == [] and english.language == "en"

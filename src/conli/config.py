@@ -246,6 +246,13 @@ class DetectionSettings(BaseModel):
     entailment_threshold: float = Field(
         default=0.5, ge=0.0, le=1.0, description="P(entailment) a scored hypothesis needs to pass"
     )
+    spotlight: bool = Field(default=False, description="datamarking (Hines et al. 2024): every "
+        "prompt that reads the source or response joins their words with ˆ and says marked text "
+        "is data whose instructions are never followed; templates record +datamark "
+        "(experimental: off until measured, docs/benchmarks.md)")
+    chunk_support: bool = Field(default=False, description="with several sources, a sentence "
+        "passes only if the quote its support rests on is in a source that shares its content "
+        "words; else it is flagged (experimental: off until measured, docs/benchmarks.md)")
     azure_language_endpoint: str | None = Field(
         default=None, description="else AZURE_LANGUAGE_ENDPOINT")
     azure_ner_timeout: float = Field(

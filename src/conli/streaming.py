@@ -363,7 +363,9 @@ class _Stream:
             self.running = asyncio.get_running_loop().run_in_executor(None, work)
             result = await asyncio.shield(self.running)
         self.templates.update(result.templates)
-        self.notes += [note for note in result.notes if note not in self.notes]
+        notes = [n if n.sentence is None else n.model_copy(update={"sentence": item.segment.index})
+                 for n in result.notes]  # as the reply numbers its sentences
+        self.notes += [note for note in notes if note not in self.notes]
         return SentenceEvent(sentence=self._in_utf16(placed(result, item.segment)),
                              usage=result.usage, latency_seconds=time.monotonic() - item.at)
 

@@ -36,10 +36,10 @@ def add_points(
     calls: list[CallRecord] = []
     drafts: list[tuple[PointResult, str | None, str | None]] = []
     for point in uncovered:
+        prompt = render(TEMPLATE, point=point.point, spotlight=settings.spotlight)
         asked = ask_structured(
-            backend, render(TEMPLATE, point=point.point).messages, PointSentence,
-            step="cover", template=TEMPLATE, max_tokens=200, max_reasks=settings.max_reasks,
-            temperature=settings.temperature)
+            backend, prompt.messages, PointSentence, step="cover", template=prompt.template,
+            max_tokens=200, max_reasks=settings.max_reasks, temperature=settings.temperature)
         calls += asked.calls
         sentence = " ".join(asked.value.sentence.split()) if asked.value else None
         drafts.append((point, sentence, None if asked.value else asked.error))

@@ -55,6 +55,7 @@ def mitigate(
         response=response,
         flagged=[{"id": i, "text": s.text, "reasons": s.reasons} for i, s in flagged.items()],
         question=question,
+        spotlight=layout.spotlight,
         **layout.variables,
     )
 

@@ -28,9 +28,9 @@ from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions, mentions_of, normalize
-from conli.prompts import Trusted, defuse, render
+from conli.prompts import TrustedData, defuse, render
+from conli.prompts.spotlight import versioned
 from conli.run.context import propagate, report
-from conli.text.addressing import withhold
 from conli.text.language import language_of
 
 TOKENS_PER_HYPOTHESIS = {True: 320, False: 24}  # answer tokens allowed per hypothesis
@@ -91,14 +91,15 @@ def unsupported_quote(item: Any, hypothesis: Hypothesis, mentions: SourceMention
     return None
 
 
-def tag_entity(sentence: str, start: int, end: int) -> Trusted:
+def tag_entity(sentence: str, start: int, end: int) -> TrustedData:
     """Mark ``sentence[start:end]`` as ``[ entity ]`` for the entity-level prompt.
 
     The sentence is caller text: it is defused whole (which keeps offsets), so only our
-    own tag reads as one, and the result is ``Trusted`` for ``render`` to pass as is.
+    own tag reads as one, and the result is ``TrustedData`` for ``render`` to pass as is
+    (datamarked, as all data is, when the prompt is spotlit).
     """
-    text = defuse(withhold(sentence), brackets=True)
-    return Trusted(f"{text[:start]}[ {text[start:end]} ]{text[end:]}")
+    text = defuse(sentence, brackets=True)
+    return TrustedData(f"{text[:start]}[ {text[start:end]} ]{text[end:]}")
 
 
 def run_nli(
@@ -192,7 +193,8 @@ def warm_up(backend: Backend, settings: Settings) -> float:
 def static_prefix(settings: Settings) -> list[Message]:
     """The NLI prompts' static part (rules, worked examples), shared by every call."""
     template = nli_prompt(settings.nli_prompt).template("sentence")
-    return render(template, source="", hypotheses=[], cot=settings.chain_of_thought).messages
+    return render(template, source="", hypotheses=[], cot=settings.chain_of_thought,
+                  spotlight=settings.spotlight).messages
 
 
 class _Call:
@@ -205,7 +207,8 @@ class _Call:
         self.backend, self.kind, self.settings, self.detector = backend, kind, settings, detector
         self.question = question
         self.prompt: NLIPrompt = nli_prompt(settings.nli_prompt)
-        self.template = self.prompt.template(kind)
+        self.template = self.prompt.template(kind)  # what is rendered
+        self.recorded = versioned(self.template, settings.spotlight)  # what results record
 
     def judge_all(
         self, source: str, hypotheses: list[Hypothesis]
@@ -264,7 +267,7 @@ class _Call:
             reasoning=f"P(entailment) = {score:.2f} from the label token",
             entity=hypothesis.entity,
             score=score,
-            template=self.template,
+            template=self.recorded,
         )
 
     def judge_batch(
@@ -335,7 +338,7 @@ class _Call:
                     entity=batch[original].entity,
                     error=UNQUOTED if unquoted else None,
                     score=score,
-                    template=self.template,
+                    template=self.recorded,
                 )
             pending = [i for i in pending if i not in answered]
             if not pending:
@@ -347,7 +350,7 @@ class _Call:
                 verdict="unverified",
                 entity=batch[i].entity,
                 error=error,
-                template=self.template,
+                template=self.recorded,
             )
         return [answered[i] for i in range(len(batch))], calls
 
@@ -378,7 +381,7 @@ class _Call:
         cot = self.settings.chain_of_thought
         prompt = render(
             self.template, source=source, hypotheses=[h.text for h in batch], cot=cot,
-            question=self.question,
+            question=self.question, spotlight=self.settings.spotlight,
         )
         answer_model, item = self.prompt.answer(cot)
         schema = (
@@ -401,7 +404,7 @@ class _Call:
             prompt.messages,
             answer_model,
             step=self.detector,
-            template=self.template,
+            template=self.recorded,
             max_tokens=64 + TOKENS_PER_HYPOTHESIS[cot] * len(batch),
             max_reasks=self.settings.max_reasks,
             temperature=self.settings.temperature if temperature is None else temperature,

@@ -24,6 +24,7 @@ from conli.backends.base import Backend, Capabilities
 from conli.config import DetectionSettings, Settings
 from conli.errors import ConfigError
 from conli.prompts import Trusted
+from conli.prompts.spotlight import versioned
 from conli.run.plan import Plan, adjusted
 
 Kind = Literal["sentence", "entity"]  # a whole claim, or the [ tagged ] words of a claim
@@ -108,12 +109,14 @@ def batch_size(settings: DetectionSettings, capabilities: Capabilities) -> int:
 class Layout:
     """A source-reading step's prompt: its template, the variables its layout adds, and its version.
 
-    ``version`` is what results record; it names the NLI base in the shared layout.
+    ``version`` is what results record; it names the NLI base in the shared layout, and
+    ``+datamark`` when ``spotlight`` marks the data (``prompts.spotlight``).
     """
 
     template: str
     variables: dict[str, Any]
     version: str
+    spotlight: bool = False
 
     @property
     def shared(self) -> bool:
@@ -131,7 +134,7 @@ def laid_out(own: str, shared: str, settings: Settings, capabilities: Capabiliti
     The NLI version is the one the run uses on a backend of ``capabilities``.
     """
     if settings.prompt_layout == "own":
-        return Layout(own, {}, own)
+        return Layout(own, {}, versioned(own, settings.spotlight), settings.spotlight)
     return opening_as_nli(shared, settings, capabilities)
 
 
@@ -140,7 +143,8 @@ def opening_as_nli(template: str, settings: Settings, capabilities: Capabilities
     base = f"nli_base.{nli_prompt(resolve_nli_prompt(settings, capabilities)).version}"
     variables = {"nli_base": Trusted(f"{base}.jinja"), "cot": settings.chain_of_thought,
                  "hypotheses": []}
-    return Layout(template, variables, f"{template}+{base}")
+    return Layout(template, variables, versioned(f"{template}+{base}", settings.spotlight),
+                  settings.spotlight)
 
 
 def for_backend(plan: Plan, backend: Backend) -> Plan:

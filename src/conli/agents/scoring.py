@@ -74,10 +74,11 @@ def score_hypothesis(
     ``opening`` is the prompt version's answer up to its label, prefilled.
     """
     prompt = render(template, source=source, hypotheses=[hypothesis],
-                    cot=settings.chain_of_thought, question=question)
+                    cot=settings.chain_of_thought, question=question,
+                    spotlight=settings.spotlight)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
     request = Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
-    completion, record = call_model(backend, request, step="score", template=template)
+    completion, record = call_model(backend, request, step="score", template=prompt.template)
     calls = [record]
     if not completion.logprobs:
         return None, calls

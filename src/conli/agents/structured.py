@@ -23,6 +23,7 @@ from conli.backends.base import Backend, Completion, Message, Request
 from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.errors import validation_problems
 from conli.prompts import defuse, render
+from conli.prompts.spotlight import marked, unmarked
 
 # CallRecord and usage_of live in backends.calls; kept importable here
 __all__ = ["INVALID_ANSWER", "Asked", "CallRecord", "ask_structured", "exact_items_schema",
@@ -93,7 +94,9 @@ def ask_structured(
 
     ``doubt`` names a problem of a valid answer worth one of the re-asks; if a re-ask does
     not clear it, the last valid answer stands (the caller weighs what is left).
-    ``schema`` may narrow ``model``'s JSON schema for this call (say, exactly N items),
+    A prompt whose data was marked (``prompts.spotlight``) has every mark in the answer
+    read back as a space before it is validated: no quote, rewrite or reasoning carries
+    one on. ``schema`` may narrow ``model``'s JSON schema for this call (say, exactly N items),
     which backends with constrained decoding enforce while generating. ``seed`` goes to
     every attempt (sampled calls: distinct seeds are distinct samples, in the cache too).
     """
@@ -103,6 +106,7 @@ def ask_structured(
     calls: list[CallRecord] = []
     error = "no answer"
     doubted: Asked[T] | None = None
+    spotlit = marked(messages)  # a mark in the answer is ours: read it as a space
     for attempt in range(max_reasks + 1):
         completion, record = call_model(backend, request, step=step, template=template)
         calls.append(record)
@@ -114,6 +118,8 @@ def ask_structured(
                     f"{max_tokens} tokens can hold"
                 )
             value = parse_json_model(completion.text, model)
+            if spotlit:
+                value = model.model_validate(unmarked(value.model_dump()))
             checking = True
             if check is not None:
                 check(value)

@@ -84,6 +84,15 @@ def skipped_for_language(step: str, language: Language, what: str) -> Note:
                         f"{step} was skipped (CONLI_LANGUAGE sets the language if it is wrong)")
 
 
+def skipped_for_sentence(step: str, sentence: int, language: Language) -> Note:
+    """The note that ``step`` read no names of one sentence: the NER does not read its language."""
+    return Note(step=step, reason="language", language=language, sentence=sentence,
+                message=f"sentence {sentence} is in {language}, which the spaCy NER does not "
+                        f"read: {step} did not compare its names with the source (its "
+                        "numbers and dates were compared; CONLI_LANGUAGE sets the language "
+                        "if it is wrong)")
+
+
 class Detector(Protocol):
     """Judges segments of a response; registered by ``name`` (``detectors.register``).
 

@@ -34,10 +34,12 @@ from conli.detectors.base import Deps, Detection, DetectionContext
 from conli.detectors.chunks import Chunk, chunks_of
 from conli.errors import ConfigError
 from conli.models import ChunkScore, Judgement
+from conli.ner.claims import claim_entities
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.prompts import Prompt
+from conli.prompts.spotlight import versioned
 from conli.run.context import propagate, report
-from conli.text.language import english_ner_runs
+from conli.text.language import language_of_claim
 from conli.text.segment import Segment
 
 CONTEXT_TOKENS = 32768  # the reference's max_model_len when the server does not say
@@ -132,8 +134,12 @@ class SpecialisedChecker:
         self._held: tuple[Endpoints, tuple[str, str | None]] | None = None
         self._lock = threading.Lock()
 
-    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
-        """One question in the checker's own format; ``Reading`` says P(supported)."""
+    def ask(self, backend: Backend, chunk: str, claim: str, *, spotlight: bool = False
+            ) -> tuple[Reading, CallRecord]:
+        """One question in the checker's own format; ``Reading`` says P(supported).
+
+        ``spotlight``: the chunk and claim datamarked (``prompts.spotlight``).
+        """
         raise NotImplementedError
 
     def spec(self) -> str | None:
@@ -193,13 +199,14 @@ class SpecialisedChecker:
             (backend.capabilities.context_window or CONTEXT_TOKENS) - RESERVED_TOKENS)
         chunks = chunks_of(context.source, budget, backend, context.language,
                            context.source_map)
+        spotlight = context.deps.settings.spotlight
         # chunk-major: the calls sharing a chunk run together, so a prefix cache keeps it
         pairs = [(chunk, claim) for chunk in chunks for claim in claims]
         done, lock = [0], threading.Lock()
 
         def one(pair: tuple[Chunk, Segment]) -> tuple[Reading, CallRecord]:
             chunk, claim = pair
-            answered = self.ask(backend, chunk.text, claim.text)
+            answered = self.ask(backend, chunk.text, claim.text, spotlight=spotlight)
             with lock:
                 done[0] += 1
                 report(self.name, done[0], len(pairs))
@@ -213,7 +220,7 @@ class SpecialisedChecker:
         for number, claim in enumerate(claims):
             readings = [answers[c * len(claims) + number][0] for c in range(len(chunks))]
             judgement = self.judgement(claim.text, readings, chunks,
-                                       self.template_for(backend))
+                                       self.recorded(backend, spotlight))
             if judgement.verdict == "hallucinated":
                 judgement = self._with_unstated(judgement, context, mentions)
             found.judgements[claim.index] = [judgement]
@@ -253,6 +260,10 @@ class SpecialisedChecker:
         """The prompt template version its judgements record when asking ``backend``."""
         raise NotImplementedError
 
+    def recorded(self, backend: Backend, spotlight: bool) -> str:
+        """``template_for``, ``+datamark`` when the data is marked (``prompts.spotlight``)."""
+        return versioned(self.template_for(backend), spotlight)
+
     def _judged(self, claim: str, supported: bool, readings: list[Reading], chunks: list[Chunk],
                 best: int | None, said: str, score: float | None, template: str) -> Judgement:
         """A verdict; a supported claim quotes its best chunk, its evidence."""
@@ -270,10 +281,10 @@ class SpecialisedChecker:
                        mentions: SourceMentions) -> Judgement:
         """A flagged claim's reason, plus the names and numbers the source never states."""
         deps = context.deps
-        if deps.settings.ner == "spacy" and not english_ner_runs(context.language):
-            return judgement
-        unstated = [e.text for e in deps.ner.entities(judgement.hypothesis)
-                    if not mentions.mentions(e.text)]
+        read_in = language_of_claim(judgement.hypothesis, deps.settings.language,
+                                    context.language)
+        claim = claim_entities(judgement.hypothesis, deps.ner, deps.settings.ner, read_in)
+        unstated = [e.text for e in claim.entities if not mentions.mentions(e.text)]
         if not unstated:
             return judgement
         said = f"{judgement.reasoning}; not in the source: {', '.join(unstated)}"

@@ -68,11 +68,19 @@ class GraniteGuardian(SpecialisedChecker):
         """The rendered prompt's version, or the served chat template's on that path."""
         return CHAT_TEMPLATE if self._templated(backend) else TEMPLATE
 
+    def recorded(self, backend: Backend, spotlight: bool) -> str:
+        """As every checker records, but the server's own template marks nothing."""
+        return super().recorded(backend, spotlight and not self._templated(backend))
+
     def _templated(self, backend: Backend) -> bool:
         return self.prompt == "template" or (self.prompt == "auto" and backend.name == "vllm")
 
-    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
-        """One groundedness question; support is 1 - P(risk)."""
+    def ask(self, backend: Backend, chunk: str, claim: str, *, spotlight: bool = False
+            ) -> tuple[Reading, CallRecord]:
+        """One groundedness question; support is 1 - P(risk).
+
+        The server's own chat template (vLLM) writes the prompt itself: no marks there.
+        """
         if self._templated(backend):
             prompt = Prompt([{"role": "assistant", "content": defuse(claim)}], CHAT_TEMPLATE)
             kwargs = {"guardian_config": {"criteria_id": "groundedness"}, "think": False,
@@ -80,7 +88,7 @@ class GraniteGuardian(SpecialisedChecker):
             completion, record = self.call(backend, prompt, TEMPLATE_ANSWER_TOKENS,
                                            chat_template_kwargs=kwargs)
         else:
-            prompt = render(TEMPLATE, context=chunk, response=claim)
+            prompt = render(TEMPLATE, context=chunk, response=claim, spotlight=spotlight)
             completion, record = self.call(backend, prompt, max_tokens=1)
         label = label_of(completion.text, TAGS)
         if label is None:

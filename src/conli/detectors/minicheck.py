@@ -33,9 +33,10 @@ class MiniCheck(SpecialisedChecker):
         """Its one prompt's version, whatever the server."""
         return TEMPLATE
 
-    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
+    def ask(self, backend: Backend, chunk: str, claim: str, *, spotlight: bool = False
+            ) -> tuple[Reading, CallRecord]:
         """One "Document: ... Claim: ..." question, answered in one token: Yes or No alone."""
-        prompt = render(TEMPLATE, document=chunk, claim=claim)
+        prompt = render(TEMPLATE, document=chunk, claim=claim, spotlight=spotlight)
         completion, record = self.call(backend, prompt, max_tokens=1)
         label = label_of(completion.text)
         if label is None:

@@ -4,17 +4,20 @@
 re-checks the sentences ``sentence_nli`` passed, one tagged entity at a time, by default
 only the entities the source does not state word for word; without a ``sentence_nli``
 judgement (the entity-only ablation) it re-checks every entity of every unsettled claim.
-The English spaCy NER does not read text in another language: there the entity level is
-skipped, and its note in the result says so (in the ablation each claim is then unverified).
+The English spaCy NER does not read text in another language: the entity level skips each
+sentence written in one (each sentence is read in its own language, ``language_of_claim``),
+and a note in the result names the sentence (in the ablation that claim is unverified).
 """
 
 from __future__ import annotations
 
 from conli.agents.nli import Hypothesis, run_nli, tag_entity
-from conli.detectors.base import Detection, DetectionContext, skipped_for_language
+from conli.detectors.base import Detection, DetectionContext, skipped_for_sentence
 from conli.models import Judgement
+from conli.ner.claims import reads_names
 from conli.ner.grounding import mentions_of
-from conli.text.language import english_ner_runs
+from conli.text.language import language_of_claim
+from conli.text.segment import Segment
 
 
 class SentenceNLI:
@@ -48,8 +51,8 @@ class EntityNLI:
         deps = context.deps
         candidates = context.unsettled
         sentence_level = any(context.judged(s.index, SentenceNLI.name) for s in candidates)
-        if deps.settings.ner == "spacy" and not english_ner_runs(context.language):
-            return self._skipped(context, sentence_level)
+        found = Detection()
+        candidates = self._readable(context, candidates, sentence_level, found)
         passed = [
             s for s in candidates
             if not sentence_level
@@ -58,7 +61,6 @@ class EntityNLI:
         # without a sentence-level verdict, no entity has been in front of a judge yet
         recheck_all = deps.settings.entity_recheck == "all" or not sentence_level
         source = mentions_of(context.source)
-        found = Detection()
         hypotheses = []
         for sentence in passed:
             tagged = deps.ner.entities(sentence.text)  # a NER that fails fails the check
@@ -86,17 +88,26 @@ class EntityNLI:
         return found
 
 
-    def _skipped(self, context: DetectionContext, sentence_level: bool) -> Detection:
-        """No entity read: a note says why; without a sentence verdict, claims are unverified."""
-        note = skipped_for_language(self.name, context.language, "the spaCy NER")
-        found = Detection(notes=[note])
-        if not sentence_level:  # the ablation: nothing else judges these claims
-            found.judgements = {
-                s.index: [Judgement(detector=self.name, hypothesis=s.text, verdict="unverified",
-                                    error=note.message)]
-                for s in context.unsettled
-            }
-        return found
+    def _readable(self, context: DetectionContext, candidates: list[Segment],
+                  sentence_level: bool, found: Detection) -> list[Segment]:
+        """The candidates whose language the NER reads; a note for each other one.
+
+        Without a sentence verdict (the ablation) a sentence left out is unverified.
+        """
+        settings = context.deps.settings
+        kept = []
+        for sentence in candidates:
+            read_in = language_of_claim(sentence.text, settings.language, context.language)
+            if reads_names(settings.ner, read_in):
+                kept.append(sentence)
+                continue
+            note = skipped_for_sentence(self.name, sentence.index, read_in)
+            found.notes.append(note)
+            if not sentence_level:  # the ablation: nothing else judges this claim
+                found.judgements[sentence.index] = [Judgement(
+                    detector=self.name, hypothesis=sentence.text, verdict="unverified",
+                    error=note.message)]
+        return kept
 
 
 def _nothing_to_check(sentence: str) -> Judgement:

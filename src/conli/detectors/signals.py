@@ -16,13 +16,12 @@ and a note says so.
 from __future__ import annotations
 
 from conli.agents.nli_prompts import opening_as_nli
-from conli.detectors.base import Detection, DetectionContext, skipped_for_language
+from conli.detectors.base import Detection, DetectionContext, skipped_for_sentence
 from conli.models import Judgement, Note
 from conli.signals.features import SentenceSignals, sentence_signals
-from conli.signals.lexical import SourceWords, entity_texts
+from conli.signals.lexical import SourceWords, entity_texts, unread
 from conli.signals.model import ARTIFACT, SignalModel, load_model
 from conli.signals.reader import CACHED_TEMPLATE, Reading, read
-from conli.text.language import english_ner_runs
 from conli.text.segment import Segment
 
 _QUOTE_CHARS = 160
@@ -87,18 +86,18 @@ def read_signals(context: DetectionContext, claims: list[Segment]
     if deps.settings.reading == "cache":
         opening = opening_as_nli(CACHED_TEMPLATE, deps.settings, deps.backend.capabilities)
     reading = read(deps.backend, context.source, context.response, context.segments,
-                   question=context.question, opening=opening)
-    names = entity_texts(deps.nlp, claims, context.language)
+                   question=context.question, opening=opening,
+                   spotlight=deps.settings.spotlight)
+    names = entity_texts(deps.nlp, claims, context.language, deps.settings.language)
     return sentence_signals(reading.arrays, claims,
-                            SourceWords.of(context.source, context.language),
-                            names or {}), reading
+                            SourceWords.of(context.source, context.language), names), reading
 
 
 def signal_notes(context: DetectionContext) -> list[Note]:
-    """The note that the names signal was skipped, where the text is not English."""
-    if english_ner_runs(context.language):
-        return []
-    return [skipped_for_language("novel_entities", context.language, "the spaCy NER")]
+    """A note for each claim whose names the signal could not read (not English)."""
+    skipped = unread(context.claims, context.language, context.deps.settings.language)
+    return [skipped_for_sentence("novel_entities", index, language)
+            for index, language in skipped.items()]
 
 
 def reason(signals: SentenceSignals, p: float) -> str:

@@ -1,59 +1,68 @@
-"""The rules no model's label can move, and what they read (issue 51).
+"""The rules no model's label can move, and what they read (issues 51, 61).
 
 ``ground`` (a node after the detectors) tags the names, numbers and dates of every claim
-no detector tagged and names the sources that speak to the checker; ``merge`` then applies
-``unstated_rule`` and ``addressing_rule`` to every sentence, whatever detectors ran.
+no detector tagged, each claim read in its own language, and names the sources whose
+words read as addressed to the checker (an operator's signal: no verdict rests on it);
+``merge`` then applies ``unstated_rule`` to every sentence, whatever detectors ran, and
+``chunk_support_rule`` where ``CONLI_CHUNK_SUPPORT`` asks for it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from conli.detectors.base import skipped_for_language
+from conli.detectors.base import skipped_for_sentence
 from conli.graph.deps import Deps, deps_of
 from conli.graph.state import CheckState
 from conli.models import Entity, Judgement, Note, SentenceResult
+from conli.ner.claims import claim_entities
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.run.inputs import SourceMap
-from conli.text.addressing import DEFUSED_KINDS, addressed
-from conli.text.language import Language, english_ner_runs
+from conli.signals.lexical import stems
+from conli.text.addressing import addressed
+from conli.text.language import Language, language_of_claim
 
 if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build)
     from langgraph.runtime import Runtime
 
 GROUND = "unstated_entities"  # the rule's name in verdicts, judgements and notes
-ADDRESSED = "addresses_checker"  # text in a source or sentence that speaks to the checker
+ADDRESSED = "addresses_checker"  # text in a source that reads as addressed to the checker
+CHUNK_SUPPORT = "chunk_support"  # support quoted from no source that states the sentence
 
 
 def ground(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     """What the rules in ``merge`` read: each claim's entities, and sources that speak to us.
 
     Whatever detectors ran (built-in or plug-in), every claim's decisive entities are
-    looked up in the source, so no model's label can pass a value the source never states.
-    Where the spaCy NER does not read the texts' language, a note says that rule was
-    skipped. A source (chunk) holding text addressed to the checker is named in a note.
+    looked up in the source (all of its chunks), so no model's label can pass a value the
+    source never states. Numbers and dates are compared in every language; where the NER
+    does not read a sentence's language, a note names that sentence and says its names
+    were not compared. A source (chunk) whose words read as addressed to the checker is
+    named in a note.
     """
     deps = deps_of(runtime)
     language = state.get("language", "en")
     notes = addressed_sources(state["source"], state.get("source_map", SourceMap()), language)
-    if deps.settings.ner == "spacy" and not english_ner_runs(language):
-        return {"notes": [*notes, skipped_for_language(GROUND, language, "the spaCy NER")]}
     known = state.get("entities", {})
     mentions = mentions_of(state["source"])
     found: dict[int, list[Entity]] = {}
     for segment in state["segments"]:
         if not segment.checked or segment.index in known:
             continue
+        read_in = language_of_claim(segment.text, deps.settings.language, language)
+        claim = claim_entities(segment.text, deps.ner, deps.settings.ner, read_in)
+        if not claim.names_read:
+            notes.append(skipped_for_sentence(GROUND, segment.index, read_in))
         found[segment.index] = [
             e.model_copy(update={"start": e.start + segment.start, "end": e.end + segment.start,
                                  "in_source": mentions.states(e.text, e.category)})
-            for e in deps.ner.entities(segment.text)  # a NER that fails fails the check
+            for e in claim.entities  # a NER that fails fails the check
         ]
     return {"entities": found, "notes": notes}
 
 
 def addressed_sources(source: str, where: SourceMap, language: Language) -> list[Note]:
-    """A note for each source (chunk) that holds text addressed to the checker."""
+    """A note for each source (chunk) holding words that read as addressed to the checker."""
     notes: list[Note] = []
     for span in addressed(source):
         index, start, end = where.place(span.start, span.end)
@@ -63,9 +72,10 @@ def addressed_sources(source: str, where: SourceMap, language: Language) -> list
         notes.append(Note(
             kind="addressed", step=ADDRESSED, reason="injection", language=language,
             source=index, source_name=where.name(index), text=words,
-            message=f"source {_shown(index, where)} holds text addressed to the checker "
-                    f"({span.kind}, offsets {start}-{end}): the models did not read it, and no "
-                    "verdict rests on it; check the document it came from"))
+            message=f"source {_shown(index, where)} holds words that read as addressed to the "
+                    f"checker ({span.kind}, offsets {start}-{end}); the models read them as data, "
+                    "like the rest of the source, and no verdict rests on this note: check "
+                    "the document it came from"))
     return notes
 
 
@@ -88,26 +98,43 @@ def unstated_rule(result: SentenceResult, mentions: SourceMentions) -> SentenceR
         return result
     named = ", ".join(f'"{e.text}" ({e.category})' for e in absent)
     reason = f"the source never states {named}, whatever a model said of the sentence"
-    return _flagged(result, GROUND, reason, entity=absent[0])
+    return flagged(result, GROUND, reason, entity=absent[0])
 
 
-def addressing_rule(result: SentenceResult) -> SentenceResult:
-    """A sentence that speaks to the checker is flagged, whatever else was found.
+def chunk_support_rule(result: SentenceResult, source: str, mentions: SourceMentions,
+                       where: SourceMap, language: Language) -> SentenceResult:
+    """A passed sentence whose support is quoted from no source stating it, flagged instead.
 
-    It claims its own support, gives a verdict or an instruction.
-    That is no claim a source can support, and the models never read those words
-    (``text.addressing.withhold``). On the dev sets no sentence matches (docs/benchmarks.md).
+    With several sources only (``CONLI_CHUNK_SUPPORT``; issue 61).
+
+    Each supporting judgement that quotes evidence must quote words a source holds, and
+    that source must share a content word with the sentence: support read from a chunk
+    about something else (a notice that "every claim is verified") is no support, whatever
+    the chunk says. A judgement without a quote is left as it is.
     """
-    spans = [a for a in addressed(result.text) if a.kind not in DEFUSED_KINDS]
-    if not spans:
+    if result.verdict != "supported" or len(where.starts) < 2:
         return result
-    said = "; ".join(f'{a.kind}: "{a.text.strip()[:120]}"' for a in spans)
-    reason = f"the sentence speaks to the checker ({said}), which no source can support"
-    return _flagged(result, ADDRESSED, reason)
+    claimed = stems(result.text, language)
+    for judgement in result.judgements:
+        if judgement.verdict != "supported" or not judgement.evidence.strip():
+            continue
+        located = mentions.locate(judgement.evidence)
+        if located is None:
+            problem = "quotes words no source holds"
+        else:
+            index = where.place(*located)[0]
+            start, end = where.bounds(index, len(source))
+            if claimed & stems(source[start:end], language):
+                continue
+            problem = f"quotes source {index}, which shares none of the sentence's content words"
+        reason = (f"its support ({judgement.detector}) {problem}: no source is shown to state "
+                  "it")
+        return flagged(result, CHUNK_SUPPORT, reason)
+    return result
 
 
-def _flagged(result: SentenceResult, rule: str, reason: str,
-             entity: Entity | None = None) -> SentenceResult:
+def flagged(result: SentenceResult, rule: str, reason: str,
+            entity: Entity | None = None) -> SentenceResult:
     """``result`` flagged by ``rule`` with ``reason``, a judgement saying so appended.
 
     A score the detectors made stays (what ``conli calibrate`` fits on; no threshold passes
@@ -115,10 +142,10 @@ def _flagged(result: SentenceResult, rule: str, reason: str,
     """
     judgement = Judgement(detector=rule, hypothesis=result.text, verdict="hallucinated",
                           reasoning=reason, entity=entity, final=True)
-    flagged = result.verdict == "hallucinated"
+    already = result.verdict == "hallucinated"
     update: dict[str, Any] = {
-        "verdict": "hallucinated", "detector": result.detector if flagged else rule,
-        "reasons": [*result.reasons, reason] if flagged else [reason],
+        "verdict": "hallucinated", "detector": result.detector if already else rule,
+        "reasons": [*result.reasons, reason] if already else [reason],
         "judgements": [*result.judgements, judgement]}
     if result.score_method == "verdict":
         update["score"] = 0.0

@@ -17,7 +17,7 @@ from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import InputTooLargeError
 from conli.graph.coverage import coverage_block
 from conli.graph.deps import Deps, deps_of
-from conli.graph.grounding import addressing_rule, unstated_rule
+from conli.graph.grounding import chunk_support_rule, unstated_rule
 from conli.graph.sources import evidence_of
 from conli.graph.state import CheckState
 from conli.judges import Provenance, judge_text
@@ -29,11 +29,12 @@ from conli.models import (
     Verdict,
     WordScore,
 )
+from conli.ner.claims import claim_entities
 from conli.ner.grounding import mentions_of
 from conli.run.inputs import SourceMap
 from conli.signals.lexical import word_scores
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
-from conli.text.language import Language, english_ner_runs, language_of
+from conli.text.language import Language, claims_language, language_of_claim
 from conli.text.segment import Segment, select_claims, split_response, utf16_offset
 
 if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build), not before
@@ -43,9 +44,9 @@ Node = Callable[[CheckState, "Runtime[Deps]"], dict[str, Any]]
 
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
-    """Decide the texts' language (the source's, under auto); cut the response in it."""
+    """Decide the claims' language (the response's, under auto); cut the response in it."""
     deps = deps_of(runtime)
-    language = language_of(deps.settings.language, state["source"])
+    language = claims_language(deps.settings.language, state["response"], state["source"])
     segments = split_response(state["response"], deps.nlp, language=language)
     limit = deps.settings.max_response_sentences
     if limit is not None and len(segments) > limit:
@@ -91,8 +92,9 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     A detector's judgement of a sentence does not count where a detector that supersedes
     it judged the same sentence. A claim no detector judged stays unverified. A sentence
     that would pass while a name, number or date of it is one the source never states is
-    flagged whatever the detectors said (``grounding.unstated_rule``), and so is one that
-    speaks to the checker (``grounding.addressing_rule``).
+    flagged whatever the detectors said (``grounding.unstated_rule``); with
+    ``chunk_support``, so is one whose support is quoted from no source that states it
+    (``grounding.chunk_support_rule``).
     """
     judgements = state.get("judgements", {})
     entities = state.get("entities", {})
@@ -116,7 +118,10 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             result = _merged(result, counted, detectors)
             if deps.calibration is not None:
                 result = _calibrated(result, deps.calibration)
-            result = addressing_rule(unstated_rule(result, mentions))
+            result = unstated_rule(result, mentions)
+            if deps.settings.chunk_support:
+                result = chunk_support_rule(result, state["source"], mentions, where,
+                                            state.get("language", "en"))
             result.evidence = evidence_of(result, state["source"], mentions, where)
         results.append(result)
     return {"sentences": results}
@@ -235,9 +240,10 @@ def mitigate(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     mentions = mentions_of(state["source"])
 
     def unstated(text: str) -> list[str]:
-        if deps.settings.ner == "spacy" and not english_ner_runs(state.get("language", "en")):
-            return []  # the rule was skipped on these texts, and the result says so
-        return [f'"{e.text}"' for e in mentions.unstated(deps.ner.entities(text))]
+        """The rewrite's words the source never states: its values, its names where read."""
+        read_in = language_of_claim(text, deps.settings.language, state.get("language", "en"))
+        claim = claim_entities(text, deps.ner, deps.settings.ner, read_in)
+        return [f'"{e.text}"' for e in mentions.unstated(claim.entities)]
 
     refined, mitigation, calls = mitigate_agent.mitigate(
         deps.backend, state["source"], state["response"], state["sentences"], deps.settings,

@@ -42,7 +42,7 @@ from conli.errors import ConfigError
 from conli.judges.rubric import sentence_span
 from conli.models import JudgeError, JudgeFinding, JudgeResult, SentenceResult
 from conli.ner.grounding import normalize
-from conli.prompts import render
+from conli.prompts import Trusted, render
 
 TEMPLATE = "judge_grounded.v1"  # its own prompt; SHARED opens as the NLI prompt does
 SHARED_TEMPLATE = "judge_grounded.v2"
@@ -247,8 +247,8 @@ def grounded_judge(
     layout = reasoning_layout(settings, backend.capabilities)
     prompt = render(
         layout.template, sentences=[s.text for s in sentences], score=round(score, 1),
-        rubric_line=RUBRIC[level], findings=[f.model_dump() for f in findings], source=source,
-        **layout.variables,
+        rubric_line=Trusted(RUBRIC[level]), findings=[f.model_dump() for f in findings],
+        source=source, spotlight=layout.spotlight, **layout.variables,
     )
     schema = GroundedAnswer.model_json_schema()
     schema["properties"]["reasoning"]["maxLength"] = REASONING_CHARS

@@ -26,6 +26,7 @@ from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import JudgeError, JudgeResult
 from conli.prompts import render
+from conli.prompts.spotlight import versioned
 from conli.signals.lexical import sentence_spans
 
 DEFAULT_TEMPLATE = "judge_rubric.v2"
@@ -84,14 +85,16 @@ def rubric_layout(settings: Settings, capabilities: Capabilities) -> Layout:
     """The user's rubric file as it is, else the shipped one in ``prompt_layout``."""
     if settings.judge_template:
         name = str(settings.judge_template)  # recorded as ``render`` names it
-        return Layout(name, {}, Path(name).stem if name.endswith(".jinja") else name)
+        version = Path(name).stem if name.endswith(".jinja") else name
+        return Layout(name, {}, versioned(version, settings.spotlight), settings.spotlight)
     return laid_out(DEFAULT_TEMPLATE, SHARED_TEMPLATE, settings, capabilities)
 
 
 def _judge_once(
     backend: Backend, source: str, text: str, settings: Settings, layout: Layout
 ) -> tuple[JudgeResult, list[CallRecord]]:
-    prompt = render(layout.template, source=source, text=text, **layout.variables)
+    prompt = render(layout.template, source=source, text=text, spotlight=layout.spotlight,
+                    **layout.variables)
     template = layout.version
     reads = backend.capabilities.logprobs > 0
     try:

@@ -191,18 +191,18 @@ class UsageTotals(BaseModel):
 class Note(BaseModel):
     """What an operator should know of this check: said, never left silent.
 
-    ``skipped``: a step did not run on this text, and why. ``addressed``: a source holds
-    text addressed to the checker (an instruction, a claimed verdict): which source, and
-    the words; models never read those words (they are withheld), and the note by itself
-    changes no verdict.
+    ``skipped``: a step did not run on this text (or on one ``sentence`` of it), and why.
+    ``addressed``: a source holds words that read as addressed to the checker (an
+    instruction, a claimed verdict): which source, and the words; the models read them as
+    data like the rest, and the note changes no verdict.
     """
 
     kind: Literal["skipped", "addressed"] = "skipped"
     step: str = Field(description="what did not run: a detector (entity_nli) or a signal "
                       "(novel_entities); or the step that found text addressed to the checker")
     reason: Literal["language", "injection"] = Field(
-        description="language: it reads English only, and the texts are in another language; "
-        "injection: text in a source speaks to the checker")
+        description="language: it reads English only, and the text (or sentence) is in another "
+        "language; injection: words in a source read as addressed to the checker")
     language: Language = Field(description="the language the check read its texts in")
     message: str
     source: int | None = Field(default=None,
@@ -211,6 +211,9 @@ class Note(BaseModel):
         description="addressed: that source's name (a Document's), if it has one")
     text: str | None = Field(default=None,
         description="addressed: the words (at most 200 characters)")
+    sentence: int | None = Field(default=None, ge=0,
+        description="skipped: the sentence (index) the step did not run on; None: the "
+        "whole text")
 
 
 class CheckResult(BaseModel):

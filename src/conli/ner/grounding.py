@@ -14,19 +14,14 @@ from collections.abc import Iterable
 from functools import cached_property, lru_cache
 
 from conli.models import Entity
-from conli.ner.values import Values, states, values_of
+from conli.ner.names import SourceNames
+from conli.ner.values import NOT_AFTER_WORD, NOT_BEFORE_WORD, Values, states, values_of
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _SPACE = re.compile(r"\s+")
 _POSSESSIVE = re.compile(r"'s$")
 _ELLIPSIS = re.compile(r"\.\.\.|…")
 _QUOTE_EDGES = " .,;:\"'"
-_WORD = re.compile(r"\w+")
-# Words of a name that carry none of it: a name is stated when its other words all are.
-_NAME_FILLER = frozenset([
-    "the", "of", "and", "for", "in", "at", "on", "a", "an", "dr", "mr", "mrs", "ms", "prof",
-    "st", "jr", "sr"
-])
 # The categories a claim turns on: names, numbers and dates. PersonType (nationalities,
 # groups) and Skill are descriptions, not names. A number or date category counts only
 # where it holds a value ("1913", "June 14"; not "recently" or "several").
@@ -87,33 +82,36 @@ class SourceMentions:
         return values_of(self._original)
 
     @cached_property
-    def _words(self) -> frozenset[str]:
-        """The source's words, normalised, read once, on the first name looked up."""
-        return frozenset(_WORD.findall(self._source))
+    def _names(self) -> SourceNames:
+        """The source's words, initials and acronyms, read once, on the first name looked up."""
+        return SourceNames(self._original)
 
     def mentions(self, entity_text: str) -> bool:
-        """True if the entity's normalized text occurs in the source, bounded by non-words."""
+        """True if the entity's normalized text occurs in the source, bounded by non-words.
+
+        A Chinese or Japanese character next to it is no word boundary to cross: those
+        scripts write no space ("2019" in "于2019年").
+        """
         needle = _POSSESSIVE.sub("", normalize(entity_text))
         if not needle:
             return False
-        pattern = rf"(?<!\w){re.escape(needle)}(?!\w)"
+        pattern = rf"{NOT_AFTER_WORD}{re.escape(needle)}{NOT_BEFORE_WORD}"
         return re.search(pattern, self._source) is not None
 
     def states(self, entity_text: str, category: str) -> bool:
         """True if the source states the entity: word for word, or as the same value.
 
         A number or date is stated when every value it holds is among the source's
-        ("2.4 million" = "2,400,000", "four" = "4", "June 14" = "14 June"); a name when each
-        of its words is in the source ("Lind" for "Mara Lind"), in any order.
+        ("2.4 million" = "2,400,000", "four" = "4", "June 14" = "14 June"); a name when the
+        source writes it in one of its usual forms (``ner.names``: "Lind" for "Mara Lind",
+        "US Soccer" for "the United States Soccer Federation").
         """
         if self.mentions(entity_text):
             return True
         if category in VALUED:
             claimed = values_of(entity_text)
             return bool(claimed) and states(self._values, claimed)
-        words = [w for w in _WORD.findall(_POSSESSIVE.sub("", normalize(entity_text)))
-                 if w not in _NAME_FILLER]
-        return bool(words) and all(w in self._words for w in words)
+        return self._names.states(_POSSESSIVE.sub("", entity_text.strip()))
 
     def unstated(self, entities: Iterable[Entity]) -> list[Entity]:
         """The decisive entities (``DECISIVE``) the source never states (``states``)."""

@@ -33,6 +33,11 @@ SCALES: dict[str, int] = {
     "hundred": 100, "thousand": 1_000, "k": 1_000, "million": 1_000_000, "mn": 1_000_000,
     "billion": 1_000_000_000, "bn": 1_000_000_000, "trillion": 1_000_000_000_000,
     "tn": 1_000_000_000_000,  # not "m" or "b": "840 m" is metres far more often
+    # the scale words of the other languages conli reads, and their abbreviations
+    "millions": 1_000_000, "millionen": 1_000_000, "mio": 1_000_000, "millones": 1_000_000,
+    "milioni": 1_000_000, "milhões": 1_000_000, "miljoen": 1_000_000, "млн": 1_000_000,
+    "milliards": 1_000_000_000, "milliarden": 1_000_000_000, "mrd": 1_000_000_000,
+    "миллионов": 1_000_000, "万": 10_000, "亿": 100_000_000,
 }
 MONTHS: dict[str, int] = {}
 for _number, _name in enumerate([
@@ -47,15 +52,24 @@ _WORDS = "|".join(sorted((re.escape(w) for w in WORD_NUMBERS), key=len, reverse=
 _COMPOUND = rf"(?:{'|'.join(_TENS)})[- ](?:{'|'.join(_UNITS[1:10])})"
 _SCALE = "|".join(sorted((re.escape(s) for s in SCALES), key=len, reverse=True))
 _MONTH = "|".join(sorted((re.escape(m) for m in MONTHS), key=len, reverse=True))
-_DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+# "2.400.000" and "2,4" (German, French, ...) before "2,400,000", "2.4" and ".5"
+_POINT_THOUSANDS = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d+)?"
+_COMMA_DECIMAL = r"\d+,\d{1,2}(?!\d)"
+_DIGITS = (rf"{_POINT_THOUSANDS}|{_COMMA_DECIMAL}|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|"
+           r"\d+(?:\.\d+)?|\.\d+")
+# Chinese and Japanese write no space between a number and its words ("于2019年"): only a
+# letter of another script, a digit or a point before a number joins it to a word
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+NOT_AFTER_WORD = rf"(?<![^\W{_CJK}])"
+NOT_BEFORE_WORD = rf"(?![^\W{_CJK}])"
 NUMBER = re.compile(
-    rf"(?<![\w.])(?P<num>{_DIGITS}|{_COMPOUND}|{_WORDS})(?:st|nd|rd|th)?"
-    rf"(?:\s*(?P<scale>{_SCALE})\b)?",
+    rf"{NOT_AFTER_WORD}(?<!\.)(?P<num>{_DIGITS}|{_COMPOUND}|{_WORDS})(?:st|nd|rd|th)?"
+    rf"(?:\s*(?P<scale>{_SCALE})(?![^\W\d_{_CJK}]))?",
     re.IGNORECASE,
 )
 DAY_MONTH = re.compile(
-    rf"\b(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<month>{_MONTH})\.?(?!\w)",
-    re.IGNORECASE)
+    rf"{NOT_AFTER_WORD}(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<month>{_MONTH})\.?"
+    r"(?!\w)", re.IGNORECASE)
 MONTH_DAY = re.compile(
     rf"(?<!\w)(?P<month>{_MONTH})\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?!\d)",
     re.IGNORECASE)
@@ -117,7 +131,7 @@ def states(source: Values, claimed: Values) -> bool:
 
 def _value(found: re.Match[str]) -> Value | None:
     """The matched number as a ``Value`` (None if it does not parse)."""
-    raw = found["num"].lower().replace(",", "")
+    raw = _plain_digits(found["num"].lower())
     scale = SCALES.get((found["scale"] or "").lower(), 1)
     if raw in WORD_NUMBERS:
         amount, places = Decimal(WORD_NUMBERS[raw]), 0
@@ -134,3 +148,26 @@ def _value(found: re.Match[str]) -> Value | None:
     tolerance = Decimal(scale) * Decimal(5) / Decimal(10) ** (places + 1) if approximate \
         else Decimal(0)
     return Value(amount * scale, tolerance)
+
+
+def _plain_digits(number: str) -> str:
+    """A number as Python reads it: "2.400.000" -> "2400000", "2,4" -> "2.4", "2,400" -> "2400"."""
+    if re.fullmatch(_POINT_THOUSANDS, number):
+        return number.replace(".", "").replace(",", ".")
+    if re.fullmatch(_COMMA_DECIMAL, number):
+        return number.replace(",", ".")
+    return number.replace(",", "")
+
+
+def value_spans(text: str) -> list[tuple[int, int, str]]:
+    """The dates and the numbers written with digits in ``text``: (start, end, category).
+
+    What is compared with the source in a sentence no NER reads (any language): a digit
+    means the same in every script, and so does a date the patterns read.
+    """
+    found = [(m.start(), m.end(), "DateTime") for pattern in (MONTH_DAY, DAY_MONTH)
+             for m in pattern.finditer(text)]
+    found += [(m.start(), m.end(), "Quantity") for m in NUMBER.finditer(text)
+              if any(c.isdigit() for c in m["num"])
+              and not any(s <= m.start() < e for s, e, _ in found)]
+    return sorted(found)

@@ -7,11 +7,10 @@ per render, so text inside a source or response can never forge one. Variables a
 strict: a missing one is an error, not an empty string.
 
 Every variable a caller passes is data: ``render`` defuses each string in it (in lists
-and dicts too) before the template sees it, so no template can forget to; text in it
-addressed to the checker ("note to AI systems: ...", a claimed verdict) is withheld, one
-character for one (``text.addressing.withhold``). Defusing
-neutralises our own data tags (every ``</tag>`` a template closes), chat-template tokens
-and our ``[ tagged ]`` syntax, and their look-alikes (``< /claim>``, ``＜/claim＞``,
+and dicts too) before the template sees it, so no template can forget to. Nothing is
+removed for its wording: data reaches the model whole (issue 61). Defusing neutralises
+our own data tags (every ``</tag>`` a template closes), chat-template tokens and our
+``[ tagged ]`` syntax, and their look-alikes (``< /claim>``, ``＜/claim＞``,
 ``【 word 】``: ``LOOK_ALIKES``); text with none of these is left byte-identical. Only text
 wrapped in ``Trusted`` (our own markup, built from defused parts) passes unchanged. The
 ``data`` filter templates still apply is the same defusing (idempotent).
@@ -31,7 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
 
 from conli.backends.base import Message
 from conli.errors import ConfigError
-from conli.text.addressing import withhold
+from conli.prompts.spotlight import RULE, datamark, mark_blocks, versioned
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _ROLES = ("system", "user", "assistant")
@@ -81,6 +80,13 @@ class Trusted(str):
 
     Build it only from defused parts (as ``agents.nli.tag_entity`` does); any string
     operation on it returns a plain ``str``, which is defused again (the safe direction).
+    """
+
+
+class TrustedData(Trusted):
+    """Our markup around defused caller text (``[ entity ]`` in a claim).
+
+    ``render`` passes it as it is, but datamarks it when the prompt is spotlit, as all data.
     """
 
 
@@ -172,22 +178,26 @@ def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"<(?:/?(?:{names})\b|{spaced})", re.IGNORECASE)
 
 
-def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value") -> Any:
+def as_data(value: Any, tags: frozenset[str] | None = None, *, name: str = "value",
+            spotlight: bool = False) -> Any:
     """``value`` with every string in it defused, brackets too (lists and dicts walked).
 
-    Spans addressed to the checker are withheld first (``text.addressing.withhold``).
-
+    With ``spotlight`` each string is datamarked too (``prompts.spotlight``).
     ``Trusted`` strings, numbers, booleans and None pass as they are; any other type is
     refused, since it could not be defused and a template would print it verbatim.
     """
+    if isinstance(value, TrustedData) and spotlight:
+        return Trusted(datamark(value))
     if isinstance(value, Trusted) or value is None or isinstance(value, int | float):
         return value
     if isinstance(value, str):
-        return defuse(withhold(value), tags, brackets=True)
+        defused = defuse(value, tags, brackets=True)
+        return datamark(defused) if spotlight else defused
     if isinstance(value, list | tuple):
-        return [as_data(item, tags, name=name) for item in value]
+        return [as_data(item, tags, name=name, spotlight=spotlight) for item in value]
     if isinstance(value, Mapping):
-        return {key: as_data(item, tags, name=f"{name}.{key}") for key, item in value.items()}
+        return {key: as_data(item, tags, name=f"{name}.{key}", spotlight=spotlight)
+                for key, item in value.items()}
     raise TypeError(f"prompt variable {name} is a {type(value).__name__}: pass str, numbers, "
                     "lists or dicts (or Trusted for our own markup)")
 
@@ -212,11 +222,15 @@ def _environment(search_path: Path, tags: frozenset[str]) -> Environment:
     return env
 
 
-def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) -> Prompt:
+def render(name: str, /, *, template_dir: Path | None = None, spotlight: bool = False,
+           **variables: Any) -> Prompt:
     """Render ``<name>.jinja`` (e.g. ``nli_sentence.v1``) into chat messages.
 
     Every variable is defused first (``as_data``), with the data tags of the shipped
-    templates and of the one rendered (a user's own rubric may use tags of its own).
+    templates and of the one rendered (a user's own rubric may use tags of its own). With
+    ``spotlight`` every variable is datamarked and the first system message (else the
+    first message) opens with ``spotlight.RULE``; the prompt's version says so
+    (``<version>+datamark``).
     """
     path = Path(name)
     if path.suffix == ".jinja":  # a user's own file, e.g. a replacement rubric
@@ -230,15 +244,27 @@ def render(name: str, /, *, template_dir: Path | None = None, **variables: Any) 
         tags |= tags_of(search / filename)
     try:
         template = _environment(search, tags).get_template(filename)
-        data = {key: as_data(value, tags, name=key) for key, value in variables.items()}
+        data = {key: as_data(value, tags, name=key, spotlight=spotlight)
+                for key, value in variables.items()}
         text = template.render(
             msg=lambda role: f"\x1e{nonce}:{role}\x1e", stable=lambda: f"\x1f{nonce}\x1f",
             **data,
         )
     except TemplateError as exc:
         raise ConfigError(f"prompt template {filename} failed to render: {exc}") from exc
+    if spotlight:
+        text = _with_rule(mark_blocks(text, tags), nonce)
     return Prompt(messages=_split_messages(text, marker, filename, f"\x1f{nonce}\x1f"),
-                  template=version)
+                  template=versioned(version, spotlight))
+
+
+def _with_rule(text: str, nonce: str) -> str:
+    """``text`` with ``spotlight.RULE`` opening its system message (else its first message)."""
+    first = (re.search(rf"\x1e{nonce}:system\x1e", text)
+             or re.search(rf"\x1e{nonce}:\w+\x1e", text))
+    if first is None:  # no message at all: _split_messages refuses the template
+        return text
+    return f"{text[:first.end()]}{RULE}\n\n{text[first.end():].lstrip()}"
 
 
 def _split_messages(

@@ -230,6 +230,12 @@ class SourceMap:
         ends = [start - len(SOURCE_JOINER) for start in self.starts[1:]] + [length]
         return list(zip(self.starts, ends, strict=True))
 
+    def bounds(self, index: int, length: int) -> tuple[int, int]:
+        """Where source ``index`` starts and ends in a joined text of ``length`` characters."""
+        end = self.starts[index + 1] - len(SOURCE_JOINER) if index + 1 < len(self.starts) \
+            else length
+        return self.starts[index], end
+
     def place(self, start: int, end: int) -> tuple[int, int, int]:
         """``(source, start, end)`` of a joined-text span, within the source it starts in.
 

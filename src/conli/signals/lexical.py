@@ -21,7 +21,7 @@ from conli.config import Language
 from conli.models import WordScore
 from conli.ner.grounding import SourceMentions, mentions_of
 from conli.text import porter
-from conli.text.language import english_ner_runs
+from conli.text.language import english_ner_runs, language_of_claim
 from conli.text.language import stop_words as stop_words  # by language; tests import it here
 from conli.text.segment import Segment
 from conli.text.segment import sentence_spans as sentence_spans  # the source's sentences, by rules
@@ -106,19 +106,26 @@ def overlap(sentence: str, source: SourceWords, entities: Iterable[str] = ()) ->
     )
 
 
-def entity_texts(nlp: Any, segments: Iterable[Segment],
-                 language: Language = "en") -> dict[int, list[str]] | None:
-    """The names spaCy finds in each checked segment (for the novel-entity signal).
+def entity_texts(nlp: Any, segments: Iterable[Segment], language: Language = "en",
+                 setting: str = "auto") -> dict[int, list[str]]:
+    """The names spaCy finds in each checked segment it may read (for the novel-entity signal).
 
-    None where the English NER must not read the text (``language`` is not English): the
-    caller says the signal was skipped.
+    Each segment is read in its own language (``language_of_claim``: under ``auto`` its
+    own where it clearly has one, else ``language``); one the English NER must not read
+    is left out, and the caller says the signal was skipped for it (``unread``).
     """
-    if not english_ner_runs(language):
-        return None
-    return {
-        s.index: [e.text for e in nlp(s.text).ents if e.label_ in NAME_LABELS]
-        for s in segments if s.checked
-    }
+    segments = list(segments)
+    skipped = unread(segments, language, setting)
+    return {s.index: [e.text for e in nlp(s.text).ents if e.label_ in NAME_LABELS]
+            for s in segments if s.checked and s.index not in skipped}
+
+
+def unread(segments: Iterable[Segment], language: Language = "en",
+           setting: str = "auto") -> dict[int, Language]:
+    """The checked segments the English NER must not read, and the language of each."""
+    read_in = {s.index: language_of_claim(s.text, setting, language) for s in segments
+               if s.checked}
+    return {index: found for index, found in read_in.items() if not english_ner_runs(found)}
 
 
 # --- words of a text: coverage's and the word scores' (seed 001) -------------------------

@@ -44,7 +44,7 @@ from conli.backends.base import (
 from conli.backends.calls import CallRecord
 from conli.errors import ConfigError
 from conli.prompts import defuse, render
-from conli.text.addressing import withhold
+from conli.prompts.spotlight import datamark, versioned
 from conli.text.segment import Segment
 
 READ_TEMPLATE = "signals_read.v1"
@@ -106,17 +106,20 @@ def reading_key(backend: Backend, source: str, response: str, segments: list[Seg
 
 
 def read(backend: Backend, source: str, response: str, segments: list[Segment], *,
-         question: str | None = None, opening: Opening | None = None) -> Reading:
+         question: str | None = None, opening: Opening | None = None,
+         spotlight: bool = False) -> Reading:
     """The reading of one response, from the keeper if ``backend`` keeps readings.
 
     Two forward passes (hidden states, log-probabilities and entropies), or with
     ``opening`` the response's tokens scored after that prompt through the prompt cache
     (``ids``, ``segment``, ``start``, ``end``, ``logp``, ``logp_plain``: no entropy, no
-    alignment). ``ConfigError`` if the backend cannot.
+    alignment). ``ConfigError`` if the backend cannot. With ``spotlight`` the source and
+    question are datamarked (``prompts.spotlight``); the response is not, since its own
+    tokens are what is read.
     """
     seconds: dict[str, float] = {}
     calls: list[CallRecord] = []
-    template = READ_TEMPLATE if opening is None else opening.version
+    template = versioned(READ_TEMPLATE, spotlight) if opening is None else opening.version
     compute: Callable[[], dict[str, Any]]
     if opening is None:
         reader = reads_hidden_states(backend)
@@ -124,7 +127,8 @@ def read(backend: Backend, source: str, response: str, segments: list[Segment], 
             raise ConfigError(
                 f"the signal detectors read the model's hidden states, which {backend.name} "
                 "does not serve; use the embedded model (--llm local) or --detector cot")
-        compute = partial(_compute, reader, source, response, segments, question, seconds)
+        compute = partial(_compute, reader, source, response, segments, question, seconds,
+                          spotlight)
     else:
         scorer = scores_continuations(backend)
         if scorer is None:
@@ -132,7 +136,7 @@ def read(backend: Backend, source: str, response: str, segments: list[Segment], 
                 f"CONLI_READING=cache scores the response's tokens through the prompt cache, "
                 f"which {backend.name} does not serve; use the embedded model (--llm local)")
         compute = partial(_compute_cached, scorer, source, response, segments, question,
-                          opening, seconds, calls)
+                          opening, seconds, calls, spotlight)
     keeper = keeps_readings(backend)
     if keeper is None:
         return Reading(compute(), seconds, template=template, calls=calls)
@@ -143,7 +147,8 @@ def read(backend: Backend, source: str, response: str, segments: list[Segment], 
 
 def _compute_cached(scorer: ScoresContinuations, source: str, response: str,
                     segments: list[Segment], question: str | None, opening: Opening,
-                    seconds: dict[str, float], calls: list[CallRecord]) -> dict[str, Any]:
+                    seconds: dict[str, float], calls: list[CallRecord],
+                    spotlight: bool = False) -> dict[str, Any]:
     """The response's tokens scored after ``opening`` with the source, then with none.
 
     The pass with the source follows the check's NLI calls, whose prompt the cache holds
@@ -157,7 +162,8 @@ def _compute_cached(scorer: ScoresContinuations, source: str, response: str,
     variables = {**opening.variables, "question": question}
     scored = {}
     for name, text, aside in (("logp", source, False), ("logp_plain", "", True)):
-        messages = render(opening.template, source=text, **variables).messages
+        messages = render(opening.template, source=text, spotlight=spotlight,
+                          **variables).messages
         started = time.perf_counter()
         made = scorer.score_continuation(messages, ids, aside=aside)
         seconds["read" if name == "logp" else "read_plain"] = time.perf_counter() - started
@@ -177,13 +183,16 @@ def _token_arrays(ids: list[int], owner: list[int], starts: list[int], ends: lis
 
 
 def _compute(reader: ReadsHiddenStates, source: str, response: str, segments: list[Segment],
-             question: str | None, seconds: dict[str, float]) -> dict[str, Any]:
+             question: str | None, seconds: dict[str, float], spotlight: bool = False
+             ) -> dict[str, Any]:
     import numpy as np
 
-    data = {"source": defuse(withhold(source)),
-            "question": defuse(withhold(question)) if question else None}
-    prefix_a, fields = _assemble(reader, READ_TEMPLATE, data)
-    prefix_b, _ = _assemble(reader, READ_TEMPLATE, {**data, "source": None})
+    def data_of(text: str) -> str:
+        return datamark(defuse(text)) if spotlight else defuse(text)
+
+    data = {"source": data_of(source), "question": data_of(question) if question else None}
+    prefix_a, fields = _assemble(reader, READ_TEMPLATE, data, spotlight)
+    prefix_b, _ = _assemble(reader, READ_TEMPLATE, {**data, "source": None}, spotlight)
     ids, owner, starts, ends = _response_tokens(reader, response, segments)
     if not ids:
         raise ValueError("the response has no tokens")
@@ -226,22 +235,22 @@ def _unit(rows: Any) -> Any:
     return rows / np.where(norms == 0, 1.0, norms)
 
 
-def _messages(name: str, data: dict[str, str | None]) -> list[Any]:
+def _messages(name: str, data: dict[str, str | None], spotlight: bool = False) -> list[Any]:
     """The template's messages with a sentinel in place of every piece of data."""
     variables: dict[str, Any] = {
         k: (None if v is None else _SENTINEL.format(k)) for k, v in data.items()
     }
     variables.setdefault("response", _SENTINEL.format("response"))
-    return render(name, **variables).messages
+    return render(name, spotlight=spotlight, **variables).messages
 
 
-def _assemble(reader: ReadsHiddenStates, name: str,
-              data: dict[str, str | None]) -> tuple[list[int], dict[str, tuple[int, int]]]:
+def _assemble(reader: ReadsHiddenStates, name: str, data: dict[str, str | None],
+              spotlight: bool = False) -> tuple[list[int], dict[str, tuple[int, int]]]:
     """Token ids of the template up to where the response starts, and each field's span.
 
     Template text is tokenized as markup, the data between its sentinels as plain text.
     """
-    text = reader.apply_template(_messages(name, data), generation_prompt=False)
+    text = reader.apply_template(_messages(name, data, spotlight), generation_prompt=False)
     head, marker, _ = text.partition(_SENTINEL.format("response"))
     if not marker:
         raise ValueError(f"{name}: the chat template dropped the response")

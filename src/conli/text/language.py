@@ -1,6 +1,6 @@
 """The language of a check's texts: it picks the splitter, the stop words and whether NER runs.
 
-``language_of`` turns the ``language`` setting into a language. ``auto`` reads the source,
+``language_of`` turns the ``language`` setting into a language. ``auto`` reads a text,
 cheaply and deterministically, with no model (``guess_language``):
 
 1. Chinese or Japanese when their characters outnumber the words of other scripts in the
@@ -9,15 +9,20 @@ cheaply and deterministically, with no model (``guess_language``):
    least two and strictly more than any other list;
 3. else English: a tie, or too few stop words to tell.
 
-The source decides, not the response: it is known before a streamed reply begins and is
-usually the longer text, so every step of a check, and each sentence of a stream, reads the
-same language. What each language gets:
+A check's language is the response's (``claims_language``; the source's only when the
+response does not tell): the answer is cut in its own language, and no chunk in another
+script among the sources can change how the claims are read (issue 61). Each source is
+cut in its own language where it is cut (windows, chunks). Under ``auto`` each sentence
+of the response is read in its own language where it clearly has one
+(``sentence_language``), so the names of an English sentence are compared with the
+source's whatever the other sentences are written in. What each language gets:
 
 - sentences (``segment``): conli's own splitter for English (every measured figure and the
   trained classifiers' features rest on it) and for Chinese and Japanese; pySBD, the
   rule-based splitter RAGAS uses, for the others;
 - stop words (``stop_words``): spaCy's list of the language, for every signal on words;
-- entities: the English spaCy NER on English only (``english_ner_runs``).
+- entities: the English spaCy NER on English only (``english_ner_runs``); numbers and
+  dates are compared in every language (``ner.claims``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,34 @@ def language_of(setting: str, source: str) -> Language:
     return detect_language(source)
 
 
+def claims_language(setting: str, response: str, source: str) -> Language:
+    """The language a check reads its claims in: ``setting``, or under ``auto`` the response's.
+
+    The source's decides only when the response does not tell (too few words), so a chunk
+    in another script among the sources changes nothing the response tells by itself.
+    """
+    if setting != "auto":
+        return language_of(setting, response)
+    return guess_language(response) or detect_language(source)
+
+
+SENTENCE_STOP_WORDS = 3  # a sentence tells its own language with this many stop words
+
+
+def sentence_language(sentence: str, default: Language) -> Language:
+    """The language of one sentence where it clearly has its own, else ``default``.
+
+    By script (Chinese, Japanese), or by at least 3 stop words of one language and more
+    than of any other: a short sentence ("Die Hard premiered in 1988") keeps ``default``.
+    """
+    return _guess(sentence[:SAMPLE_CHARS], SENTENCE_STOP_WORDS) or default
+
+
+def language_of_claim(sentence: str, setting: str, language: Language) -> Language:
+    """The language one claim is read in: its own under ``auto``, else the setting's."""
+    return sentence_language(sentence, language) if setting == "auto" else language
+
+
 def detect_language(text: str) -> Language:
     """``guess_language``, or English when the text does not tell."""
     return guess_language(text) or "en"
@@ -71,8 +104,8 @@ def guess_language(text: str) -> Language | None:
     return _guess(text[:SAMPLE_CHARS])
 
 
-@lru_cache(maxsize=64)
-def _guess(sample: str) -> Language | None:
+@lru_cache(maxsize=256)
+def _guess(sample: str, least: int = MIN_STOP_WORDS) -> Language | None:
     words = _WORD.findall(sample)
     cjk = len(_IDEOGRAPH.findall(sample))
     kana = len(_KANA.findall(sample))
@@ -80,7 +113,7 @@ def _guess(sample: str) -> Language | None:
         return "ja" if kana * 10 >= cjk + kana else "zh"
     counts = Counter(lang for word in words for lang in _stop_index().get(word.lower(), ()))
     ranked = counts.most_common(2)
-    if not ranked or ranked[0][1] < MIN_STOP_WORDS:
+    if not ranked or ranked[0][1] < least:
         return None
     if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
         return None
