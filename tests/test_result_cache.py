@@ -28,6 +28,7 @@ from conli.pipeline import Checker
 from conli.run.cache import ResultCache
 from conli.run.request import Request
 from tests import scripted
+from tests.conftest import claims_of
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges FALSE two dollars."
@@ -47,10 +48,15 @@ def _counted(arg: str, _settings: Settings) -> ScriptedBackend:
     return backend
 
 
-def _garbage(_arg: str, _settings: Settings) -> ScriptedBackend:
+def _garbage(arg: str, _settings: Settings) -> ScriptedBackend:
+    """Answers every call with a web page; ``garbage-counted:WORD``, only claims with WORD."""
+    answer = scripted.responder()
+
     def respond(messages: list[Message]) -> str:
         CALLS.append(messages)
-        return "<html>not an answer</html>"
+        if not arg or any(arg in claim for claim in claims_of(messages)):
+            return "<html>not an answer</html>"
+        return answer(messages)
 
     return ScriptedBackend(responder=respond, judges_batches=True)
 
@@ -147,13 +153,19 @@ def test_no_cache_and_the_setting_turn_it_off(tmp_path: Path, capsys: pytest.Cap
     assert _check(tmp_path, capsys)[1] > 0 and not cache_on.exists()
 
 
+@pytest.mark.parametrize(("llm", "verdict"), [
+    ("garbage-counted", "unverified"),
+    ("garbage-counted:1962", "hallucinated"),  # one sentence flagged, the other unchecked
+])
 def test_a_check_that_did_not_complete_is_never_kept(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result, calls = _check(tmp_path, capsys, "--no-mitigate", "--no-judge",
-                           llm="garbage-counted")
-    assert result["verdict"] == "unverified" and calls > 0
-    again, calls = _check(tmp_path, capsys, "--no-mitigate", "--no-judge",
-                          llm="garbage-counted")
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        llm: str, verdict: str) -> None:
+    monkeypatch.setenv("CONLI_NLI_PROMPT", "v1")  # one claim a call, so one can fail alone
+    monkeypatch.setenv("CONLI_HOSTED_HYPOTHESES_PER_CALL", "1")
+    result, calls = _check(tmp_path, capsys, "--no-mitigate", "--no-judge", llm=llm)
+    assert result["verdict"] == verdict and calls > 0
+    assert "unverified" in [s["verdict"] for s in result["sentences"]]
+    again, calls = _check(tmp_path, capsys, "--no-mitigate", "--no-judge", llm=llm)
     assert calls > 0 and not again["usage"]["cached"]
 
 

@@ -107,7 +107,7 @@ class ResultCache:
         entry = {"format": FORMAT, "key": key, "sha256": _digest(result), "result": result}
         path = self.path_for(key)
         try:
-            with atomic_writer(path) as handle:
+            with atomic_writer(path, mode=0o600) as handle:  # the texts: for this user only
                 json.dump(entry, handle, ensure_ascii=True)
             _touch(path)
             size = path.stat().st_size
@@ -188,11 +188,14 @@ def completed(result: CheckResult) -> bool:
 
     A sentence, point, judge or rewrite that could not complete (the backend failed, an
     answer never validated, the deadline) may complete on another try: such a result is
-    never kept, so a re-run runs it again.
+    never kept, so a re-run runs it again (a hallucinated result with one unverified
+    sentence too: the verdict hides it).
     """
     judged = [j for j in (result.judge_raw, result.judge_refined) if j is not None]
     points = result.coverage.points if result.coverage is not None else []
-    return (result.verdict != "unverified" and result.mitigation.status not in ("failed", "partial")
+    return (not any(s.verdict == "unverified" for s in result.sentences if s.checked)
+            and result.verdict != "unverified"
+            and result.mitigation.status not in ("failed", "partial")
             and not any(j.status == "unverified" for j in judged)
             and not any(p.verdict == "unverified" for p in points))
 
