@@ -127,6 +127,7 @@ class Figures:
 
     threshold: float | None = None
     fail_on: FailOn | None = None
+    mode: str = "check"  # judge mode gives scores, not verdicts: no gate, no pass rate
     records: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)
     gate: GateTally = field(init=False)
@@ -179,7 +180,7 @@ class Figures:
     @property
     def judged_only(self) -> bool:
         """Judge mode's OUT: scores, no verdicts, so no gate and no pass rate."""
-        return not self.gate.keys
+        return self.mode == "judge"
 
     def failing(self) -> list[str]:
         """The ids that fail ``fail_on`` (without one: every id that did not pass)."""
@@ -190,14 +191,14 @@ class Figures:
         could = len(self.gate.keys) + len(self.error_ids)
         return None if self.judged_only or not could else self.gate.counts["passed"] / could
 
-    def as_json(self, run: Summary, *, mode: str, exit_code: int,
+    def as_json(self, run: Summary, *, exit_code: int,
                 files: Mapping[str, str]) -> dict[str, Any]:
         """``--summary FILE.json``: OUT's figures, this run's, and the exit code it made."""
         rate = run.processed / run.seconds if run.seconds else None
         return {
             "format": FORMAT, "conli_version": __version__,
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-            **files, "mode": mode, "exit_code": exit_code,
+            **files, "mode": self.mode, "exit_code": exit_code,
             "gate": {"threshold": self.threshold, "fail_on": self.fail_on,
                      "fails": bool(self.fail_on and self.gate.fails(self.fail_on)),
                      "counts": {k: self.gate.counts[k] for k in ("passed", "failed",
@@ -266,7 +267,7 @@ def listed(ids: Sequence[str], why: Mapping[str, str]) -> list[str]:
     return lines + ([f"- … and {len(ids) - SHOWN} more"] if len(ids) > SHOWN else [])
 
 
-def step_summary(figures: Figures, run: Summary, *, mode: str, exit_code: int) -> str:
+def step_summary(figures: Figures, run: Summary, *, exit_code: int) -> str:
     """The Markdown a GitHub job summary shows for this batch."""
     rows = [("records in OUT", f"{figures.records} ({len(figures.error_ids)} failed to run)"),
             ("verdicts", ", ".join(f"{k} {n}" for k, n in sorted(figures.verdicts.items())))]
@@ -287,7 +288,7 @@ def step_summary(figures: Figures, run: Summary, *, mode: str, exit_code: int) -
     said += [f"{len(figures.error_ids)} failed to run"] if figures.error_ids else []
     if not said and not figures.judged_only:
         said = ["every one passed"]
-    lines = [f"### conli batch ({mode}): {figures.records} records"
+    lines = [f"### conli batch ({figures.mode}): {figures.records} records"
              + (f": {', '.join(said)}" if said else ""),
              "", "| | |", "|---|---|", *(f"| {md(k)} | {md(v)} |" for k, v in rows)]
     if failing:

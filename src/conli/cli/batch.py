@@ -126,8 +126,7 @@ def run_batch(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(given)} needs --engine ray")
         summary = _run_local(args, settings)
     print(summary.format(), file=sys.stderr)
-    figures = Figures(threshold=settings.threshold,
-                      fail_on=args.fail_on if args.mode != "judge" else None)
+    figures = Figures(threshold=settings.threshold, fail_on=args.fail_on, mode=args.mode)
     for record in out_records(args.output):
         figures.add(record)
     code = summary.exit_code
@@ -169,11 +168,10 @@ def _reports(args: argparse.Namespace, settings: Settings, figures: Figures, run
     if args.summary:
         files = {"input": str(args.input), "output": str(args.output)}
         write_atomically(args.summary, json.dumps(
-            figures.as_json(run, mode=args.mode, exit_code=code, files=files), indent=2) + "\n")
+            figures.as_json(run, exit_code=code, files=files), indent=2) + "\n")
     github = os.environ.get("GITHUB_STEP_SUMMARY")
     if github:
-        append_step_summary(Path(github), step_summary(figures, run, mode=args.mode,
-                                                        exit_code=code))
+        append_step_summary(Path(github), step_summary(figures, run, exit_code=code))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(figures):
             print(line)
