@@ -54,15 +54,20 @@ class Reviews:
 
     marks: dict[str, dict[str, Mark]] = field(default_factory=dict)
     sign_offs: list[SignOff] = field(default_factory=list)
-    files: list[tuple[str, str, int, set[str]]] = field(default_factory=list)  # name, reviewer,
-    # marks, the results files they were made on
+    # each file: its name, reviewer, marks and the results files they were made on
+    files: list[tuple[str, str, int, set[str]]] = field(default_factory=list)
+    _by_record: dict[str, dict[int, dict[str, Mark]]] | None = field(default=None, repr=False)
 
     def of_record(self, name: str) -> Record:
         """A record's marks as the page shows them: its decisions, and each sentence's."""
-        prefix = f"{name}#"
-        sentences = {int(item[len(prefix):]): dict(by) for item, by in self.marks.items()
-                     if item.startswith(prefix) and item[len(prefix):].isdigit()}
-        return {"decisions": dict(self.marks.get(name, {})), "sentences": sentences}
+        if self._by_record is None:  # one pass over the marks, not one a record
+            self._by_record = {}
+            for item, by in self.marks.items():
+                owner, _, index = item.rpartition("#")  # a sentence's mark: ID#N
+                if owner and index.isdigit():
+                    self._by_record.setdefault(owner, {})[int(index)] = by
+        return {"decisions": dict(self.marks.get(name, {})),
+                "sentences": dict(self._by_record.get(name, {}))}
 
     def standing(self, name: str) -> Record:
         """A record's row in the index: its reviewers, and whether they disagree anywhere."""
