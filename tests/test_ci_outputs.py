@@ -206,3 +206,20 @@ def test_diff_refuses_a_file_with_no_batch_record(
     assert main(["diff", str(old), str(bad)]) == 2
     assert "holds no conli batch record" in capsys.readouterr().err
     assert main(["diff", str(tmp_path / "missing.jsonl"), str(old)]) == 2
+
+
+def test_diff_on_github_adds_its_counts_and_new_failures_and_annotates_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    old, new = _runs(tmp_path)
+    step = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new), "--fail-on", "new-failures"]) == 4
+    text = step.read_text("utf-8")
+    assert text.startswith("### conli diff\n") and "| new failures | 2 |" in text
+    assert "- breaks: supported \\-\\> hallucinated \\(passed \\-\\> failed\\)" in text
+    errors = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::")]
+    assert [line.split("::")[1] for line in errors] == [
+        "error title=conli%3A breaks newly fails", "error title=conli%3A fresh newly fails"]
