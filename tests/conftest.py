@@ -112,6 +112,13 @@ def rule_responder(
 
 
 @pytest.fixture(autouse=True)
+def _no_result_cache_unless_a_test_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``conli check`` and ``batch`` keep a result cache by default: tests count model calls,
+    so each runs without one (tests/test_result_cache.py turns it on, in its own folder)."""
+    monkeypatch.setenv("CONLI_RESULT_CACHE", "false")
+
+
+@pytest.fixture(autouse=True)
 def _no_shared_checker_outlives_its_test() -> Iterator[None]:
     """``acheck`` without a checker shares one per settings; a test's own is closed after it."""
     yield

@@ -77,11 +77,24 @@ def test_junit_has_a_testcase_a_record_with_failures_and_errors(
     assert "empty" in str(error.get("message"))
 
 
-def test_junit_on_an_unwritable_path_is_refused_before_any_model_call(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("flag", ["--junit", "--summary"])
+def test_a_report_on_an_unwritable_path_is_refused_before_any_model_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
     code, out = _batch(tmp_path, [{"id": "a", "source": SOURCE, "response": GOOD}],
-                       "--junit", str(tmp_path / "missing" / "conli.xml"))
+                       flag, str(tmp_path / "a-file" / "reports" / "conli.xml"))
     assert code == 2 and not out.exists()
+    assert "'a-file' is not a folder" in capsys.readouterr().err.replace(str(tmp_path) + "/", "")
+
+
+@pytest.mark.parametrize("flag", ["--junit", "--summary"])
+def test_a_report_in_a_folder_not_yet_made_is_written_there(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """cli.md's own example (``--junit reports/conli.xml``) on a fresh clone."""
+    target = tmp_path / "reports" / "nightly" / "conli.out"
+    code, _ = _batch(tmp_path, [{"id": "a", "source": SOURCE, "response": GOOD}],
+                     flag, str(target))
+    assert code == 0 and target.stat().st_size > 0
 
 
 def test_a_threshold_on_a_backend_that_drops_log_probabilities_says_why_once(

@@ -33,7 +33,7 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     # this checkout's conli, not whichever one the interpreter has installed
-    environment.update({"CONLI_TEST_FAKE": "1",
+    environment.update({"CONLI_TEST_FAKE": "1", "CONLI_RESULT_CACHE": "false",
                         "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "src")))})
     done = subprocess.run([sys.executable, "-c", RUN, *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)

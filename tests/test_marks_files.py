@@ -9,6 +9,7 @@ over concatenated OUT files gives every record its own id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,78 @@ def test_the_report_over_concatenated_out_files_gives_each_record_its_own_id(
         write_report(out, handle, title="t")
     html = page.read_text("utf-8")
     assert 'data-id="a (line 3)"' in html and html.count('data-id="a"') == 1
+
+
+# --- four eyes (issue 65.5): several reviewers' marks of one id ------------------------------
+
+
+def _two_reviewers(tmp_path: Path, *, split: set[int]) -> Path:
+    """30 rows marked by Ada and again by Bob, who disagrees on the rows in ``split``."""
+    rows = []
+    for who in ("Ada", "Bob"):
+        for i in range(30):
+            row = _row(i, verdict="hallucinated" if i % 2 == 0 else "supported", mark="right",
+                       reviewer=who)
+            if who == "Bob" and i in split:
+                row = {**row, "mark": "wrong", "label": not row["label"]}
+            rows.append(row)
+    rows.append({"kind": "sign-off", "reviewer": "Bob", "signed_at": "2025-06-01T09:00:00Z",
+                 "reviewed": 30, "records": 30})
+    return _write(tmp_path / "both.jsonl", rows)
+
+
+def test_calibrate_takes_the_label_reviewers_agree_on_and_names_where_they_do_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(_calibrate(tmp_path, _two_reviewers(tmp_path, split={3, 8}))) == 0
+    out, err = capsys.readouterr()
+    assert ("reviewers disagree on 2 example(s), left out of the fit: x3 (Ada: supported, "
+            "Bob: hallucinated); x8 (Ada: hallucinated, Bob: supported)") in err
+    assert "examples: 28 (14 hallucinated)" in out
+    assert json.loads((tmp_path / "cal.json").read_text())["examples"] == 28
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ({"reviewer": "Ada"}, "id 'x1' is already the id of line 2; Ada marked it twice"),
+    ({"reviewer": "Bob", "response": "It holds 40,000 books."},
+     "id 'x1' is already the id of line 2; the two rows mark different texts"),
+    ({"reviewer": ""}, "id 'x1' is already the id of line 2; each example needs its own id"),
+])
+def test_a_repeated_id_that_is_not_a_second_reviewers_mark_is_still_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], second: dict[str, Any], message: str,
+) -> None:
+    rows = [_row(i, verdict="hallucinated" if i % 2 == 0 else "supported", mark="right",
+                 reviewer="Ada") for i in range(30)]
+    rows.append({**rows[1], **second})
+    assert cli.main(_calibrate(tmp_path, _write(tmp_path / "m.jsonl", rows))) == 2
+    assert f"m.jsonl:31: {message}" in capsys.readouterr().err
+
+
+def test_the_report_shows_marks_files_old_and_new_and_refuses_a_tampered_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["batch", str(_write(tmp_path / "in.jsonl", [
+        {"id": "x1", "source": SOURCE, "response": "It holds 90,000 books."}])), str(out),
+        "--llm", "reading", "--no-progress", "--mode", "check"]) == 0
+    verdict = json.loads(out.read_text())["result"]["sentences"][0]["verdict"]
+    old = {"id": "x1#0", "source": SOURCE, "response": "It holds 90,000 books.",
+           "verdict": verdict, "mark": "right", "label": verdict != "supported",
+           "reviewer": "Ada", "decision": "", "comment": ""}  # as a page before issue 65 wrote
+    new = {**old, "mark": "wrong", "label": verdict == "supported", "reviewer": "Bob",
+           "marked_at": "2025-06-01T09:00:00Z",
+           "results_sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+    ada, bob = _write(tmp_path / "ada.jsonl", [old]), _write(tmp_path / "bob.jsonl", [new])
+    page = tmp_path / "page.html"
+    assert cli.main(["report", str(out), "--marks", str(ada), "--marks", str(bob),
+                     "-o", str(page)]) == 0
+    html = page.read_text("utf-8")
+    assert "1 by Ada (ada.jsonl; made on results file not recorded)" in html
+    assert "1 by Bob (bob.jsonl; made on this results file)" in html
+    assert "1 items marked by two or more reviewers: 0 agree, 1 disagree (0% agreement)" in html
+    tampered = _write(tmp_path / "bad.jsonl", [old, {**new, "label": not new["label"]}])
+    capsys.readouterr()
+    assert cli.main(["report", str(out), "--marks", str(tampered), "-o",
+                     str(tmp_path / "no.html")]) == 2
+    assert "bad.jsonl:2: not a mark of the report (label" in capsys.readouterr().err
+    assert not (tmp_path / "no.html").exists()

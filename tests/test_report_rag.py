@@ -125,7 +125,7 @@ def test_the_page_keeps_its_marks_under_its_results_files_identity(tmp_path: Pat
     results = _batch(tmp_path, Settings(), judge=False)
     target = tmp_path / "report.html"
     assert main(["report", str(results), "-o", str(target)]) == 0
-    first = re.findall(r'<body data-report="([^"]+)">', target.read_text(encoding="utf-8"))
+    first = re.findall(r'<body data-report="([^"]+)"', target.read_text(encoding="utf-8"))
     assert len(first) == 1 and first[0].startswith("out.jsonl:")
     assert main(["report", str(results), "-o", str(target)]) == 0
     assert first[0] in target.read_text(encoding="utf-8")  # the same file: the same marks

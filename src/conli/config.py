@@ -388,7 +388,7 @@ class ServiceSettings(BaseModel):
 
 
 class BatchSettings(BaseModel):
-    """``conli batch``."""
+    """``conli batch``, and the result cache it shares with ``conli check``."""
 
     batch_concurrency: int | None = Field(
         default=None,
@@ -400,6 +400,16 @@ class BatchSettings(BaseModel):
         "the backend, or when the first this many all ended unverified on invalid answers (a "
         "backend that answers, but never as asked); those not run stay out of OUT for a re-run "
         "(0: never stop)")
+    result_cache: bool = Field(
+        default=True, description="conli check and conli batch answer a check already made "
+        "(the same texts, settings, prompt templates, detectors, model and conli version) from "
+        "a cache of results on disk, with no model call; off: every check runs (or --no-cache). "
+        "The library's Checker uses one only when given it (conli.run.cache.ResultCache)")
+    result_cache_dir: Path | None = Field(
+        default=None, description="where the result cache lives (unset: <cache_dir>/results)")
+    result_cache_mb: int = Field(
+        default=512, ge=1, description="the result cache's size on disk, in MB: past it, the "
+        "least recently used results are removed")
 
 
 class TelemetrySettings(BaseModel):

@@ -136,6 +136,29 @@ def ensure_writable(path: Path) -> None:
     os.unlink(tmp)
 
 
+def ensure_creatable(path: Path) -> None:
+    """Refuse, before any work, a path ``write_atomically`` could not create, folders and all.
+
+    For reports a CI asks for (``--junit reports/conli.xml`` on a fresh clone): the missing
+    folders are made when the file is written; here the nearest folder that exists must take
+    them, and nothing on the way may be a file.
+    """
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing == path.parent:
+        ensure_writable(path)
+        return
+    if not existing.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: {str(existing)!r} is not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=existing, prefix=".conli-probe-")
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def ensure_appendable(path: Path) -> None:
     """Refuse, before any work, a path ``LogAppender`` could not append to.
 

@@ -27,9 +27,11 @@ from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict, supported_share
 from conli.graph import Deps
+from conli.graph.identity import run_identity
 from conli.graph.runner import KeptPlans, Prepared
 from conli.models import SCORE_METHODS, CheckResult, Mitigation
 from conli.ner import get_recognizer
+from conli.run.cache import ResultCache, cached_run
 from conli.run.context import Progress, scope
 from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
@@ -54,9 +56,11 @@ class Checker:
     ``auto`` becomes the concrete NLI prompt for this backend, and the detector presets
     become the list the graph is built from. A per-call plan is prepared once for equal
     settings (``prepare``): its detectors built and its calibration read once, not per call.
+    With a ``result_cache`` (``conli.run.cache``), ``run`` answers a check already made from it.
     """
 
-    def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None) -> None:
+    def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None,
+                 *, result_cache: ResultCache | None = None) -> None:
         requested = plan if isinstance(plan, Plan) else make_plan(plan)
         judges.get(requested.settings.judge_mode)  # an unknown mode, before any backend loads
         self.backend = backend or get_backend(requested.settings.llm, requested.settings)
@@ -73,6 +77,7 @@ class Checker:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._closed = False
+        self.result_cache = result_cache
         # the static NLI prefix, restored from disk or prefilled once, before any check
         # (none when no detector asks the NLI prompts: a specialised checker alone)
         names = list(self.deps.detectors)
@@ -100,12 +105,17 @@ class Checker:
 
         The request's options (``RunOptions``) apply over the checker's plan; ``within`` is the
         door's own time limit (seconds). A ``judge`` plan answers the judge's score alone
-        (``JudgeOnlyResult``); every other mode the whole result.
+        (``JudgeOnlyResult``); every other mode the whole result. A check the checker's
+        ``result_cache`` holds is answered from it, with no model call (``usage.cached``).
         """
         plan = applied(self.plan, request.options)
         if within is not None:
             plan = plan.within(within)
-        result = self.run_graph(request.texts, plan=plan, progress=progress)
+        ready = self.prepare(plan)
+        result = cached_run(self.result_cache,
+                            lambda digest: run_identity(ready.plan, ready.deps, digest),
+                            request.texts,
+                            lambda: self.run_graph(request.texts, plan=ready, progress=progress))
         if plan.mode != "judge":
             return result
         if result.judge_refined is None:

@@ -3,7 +3,8 @@
 ``read_records``/``parse_line`` read IN's lines, ``Intake`` decides what each becomes,
 ``schedule`` orders the records to run so that those sharing a source run together,
 ``OutLog`` resumes from OUT, appends to it and puts it in IN's order at the end of a run;
-``failure`` and ``stopped_record`` are the lines of records that failed. What a run did is
+``failure`` and ``stopped_record`` are the lines of records that failed; ``out_records``
+reads OUT back for the gate and the CI outputs (``conli.batch.ci``). What a run did is
 ``conli.batch.summary``; a record's model calls are counted by ``conli.batch.tally``.
 ``conli.batch.local`` (threads) and ``conli.batch.ray_engine`` (Ray actors) do the scheduling.
 """
@@ -81,6 +82,28 @@ def record_key(record: Record) -> str:
     if record.get("id") is None:
         return f"line {record.get('line')}"
     return json.dumps(record["id"])
+
+
+def shown_id(record: Record) -> str:
+    """A record's id as a person reads it: the string itself, else its JSON, else its line."""
+    given = record.get("id")
+    if isinstance(given, str):
+        return given
+    return f"line {record.get('line')}" if given is None else json.dumps(given)
+
+
+def out_records(path: Path) -> Iterator[Record]:
+    """Each record in OUT, one line at a time (any size of OUT); a torn line is no record."""
+    if not path.is_file():
+        return
+    with path.open("rb") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn last line (the run stopped mid-write): not a record
+            if isinstance(record, dict):
+                yield record
 
 
 class OutLog:

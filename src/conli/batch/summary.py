@@ -37,6 +37,7 @@ class Summary:
     earlier_errors: int = 0
     calls: int = 0
     failed_calls: int = 0
+    cached: int = 0  # records answered from the result cache
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
@@ -75,6 +76,7 @@ class Summary:
             return
         self.failing_in_a_row = 0
         self.outcomes[outcome(record)] += 1
+        self.cached += bool((record["result"].get("usage") or {}).get("cached"))
         self._count_answers(record)
 
     def add_unwritten(self, record: Record) -> None:
@@ -138,7 +140,8 @@ class Summary:
             ),
             f"  {self.calls} model calls answered, {self.failed_calls} failed; "
             f"{self.prompt_tokens:,} prompt tokens ({self.cached_tokens:,} cached), "
-            f"{self.completion_tokens:,} generated",
+            f"{self.completion_tokens:,} generated"
+            + (f"; {self.cached} records from the result cache" if self.cached else ""),
         ]
         if self.in_flight:
             lines.append(f"  records running when the run stopped: {self.in_flight} (their "

@@ -35,6 +35,7 @@ from conli.errors import (
 )
 from conli.files import ensure_appendable
 from conli.pipeline import Checker
+from conli.run.cache import ResultCache
 from conli.run.doors import Mode, plan_for
 from conli.run.request import Request
 
@@ -48,11 +49,13 @@ def make_worker(
 
     It raises only ``StopRun`` (with the record to write) for an error every later record
     would share. Its calls go through a ``CountingBackend``, so a record that failed still
-    says how many model calls it made and how many of them failed.
+    says how many model calls it made and how many of them failed. A record the result cache
+    holds (``Settings.result_cache``) makes none.
     """
     plan = plan_for(settings, mode, with_judge=with_judge)
     counted = CountingBackend(backend)
-    checker = Checker(plan, backend=counted)  # prepared once: every record runs on its plan
+    # prepared once: every record runs on its plan
+    checker = Checker(plan, backend=counted, result_cache=ResultCache.of(settings))
 
     def check(record: Record) -> Any:
         missing = [repr(name) for name in ("source", "response") if name not in record]

@@ -6,6 +6,7 @@
     conli batch IN.jsonl OUT.jsonl [--mode check|rewrite|judge]         (conli.cli.batch)
                 [--threshold P] [--fail-on hallucinated|unverified]
     conli serve [--host H] [--port P] [--open]                          (conli.cli.serve)
+    conli diff OLD.jsonl NEW.jsonl [--fail-on new-failures]             (conli.cli.diff)
     conli report RESULTS.jsonl -o report.html                           (conli.cli.report)
     conli calibrate --file LABELLED.jsonl [--out calibration.json]      (conli.cli.calibrate)
     conli eval | bench | generate                                       (conli.cli.*)
@@ -37,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("conli.cli.judge", "score texts 1-5 against one source, without rewriting"),
     "batch": ("conli.cli.batch", "check a JSONL, CSV or Parquet file of records, resumably"),
     "serve": ("conli.cli.serve", "serve /v1/check, /v1/rewrite, /v1/judge over HTTP"),
+    "diff": ("conli.cli.diff", "what changed between two conli batch runs: new failures, "
+             "verdict flips, score moves"),
     "report": ("conli.cli.report", "render batch results or check --json output as one HTML "
                "file"),
     "eval": ("conli.cli.eval", "measure detection, rewriting, the judge and decoding on "

@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 from conli.backends import get_backend
+from conli.batch.ci import (
+    SHOWN,
+    Figures,
+    append_step_summary,
+    github_annotations,
+    junit_xml,
+    step_summary,
+)
 from conli.batch.local import ENGINES, run
+from conli.batch.records import out_records
 from conli.batch.summary import Summary
 from conli.batch.tables import INPUT_FORMATS, input_format, needs_staging, staged
 from conli.batch.work import check_paths, make_worker
-from conli.cli.display import inline, xml_text
+from conli.cli.display import inline
 from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
-from conli.files import ensure_writable, write_atomically
-from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS, GateTally, record_outcome, why_not_passed
+from conli.files import ensure_creatable, write_atomically
+from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS
 from conli.run.doors import (
     MODES,
+    add_cache_flag,
     add_fail_on_flag,
     add_session_flags,
     add_threshold_flag,
@@ -60,9 +69,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_threshold_flag(gate)
     add_fail_on_flag(gate)
     gate.add_argument("--junit", type=Path, metavar="FILE",
-                      help="also write JUnit XML for CI: one testcase a record in OUT, a "
-                           "failure (with why) for one that did not pass, an error for one "
+                      help="also write JUnit XML for CI (its folder is made): one testcase a "
+                           "record in OUT with its check's time, a failure (why, and every "
+                           "flagged sentence) for one that did not pass, an error for one "
                            "that failed to run")
+    parser.add_argument("--summary", type=Path, metavar="FILE",
+                        help="also write a JSON summary of OUT for CI and nightly jobs (its "
+                             "folder is made): counts by verdict, pass rate, mean scores, "
+                             "reasons, failing ids, timings, the exit code")
+    add_cache_flag(parser)
     parser.add_argument("--concurrency", type=int,
                         help="records at once; with --engine ray, per actor (default: the "
                              "backend's)")
@@ -94,7 +109,8 @@ def run_batch(args: argparse.Namespace) -> int:
     re-run changes, so it comes before 1 (3 and 130 come first: the run did not finish).
     """
     settings = session_settings(args, fix_coverage=True if args.fix_coverage else None,
-                                batch_stop_after_failures=args.stop_after_failures)
+                                batch_stop_after_failures=args.stop_after_failures,
+                                result_cache=False if args.no_cache else None)
     if args.concurrency is not None and args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
     if args.fix_coverage and args.mode != "rewrite":
@@ -102,8 +118,9 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.mode == "judge" and (args.threshold is not None or args.fail_on or args.junit):
         raise InputError("--threshold, --fail-on and --junit need --mode check or rewrite "
                          "(judge mode gives scores, not verdicts)")
-    if args.junit:
-        ensure_writable(args.junit)  # before any model call, not after an hour's run
+    for report in (args.junit, args.summary):
+        if report:
+            ensure_creatable(report)  # before any model call, not after an hour's run
     refuse_another_mode(args.output, args.mode)
     form = input_format(args.input, args.input_format)
     if needs_staging(args.input, form):
@@ -115,9 +132,14 @@ def run_batch(args: argparse.Namespace) -> int:
     with staged(args.input, form) as in_path:
         summary = _run_engine(args, settings, str(in_path))
     print(summary.format(), file=sys.stderr)
-    if args.mode == "judge" or summary.interrupted:
-        return summary.exit_code
-    return _gate(args, settings, summary.exit_code)
+    figures = Figures(threshold=settings.threshold, fail_on=args.fail_on, mode=args.mode)
+    for record in out_records(args.output):
+        figures.add(record)
+    code = summary.exit_code
+    if args.mode != "judge" and not summary.interrupted:
+        code = _gate(args, settings, figures, code)
+    _reports(args, settings, figures, summary, code)
+    return code
 
 
 def refuse_another_mode(out_path: Path, mode: str) -> None:
@@ -126,7 +148,7 @@ def refuse_another_mode(out_path: Path, mode: str) -> None:
     A run skips every id already in OUT, so a judge run into a rewrite run's OUT would do
     nothing and exit 0; it is refused, before any model call, with what to do instead.
     """
-    others = Counter(str(r["mode"]) for r in _records(out_path)
+    others = Counter(str(r["mode"]) for r in out_records(out_path)
                      if r.get("mode") not in (None, mode))
     if others:
         held = ", ".join(f"{count} written in --mode {name}" for name, count in others.items())
@@ -152,94 +174,46 @@ def _run_engine(args: argparse.Namespace, settings: Settings, in_path: str) -> S
     return _run_local(args, settings)
 
 
-def _gate(args: argparse.Namespace, settings: Settings, code: int) -> int:
-    """Count every result in OUT against the bar, say so, and the exit code it makes.
+def _gate(args: argparse.Namespace, settings: Settings, figures: Figures, code: int) -> int:
+    """Say how OUT stands against the bar, and the exit code that makes.
 
     OUT's earlier records count too, held to this run's threshold, so a re-run that has
     nothing left to do still fails the gate a first run failed. A gate that fails names
-    the failing ids (the first ``SHOWN_IDS``); ``--junit`` writes every record as a testcase.
+    the failing ids (the first ``SHOWN``).
     """
-    tally = GateTally(threshold=settings.threshold)
-    for record in _records(args.output):
-        result = record.get("result")
-        if record.get("ok") and isinstance(result, dict):
-            tally.add(result, shown_id(record))
+    tally = figures.gate
     print(f"  gate: {tally.format()}", file=sys.stderr)
     if tally.unranked:
         print(f"conli: warning: {tally.unranked} supported record(s) failed threshold "
               f"{settings.threshold:g}: {NO_LOGPROBS}; set CONLI_NLI_LOOKS=3, use a backend "
               "that returns log-probabilities, or gate without --threshold", file=sys.stderr)
-    if args.junit:
-        write_atomically(args.junit, junit_xml(_records(args.output), settings.threshold))
     if not args.fail_on or not tally.fails(args.fail_on) or code not in (0, 1):
         return code
     print(f"conli: --fail-on {args.fail_on} failed: {FAIL_ON_TESTS[args.fail_on]}",
           file=sys.stderr)
     failing = tally.failing(args.fail_on)
-    more = f" ... and {len(failing) - SHOWN_IDS} more" if len(failing) > SHOWN_IDS else ""
-    shown = ", ".join(inline(key) for key in failing[:SHOWN_IDS])  # an id drives no terminal
+    more = f" ... and {len(failing) - SHOWN} more" if len(failing) > SHOWN else ""
+    shown = ", ".join(inline(key) for key in failing[:SHOWN])  # an id drives no terminal
     print(f"conli: {len(failing)} failing id(s): {shown}{more}", file=sys.stderr)
     return EXIT_GATE_FAILED
 
 
-SHOWN_IDS = 20  # failing ids named on stderr; the count says how many more
+def _reports(args: argparse.Namespace, settings: Settings, figures: Figures, run: Summary,
+             code: int) -> None:
+    """Write what CI reads: ``--junit``, ``--summary``, and GitHub's summary and annotations."""
+    if args.junit:
+        write_atomically(args.junit, junit_xml(out_records(args.output), settings.threshold))
+    if args.summary:
+        files = {"input": str(args.input), "output": str(args.output)}
+        write_atomically(args.summary, json.dumps(
+            figures.as_json(run, exit_code=code, files=files), indent=2) + "\n")
+    github = os.environ.get("GITHUB_STEP_SUMMARY")
+    if github:
+        append_step_summary(Path(github), step_summary(figures, run, exit_code=code))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(figures):
+            print(line)
 
-
-def shown_id(record: dict[str, object]) -> str:
-    """A record's id as a person reads it: the string itself, else its JSON, else its line."""
-    given = record.get("id")
-    if isinstance(given, str):
-        return given
-    return f"line {record.get('line')}" if given is None else json.dumps(given)
-
-
-def junit_xml(records: Iterable[dict[str, object]], threshold: float | None) -> str:
-    """OUT as JUnit XML: one testcase a record; ``failure`` did not pass, ``error`` did not run.
-
-    A record that ran and did not pass (hallucinated, below the threshold, or unverified)
-    is a failure whose message says why (``gate.why_not_passed``); one that failed to run
-    (``ok: false``) is an error with its error's type and message. What XML cannot hold
-    (a control character or lone surrogate in an id or a reason) is written as an escape.
-    """
-    suite = ElementTree.Element("testsuite", name="conli batch")
-    counts = {"tests": 0, "failures": 0, "errors": 0}
-    for record in records:
-        counts["tests"] += 1
-        case = ElementTree.SubElement(suite, "testcase", classname="conli.batch",
-                                      name=xml_text(shown_id(record)))
-        result = record.get("result")
-        if not record.get("ok") or not isinstance(result, dict):
-            error = record.get("error")
-            error = error if isinstance(error, dict) else {}
-            counts["errors"] += 1
-            ElementTree.SubElement(case, "error", type=xml_text(str(error.get("type", "Error"))),
-                                   message=xml_text(str(error.get("message",
-                                                                  "the record failed"))))
-            continue
-        seen = record_outcome(result, threshold)
-        if seen in ("failed", "unverified"):
-            counts["failures"] += 1
-            ElementTree.SubElement(case, "failure", type=xml_text(str(result.get("verdict"))),
-                                   message=xml_text(why_not_passed(result, threshold)))
-    suite.attrib.update({key: str(value) for key, value in counts.items()})
-    root = ElementTree.Element("testsuites", {key: str(v) for key, v in counts.items()})
-    root.append(suite)
-    ElementTree.indent(root)
-    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _records(out_path: Path) -> Iterator[dict[str, object]]:
-    """Each record in OUT, one line at a time (any size of OUT)."""
-    if not out_path.is_file():
-        return
-    with out_path.open("rb") as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a torn last line (the run stopped mid-write): not a record
-            if isinstance(record, dict):
-                yield record
 
 
 def _run_local(args: argparse.Namespace, settings: Settings) -> Summary:

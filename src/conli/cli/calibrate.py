@@ -6,7 +6,8 @@ It checks every example with the uncalibrated detectors (through the evaluation'
 cache, so a re-run costs nothing), fits by cross-validation, prints balanced accuracy
 before and after (the cross-validated figure), and writes the file whole. Data that
 cannot calibrate (too few examples, one label only) is refused before any model loads;
-nothing is written on any refusal.
+nothing is written on any refusal. Marks of one example by several reviewers (the report's,
+four eyes) give the label they agree on; those they disagree on are named and left out.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from conli.run.doors import add_session_flags, session_settings
 from conli.run.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of
+from conli.training.marks import Disagreement
 
 _NAMED = 10  # examples named on stderr when detection could not check them
 
@@ -76,7 +78,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     settings = plan.settings
     ensure_writable(args.out)
     data = args.file.read_bytes() if args.file.is_file() else b""
-    examples = load_file(args.file, args.format)
+    disagreements: list[Disagreement] = []
+    examples = load_file(args.file, args.format, disagreements=disagreements)
+    _name(disagreements)
     refuse_unusable([e.label for e in examples], args.folds)
     checker = Checker(plan, eval_backend(args, settings))
     try:
@@ -119,6 +123,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "examples (cross-validated); keep the shipped decision, or calibrate again with "
             "more examples\n")
     return 0
+
+
+def _name(disagreements: list[Disagreement]) -> None:
+    """Say which examples the reviewers' marks disagree on: they are left out of the fit."""
+    if not disagreements:
+        return
+    named = "; ".join(printable(d.describe()) for d in disagreements[:_NAMED])
+    more = f"; and {len(disagreements) - _NAMED} more" if len(disagreements) > _NAMED else ""
+    sys.stderr.write(f"reviewers disagree on {len(disagreements)} example(s), left out of the "
+                     f"fit: {named}{more}\n")
 
 
 def _checked(outcomes: list[Outcome], folds: int) -> list[Outcome]:

@@ -22,7 +22,9 @@ from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.gate import against_threshold, fails, gate_line
 from conli.models import CheckResult
+from conli.run.cache import ResultCache
 from conli.run.doors import (
+    add_cache_flag,
     add_fail_on_flag,
     add_session_flags,
     add_threshold_flag,
@@ -68,6 +70,7 @@ def format_text(result: CheckResult) -> str:
     usage = result.usage
     lines += [
         "",
+        "from the result cache: 0 model calls (--no-cache checks again)" if usage.cached else
         f"{usage.calls} model calls, {usage.prompt_tokens} prompt tokens "
         f"({usage.cached_tokens} cached), {usage.completion_tokens} generated, "
         f"{result.timings['total']:.1f}s",
@@ -111,6 +114,7 @@ def add_parser(subparsers: Any) -> None:
     add_judge_mode_flag(check)
     add_threshold_flag(check)
     add_fail_on_flag(check)
+    add_cache_flag(check)
     check.add_argument("--no-entity-level", action="store_true", help="sentence-level NLI only")
     check.add_argument("--no-mitigate", action="store_true", help="detect only, do not rewrite")
     check.add_argument("--no-judge", action="store_true", help="skip the 1-5 judge")
@@ -127,7 +131,8 @@ def _plan(args: argparse.Namespace) -> Plan:
                      fix_coverage=True if args.fix_coverage else None,
                      tuning={name: value for name, value in tuning.items() if value is not None})
     allowed("cli", chosen)
-    return make_plan(session_settings(args), chosen)
+    return make_plan(session_settings(args, result_cache=False if args.no_cache else None),
+                     chosen)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -150,7 +155,7 @@ def run_check(args: argparse.Namespace) -> int:
     progress = _Progress() if show else None
     from conli.pipeline import Checker  # the check itself: not loaded for --help
 
-    checker = Checker(plan)
+    checker = Checker(plan, result_cache=ResultCache.of(settings))
     try:
         result = checker.run(request, progress=progress)
     finally:

@@ -20,8 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from conli.errors import InputError
-from conli.models import FLAGGED
 from conli.training.example import Example as Example  # the type every loader returns
+from conli.training.marks import (
+    Disagreement,
+    agreement,
+    check_mark,
+    is_sign_off,
+    reviewer_of,
+    second_mark,
+)
 
 
 class DataFormatError(InputError):
@@ -174,32 +181,45 @@ def load_claims_json(path: Path, dataset: str) -> list[Example]:
 # --- users' own JSONL --------------------------------------------------------------------
 
 
-def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
+def load_jsonl(path: Path, dataset: str | None = None, *,
+               disagreements: list[Disagreement] | None = None) -> list[Example]:
     """Load the plain format in the module docstring; ``label`` true means hallucinated.
 
     Each row is held to its own fields: an id is a string or an integer and names one row
     only, and a row the report's marks wrote (``verdict`` and ``mark``) has the label they
-    mean (``_check_mark``), so an edited file cannot turn a calibration silently.
+    mean (``training.marks.check_mark``), so an edited file cannot turn a calibration
+    silently. Marks of one id by several named reviewers (four eyes) are one example with
+    the label they agree on; where they disagree, the example is left out and appended to
+    ``disagreements``. A reviewer's sign-off line is no example.
     """
     path = Path(path)
     name = dataset or path.stem
-    examples = []
-    seen: dict[str, int] = {}
+    examples: list[Example] = []
+    first: dict[str, tuple[int, dict[str, Any], bool]] = {}  # id -> its first line, row, label
+    labels: dict[str, dict[str, bool]] = {}  # an id several reviewers marked: who said what
     for number, record in _jsonl(path):
         where = f"{path}:{number}"
+        if is_sign_off(record):
+            continue
         try:
             label = _label(record.get("label"))
             sentences = _sentences(record.get("sentences"))
-            _check_mark(record, label)
+            check_mark(record, label)
             row_id = _row_id(record.get("id", f"{name}:{number - 1}"))
         except ValueError as exc:
             raise DataFormatError(f"{where}: {exc}") from exc
         if sentences and label != any(h for _, h in sentences):
             raise DataFormatError(f"{where}: label disagrees with the sentence labels")
-        if row_id in seen:
-            raise DataFormatError(f"{where}: id {row_id!r} is already the id of line "
-                                  f"{seen[row_id]}; each example needs its own id")
-        seen[row_id] = number
+        if row_id in first:
+            line, earlier, earlier_label = first[row_id]
+            said = labels.setdefault(row_id, {str(reviewer_of(earlier)): earlier_label})
+            why = second_mark(earlier, record, set(said))
+            if why is not None:
+                raise DataFormatError(f"{where}: id {row_id!r} is already the id of line "
+                                      f"{line}; {why}")
+            said[str(reviewer_of(record))] = label
+            continue
+        first[row_id] = (number, record, label)
         reference = record.get("reference")
         question = record.get("question")
         examples.append(
@@ -214,10 +234,11 @@ def load_jsonl(path: Path, dataset: str | None = None) -> list[Example]:
                 question=question if isinstance(question, str) else None,
             )
         )
-    return examples
-
-
-MARKS = ("right", "wrong")  # the report's buttons on a sentence's verdict
+    split = [Disagreement(key, said) for key, said in labels.items() if not agreement(said)]
+    if disagreements is not None:
+        disagreements += split
+    left_out = {d.id for d in split}
+    return [e for e in examples if e.id not in left_out]
 
 
 def _row_id(value: Any) -> str:
@@ -225,27 +246,6 @@ def _row_id(value: Any) -> str:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     raise ValueError(f"id must be a string, got {type(value).__name__}")
-
-
-def _check_mark(record: dict[str, Any], label: bool) -> None:
-    """A marked row's label must be what its mark means (the report's marks, ``review.js``).
-
-    ``label`` is true when the answer is hallucinated: a flagged verdict marked right, or a
-    passed one marked wrong.
-    """
-    if "mark" not in record:
-        return
-    mark, verdict = record["mark"], record.get("verdict")
-    if mark not in MARKS:
-        raise ValueError(f"mark must be 'right' or 'wrong', got {mark!r}")
-    if not isinstance(verdict, str) or verdict not in (*FLAGGED, "supported"):
-        raise ValueError(f"a marked row needs the verdict it marks (hallucinated, unverified "
-                         f"or supported), got {verdict!r}")
-    meant = (verdict in FLAGGED) == (mark == "right")
-    if label != meant:
-        raise ValueError(f"label {str(label).lower()} contradicts the row's own verdict "
-                         f"{verdict!r} marked {mark!r}, which means label "
-                         f"{str(meant).lower()}")
 
 
 def _binary(value: Any) -> bool:
@@ -325,11 +325,18 @@ def load_dataset(name: str, data_dir: Path) -> list[Example]:
     return DATASETS[name][1](path)
 
 
-def load_file(path: Path, fmt: str = "jsonl", dataset: str | None = None) -> list[Example]:
-    """Load one file (or suite folder) in a named format (see ``FORMATS``)."""
+def load_file(path: Path, fmt: str = "jsonl", dataset: str | None = None, *,
+              disagreements: list[Disagreement] | None = None) -> list[Example]:
+    """Load one file (or suite folder) in a named format (see ``FORMATS``).
+
+    ``disagreements`` collects the examples reviewers' marks disagree on (``load_jsonl``).
+    """
     if fmt not in FORMATS:
         raise DataFormatError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     try:
+        if fmt == "jsonl":
+            return load_jsonl(Path(path), dataset or Path(path).stem,
+                              disagreements=disagreements)
         return FORMATS[fmt](Path(path), dataset or Path(path).stem)
     except UnicodeDecodeError as exc:  # the JSONL reader names the line; the others the file
         raise DataFormatError(f"{path}: not UTF-8 (byte {exc.start}: "

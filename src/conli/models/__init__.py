@@ -186,6 +186,9 @@ class UsageTotals(BaseModel):
         default=None,
         description="the model's generation time, where every call's server reports it"
     )
+    cached: bool = Field(
+        default=False, description="answered from the result cache (conli check and batch): "
+        "no model call was made, so every count here is 0")
 
 
 class Note(BaseModel):

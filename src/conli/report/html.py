@@ -41,6 +41,7 @@ from conli.report.coverage import (
     legend,
     marked,
 )
+from conli.report.marks import Reviews, summary_rows
 from conli.report.records import Malformed, Record, iter_results, record_name
 from conli.report.review import (
     addressed_notes,
@@ -61,6 +62,7 @@ from conli.report.sources import (
     source_chunks,
 )
 from conli.run.inputs import SOURCE_JOINER
+from conli.version import __version__
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _LISTED = 100  # malformed values listed by line in the summary; the rest are only counted
@@ -255,8 +257,8 @@ def _rewrite(result: Record, response: str) -> Record | None:
             "diff": word_diff(response, refined)}
 
 
-def record_view(record: Record, number: int) -> Record:
-    """What ``record.html`` shows of one record, the ``number``-th shown."""
+def record_view(record: Record, number: int, reviews: Reviews | None = None) -> Record:
+    """What ``record.html`` shows of one record, the ``number``-th shown (and loaded marks)."""
     anchor = f"r{number}"
     verdict = _verdict(record)
     result = record.get("result") or {}
@@ -268,6 +270,7 @@ def record_view(record: Record, number: int) -> Record:
     names = chunk_names(result)
     evidence = evidence_of(sentences_of(result))
     spans = sentence_evidence(evidence, chunks, anchor, names)
+    marked = (reviews or Reviews()).of_record(str(record.get("id")))
     return {
         "anchor": anchor, "name": record_name(record), "verdict": verdict,
         "id": str(record.get("id")), "mode": str(record.get("mode") or ""),
@@ -288,7 +291,10 @@ def record_view(record: Record, number: int) -> Record:
                        "text": _text(n.get("text"))}
                       for n in addressed_notes(result)],
         "provenance": provenance(result),
-        "marks": [{**row, "evidence": spans.get(row["index"], [])} for row in review_rows(result)],
+        "marks": [{**row, "evidence": spans.get(row["index"], []),
+                   "reviews": marked["sentences"].get(row["index"], {})}
+                  for row in review_rows(result)],
+        "decisions": marked["decisions"],
         "chunks": None if chunks is None else source_chunks(chunks, evidence, anchor, names),
     }
 
@@ -307,6 +313,7 @@ class Tally:
     passed: Counter[bool] = field(default_factory=Counter)
     index: list[Record] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
+    reviews: Reviews = field(default_factory=Reviews)  # marks loaded with --marks
 
     def add(self, record: Record | Malformed) -> None:
         """Count one value: a record's verdict, flags, rewrites and scores, or a malformed one."""
@@ -316,7 +323,8 @@ class Tally:
         verdict = _verdict(record)
         self.verdicts[verdict] += 1
         result = record.get("result") or {}
-        self.index.append(_entry(record, verdict, self.records))
+        self.index.append({**_entry(record, verdict, self.records),
+                           **self.reviews.standing(str(record.get("id")))})
         if isinstance(result.get("passed"), bool):
             self.passed[result["passed"]] += 1
         self.flagged += sum(s.get("verdict") == "hallucinated"
@@ -348,19 +356,20 @@ def _entry(record: Record, verdict: str, number: int) -> Record:
     """
     result = record.get("result") or {}
     support = result.get("support_score")
-    after = _judged(record)[1]
+    before, after = _judged(record)
     return {"n": number, "id": record_name(record), "verdict": verdict,
             "passed": result.get("passed") if isinstance(result.get("passed"), bool) else None,
             "look": attention(record, verdict),
             "score": _score({"score": support}), "judge": _score(after),
-            "rubric": _score(_rubric(after))}
+            "rubric": _score(_rubric(after)), "judge_before": _score(before),
+            "rubric_before": _score(_rubric(before))}
 
 
 def _mean(values: list[float]) -> str:
     return f"{sum(values) / len(values):.2f} (n={len(values)})" if values else "–"
 
 
-def _summary(tally: Tally) -> Record:
+def _summary(tally: Tally, results_sha256: str) -> Record:
     """The summary table's rows, the malformed values listed (``_LISTED``), the legend."""
     rows: list[tuple[str, object]] = [("records", tally.records)]
     rows += [("malformed records (skipped)", len(tally.malformed))] if tally.malformed else []
@@ -376,6 +385,7 @@ def _summary(tally: Tally) -> Record:
     rows += [("records that need a look", tally.needs_look)]
     rows += [("points uncovered / given", f"{tally.uncovered} / {tally.points}")] \
         if tally.points else []
+    rows += summary_rows(tally.reviews, results_sha256)
     return {"rows": rows, "malformed": tally.malformed[:_LISTED],
             "more": max(0, len(tally.malformed) - _LISTED), "legend": legend(),
             "verdicts": sorted(tally.verdicts)}
@@ -395,9 +405,9 @@ def lines_of(malformed: list[Malformed]) -> str:
     return f"lines {shown}{', …' if len(malformed) > 10 else ''}"
 
 
-def tally(results: Path) -> Tally:
-    """Count the results file; ``InputError`` if it holds no valid record at all."""
-    counts = Tally()
+def tally(results: Path, reviews: Reviews | None = None) -> Tally:
+    """Count the results file (with the marks loaded); ``InputError`` if no record is valid."""
+    counts = Tally(reviews=reviews or Reviews())
     for item in iter_results(results):
         counts.add(item)
     if counts.records == 0 and counts.malformed:
@@ -410,12 +420,12 @@ def tally(results: Path) -> Tally:
     return counts
 
 
-def _views(results: Path) -> Iterator[Record]:
+def _views(results: Path, reviews: Reviews) -> Iterator[Record]:
     number = 0
     for item in iter_results(results):
         if not isinstance(item, Malformed):
             number += 1
-            yield record_view(item, number)
+            yield record_view(item, number, reviews)
 
 
 def write_report(results: Path, out: TextIO, *, title: str = "conli audit report",
@@ -427,10 +437,12 @@ def write_report(results: Path, out: TextIO, *, title: str = "conli audit report
     counts = counts or tally(results)
     page = _environment().get_template("page.html")
     with results.open("rb") as handle:  # the marks a browser keeps are this file's
-        identity = f"{results.name}:{hashlib.file_digest(handle, 'sha256').hexdigest()[:16]}"
-    for chunk in page.generate(title=title, file_name=results.name, summary=_summary(counts),
-                               index=counts.index, identity=identity, joiner=SOURCE_JOINER,
-                               records=_views(results), script=script(),
+        sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
+    for chunk in page.generate(title=title, file_name=results.name,
+                               summary=_summary(counts, sha256), index=counts.index,
+                               identity=f"{results.name}:{sha256[:16]}", sha256=sha256,
+                               version=__version__, joiner=SOURCE_JOINER,
+                               records=_views(results, counts.reviews), script=script(),
                                script_hash=script_hash()):
         out.write(chunk)
     return Written(counts.records, counts.malformed)

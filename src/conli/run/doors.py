@@ -75,6 +75,14 @@ def add_fail_on_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
         "--threshold")
 
 
+def add_cache_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--no-cache``: neither read nor write the result cache (``conli.run.cache``)."""
+    parser.add_argument(
+        "--no-cache", action="store_true",
+        help="check again even if the result cache holds this check, and keep nothing in it "
+        "(or CONLI_RESULT_CACHE=false)")
+
+
 def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
     """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
     return settings_from({"llm": args.llm, "detectors": args.detector,

@@ -36,15 +36,17 @@
     var query = el("f-search").value.trim().toLowerCase();
     var verdict = el("f-verdict").value, passed = el("f-passed").value;
     var look = el("f-look").checked, wanted = el("f-band").value, sort = el("f-sort").value;
+    var split = el("f-split").checked;
     var out = rows.filter(function (r) {
       return (!verdict || r.verdict === verdict)
         && (!passed || r.passed === (passed === "yes"))
         && (!look || r.look.length > 0)
+        && (!split || r.agreement === "disagree")
         && (!wanted || band(r.score) === wanted)
         && (!query || searchText(r).indexOf(query) !== -1);
     });
     if (sort) {
-      var key = sort.replace("-", ""), sign = sort[0] === "-" ? -1 : 1;
+      var key = sort.replace(/^-/, ""), sign = sort[0] === "-" ? -1 : 1;
       out.sort(function (a, b) {  // records without that score go last either way
         if (a[key] === null || b[key] === null) {
           return (a[key] === null) - (b[key] === null) || a.n - b.n;
@@ -77,8 +79,12 @@
     cell(tr, r.verdict, "badge-cell " + r.verdict);
     cell(tr, r.passed === null ? "–" : r.passed ? "yes" : "no");
     cell(tr, number(r.score));
-    cell(tr, judged(r.judge) + (r.rubric === null ? "" : " / rubric " + judged(r.rubric)));
+    cell(tr, judged(r.judge_before) + " → " + judged(r.judge) + (r.rubric === null
+      && r.rubric_before === null ? "" : " / rubric " + judged(r.rubric_before) + " → "
+      + judged(r.rubric)));
     cell(tr, r.look.join(", "), "muted");
+    cell(tr, r.reviewers.join(", ") + (r.agreement ? " (" + r.agreement + ")" : ""),
+         r.agreement === "disagree" ? "split" : "muted");
     cell(tr, window.conliDecision ? window.conliDecision(r.n).decision : "", "decided");
     return tr;
   }
@@ -119,11 +125,13 @@
 
   function downloadCsv() {
     var head = ["n", "id", "verdict", "passed", "score", "judge", "rubric", "needs_look",
-                "decision", "comment", "reviewer"];
+                "decision", "comment", "reviewer", "judge_before", "rubric_before",
+                "reviewers", "agreement"];
     var lines = [head.join(",")].concat(shown.map(function (r) {
       var d = window.conliDecision ? window.conliDecision(r.n) : {};
       return [r.n, r.id, r.verdict, r.passed, r.score, r.judge, r.rubric, r.look.join("; "),
-              d.decision, d.comment, d.reviewer].map(csvField).join(",");
+              d.decision, d.comment, d.reviewer, r.judge_before, r.rubric_before,
+              r.reviewers.join("; "), r.agreement].map(csvField).join(",");
     }));
     window.conliSave(lines.join("\r\n") + "\r\n", "text/csv", "conli-index.csv");
   }
@@ -135,7 +143,7 @@
     if (!el("r" + n)) {
       if (shown.indexOf(byNumber.get(n)) === -1) {
         ["f-search", "f-verdict", "f-passed", "f-band"].forEach(function (id) { el(id).value = ""; });
-        el("f-look").checked = false;
+        el("f-look").checked = el("f-split").checked = false;
         shown = filtered();
       }
       page = Math.floor(shown.indexOf(byNumber.get(n)) / PAGE);
@@ -150,7 +158,7 @@
     }
   }
 
-  ["f-search", "f-verdict", "f-passed", "f-look", "f-band", "f-sort"].forEach(function (id) {
+  ["f-search", "f-verdict", "f-passed", "f-look", "f-split", "f-band", "f-sort"].forEach(function (id) {
     el(id).addEventListener("input", refilter);
   });
   el("page-prev").addEventListener("click", function () { page -= 1; render(); scrollTo(0, 0); });
