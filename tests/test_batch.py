@@ -209,7 +209,7 @@ def test_cli_batch_reports_errors_with_exit_code(tmp_path: Path) -> None:
     _write_jsonl(src, [{"id": "x", "source": SOURCE, "response": ""}])
     done = _cli(str(src), str(out), "--mode", "judge")
     assert done.returncode == 1 and "errors 1" in done.stderr
-    missing = _cli(str(tmp_path / "nope.jsonl"), str(out))
+    missing = _cli(str(tmp_path / "nope.jsonl"), str(out), "--mode", "judge")
     assert missing.returncode == 2 and "cannot read input" in missing.stderr
 
 

@@ -66,4 +66,7 @@ def test_a_check_chunks_the_source_to_the_chunk_size(llama_server):  # noqa: F81
     assert sentence.score_method == "logprobs" and sentence.score is not None
     chunks = result.usage.calls  # one call per chunk for the one claim
     assert chunks >= 2
-    assert "of " + str(chunks) in sentence.judgements[0].reasoning
+    judged = sentence.judgements[0]
+    assert len(judged.chunk_scores or []) == chunks  # each piece read is reported
+    best = next(c for c in judged.chunk_scores or [] if c.best)
+    assert f"source 0, offsets {best.start}-{best.end}" in judged.reasoning

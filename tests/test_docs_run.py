@@ -210,6 +210,11 @@ NOT_RUN: dict[str, str] = {
     "# vLLM (prefix caching": "a vLLM server and Ollama (test_checkers)",
     "python3 -m venv /tmp/v": "installs two llama.cpp bindings",
     "printf '%s\\n' '{\"source\": \"The library": "a running service (test_service_streams)",
+    "conli diff last-night.jsonl": "needs two nights' OUT files (test_ci_outputs diffs two)",
+    "conli batch in.jsonl out.jsonl --mode check      #": "a second run over the cache "
+                                                         "(test_result_cache)",
+    "conli report out.jsonl --marks": "needs two reviewers' marks (test_report_marks)",
+    "# before: a worktree of c4c8e8c": "a start-up benchmark over two checkouts",
 }
 
 

@@ -17,7 +17,8 @@ import pytest
 from conli.backends import get_backend
 from conli.backends.base import Request as ModelRequest
 from conli.backends.openai_compat import ollama_url
-from conli.config import Settings, load_env_file
+from conli.config import Settings
+from conli.config.credentials import load_env_file
 from conli.errors import ConfigError, TransientBackendError
 from tests.conftest import rule_responder
 from tests.http_fakes import Reply, Request, openai_chat, serve
@@ -54,7 +55,7 @@ def test_the_command_line_reads_dot_env_under_the_environment(tmp_path: Path) ->
         environment.update({"PYTHONPATH": str(ROOT / "src"), "CONLI_MITIGATE": "false"})
         done = subprocess.run(
             [sys.executable, "-m", "conli.cli", "check", "--source", "s.txt", "--response",
-             "r.txt", "--json", "--no-judge", "--detector", "cot"],
+             "r.txt", "--json", "--no-judge", "--detector", "cot", "--no-cache"],
             cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
             stdin=subprocess.DEVNULL)
         asked = server.requests

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conli.config import PROVIDER_VARIABLES, Settings
+from conli.config import Settings
+from conli.config.credentials import PROVIDER_VARIABLES
 from conli.errors import InputError, InputTooLargeError
 from conli.run.inputs import check_input, parse_points, validate_text
 

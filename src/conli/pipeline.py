@@ -286,7 +286,7 @@ class Checker:
 
         def build() -> tuple[Deps, Any]:
             names = detectors.resolve(resolved)
-            refuse_a_threshold_without_scores(resolved, self.backend, names)
+            detectors.refuse_a_threshold_without_scores(resolved, self.backend, names)
             deps = Deps(backend=self.backend, ner=self._ner, nlp=self._nlp, settings=resolved,
                         detectors=detectors.build(names, resolved.detector_options),
                         calibration=calibration_for(resolved, self.backend, names),
@@ -361,37 +361,6 @@ def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> A
     ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
                    detectors=names, nli_prompt=settings.nli_prompt)
     return applied
-
-
-def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
-                                      names: list[str]) -> None:
-    """A threshold needs scores that rank: ``ConfigError`` before any model call otherwise.
-
-    The NLI detectors and the specialised checkers score a claim from the backend's
-    log-probabilities; without them one answer's score is its verdict as 1 or 0
-    (``score_method`` verdict), which a threshold could only repeat. Several NLI looks
-    (their share) or any other detector's scores rank; looks do nothing for a checker.
-    """
-    # a checker with its own server reads that server's log-probabilities, not these
-    own = {name for name, options in settings.detector_options.items() if options.get("llm")}
-    on_backend = set(names) - own
-    looks = settings.nli_looks > 1 and bool(on_backend & detectors.ASKS_NLI)
-    if settings.threshold is None or backend.capabilities.logprobs or looks \
-            or not on_backend or not on_backend <= detectors.SCORED_BY_LOGPROBS:
-        return
-    ways = ["use a backend that reports log-probabilities (local, openai, vllm)"]
-    if on_backend & detectors.ASKS_NLI:
-        ways.insert(0, "set CONLI_NLI_LOOKS=3 (the share of three sampled NLI verdicts, "
-                       "score_method looks; three NLI calls a claim)")
-    checkers = sorted(on_backend & detectors.CHECKERS)
-    if checkers:
-        ways.append(f"give {', '.join(checkers)} a server that reports them "
-                    "(detector_options.NAME.llm)")
-    raise ConfigError(
-        f"--threshold needs a support score that ranks, and {backend.name} "
-        f"({backend.model}) reports no log-probabilities: its only score would be each "
-        f"sentence's verdict as 1 or 0. To rank: {'; '.join(ways)}; or gate on the verdict alone "
-        "(--fail-on without --threshold)")
 
 
 def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:

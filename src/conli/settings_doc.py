@@ -12,7 +12,6 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel
 
 from conli.config import (
-    PROVIDER_VARIABLES,
     BackendSettings,
     BatchSettings,
     DetectionSettings,
@@ -23,6 +22,7 @@ from conli.config import (
     ServiceSettings,
     TelemetrySettings,
 )
+from conli.config.credentials import PROVIDER_VARIABLES
 
 # The groups of ``Settings``, by audience, in the order docs/settings.md lists them.
 SETTING_GROUPS: tuple[type[BaseModel], ...] = (

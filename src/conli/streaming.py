@@ -31,15 +31,7 @@ from conli import errors
 from conli.config import Settings
 from conli.gate import response_verdict, supported_share
 from conli.graph.runner import CheckRunner, Prepared
-from conli.models import (
-    CheckResult,
-    Entity,
-    Note,
-    Score,
-    SentenceResult,
-    UsageTotals,
-    Verdict,
-)
+from conli.models import CheckResult, Entity, Note, Score, SentenceResult, UsageTotals, Verdict
 from conli.run.inputs import CheckInput, Source, SourceMap, blank, validate_sources, validate_text
 from conli.run.plan import Plan, make_plan, options
 from conli.text.language import Language, language_of

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from conli.backends.openai_backend import OpenAIChatBackend, build_client, import_openai
-from conli.config import BackendSettings, provider_variable
+from conli.config import BackendSettings
+from conli.config.credentials import provider_variable
 from conli.errors import AuthenticationError, ConfigError, install_hint
 
 _ENTRA_SCOPE = "https://cognitiveservices.azure.com/.default"

@@ -90,8 +90,10 @@ def transport_error(sdk: Any, provider: str, exc: Exception, timeout: float) -> 
         return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
     if isinstance(exc, sdk.APIConnectionError):
         url = getattr(getattr(exc, "request", None), "url", None)
-        where = "" if url is None else f" at {url}"
-        return TransientBackendError(f"could not reach {provider}{where}: {exc}")
+        if url is None:
+            return TransientBackendError(f"could not reach {provider}: {exc}")
+        name = provider.partition(" at ")[0]  # "vllm at BASE": the request's URL says more
+        return TransientBackendError(f"could not reach {name} at {url}: {exc}")
     if isinstance(exc, sdk.APIResponseValidationError):
         return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
     return None

@@ -21,7 +21,8 @@ from conli.backends.openai_backend import (
     import_openai,
     map_openai_error,
 )
-from conli.config import BackendSettings, provider_variable
+from conli.config import BackendSettings
+from conli.config.credentials import provider_variable
 from conli.errors import ConfigError
 
 

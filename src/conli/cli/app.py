@@ -86,6 +86,12 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "(CONLI_SERVICE_API_KEYS) unless --open on a loopback host.",
         ("conli serve --open --log-format json",
          "CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --host 127.0.0.1 --port 8000")),
+    "diff": (
+        "Compare two conli batch OUT files record by record (matched by id): new failures, "
+        "fixed records, verdict flips, score moves, ids only one run has. Exit 4 when "
+        "--fail-on finds a change of its kind.",
+        ("conli diff last-night.jsonl tonight.jsonl --fail-on new-failures",
+         "conli diff old.jsonl new.jsonl --json")),
     "report": (
         "Render conli batch results (or conli check --json output) as one self-contained "
         "HTML file an auditor reads, filters and marks.",
@@ -196,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     args = parser_for(given).parse_args(given)
     try:
-        from conli.config import load_env_file  # here, so --help and --version stay quick
+        from conli.config.credentials import (
+            load_env_file,  # here, so --help and --version stay quick
+        )
 
         load_env_file()  # ./.env, under what the environment already sets
         if getattr(args, "in_thread", False):

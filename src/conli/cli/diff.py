@@ -24,10 +24,7 @@ def add_parser(subparsers: Any) -> None:
     """Register ``conli diff`` on the CLI's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "diff", help="what changed between two conli batch runs: verdict flips, new "
-        "failures, score moves",
-        description="Compare two conli batch OUT files record by record (matched by id): "
-        "new failures, fixed records, verdict flips, score moves, ids only one run has. "
-        "Example: conli diff last-night.jsonl tonight.jsonl --fail-on new-failures")
+        "failures, score moves")
     parser.add_argument("old", type=Path, help="the earlier run's OUT (JSONL)")
     parser.add_argument("new", type=Path, help="the later run's OUT (JSONL)")
     add_threshold_flag(parser)

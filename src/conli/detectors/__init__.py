@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from conli.config import DetectionSettings
+from conli.backends.base import Backend
+from conli.config import DetectionSettings, Settings
 from conli.detectors.base import Detection, DetectionContext, Detector
 from conli.detectors.coverage import CoverageNLI, CoverageOverlap
 from conli.detectors.fused import FusedDetector
@@ -160,3 +161,34 @@ for _builtin in BUILT_IN:  # through ``register``, as a plugin is: declared opti
 
 
 __all__ = ["Detection", "DetectionContext", "Detector", "build", "names", "register", "resolve"]
+
+
+def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
+                                      names: list[str]) -> None:
+    """A threshold needs scores that rank: ``ConfigError`` before any model call otherwise.
+
+    The NLI detectors and the specialised checkers score a claim from the backend's
+    log-probabilities; without them one answer's score is its verdict as 1 or 0
+    (``score_method`` verdict), which a threshold could only repeat. Several NLI looks
+    (their share) or any other detector's scores rank; looks do nothing for a checker.
+    """
+    # a checker with its own server reads that server's log-probabilities, not these
+    own = {name for name, options in settings.detector_options.items() if options.get("llm")}
+    on_backend = set(names) - own
+    looks = settings.nli_looks > 1 and bool(on_backend & ASKS_NLI)
+    if settings.threshold is None or backend.capabilities.logprobs or looks \
+            or not on_backend or not on_backend <= SCORED_BY_LOGPROBS:
+        return
+    ways = ["use a backend that reports log-probabilities (local, openai, vllm)"]
+    if on_backend & ASKS_NLI:
+        ways.insert(0, "set CONLI_NLI_LOOKS=3 (the share of three sampled NLI verdicts, "
+                       "score_method looks; three NLI calls a claim)")
+    checkers = sorted(on_backend & CHECKERS)
+    if checkers:
+        ways.append(f"give {', '.join(checkers)} a server that reports them "
+                    "(detector_options.NAME.llm)")
+    raise ConfigError(
+        f"--threshold needs a support score that ranks, and {backend.name} "
+        f"({backend.model}) reports no log-probabilities: its only score would be each "
+        f"sentence's verdict as 1 or 0. To rank: {'; '.join(ways)}; or gate on the verdict alone "
+        "(--fail-on without --threshold)")

@@ -29,7 +29,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend, Completion, Request
 from conli.backends.calls import CallRecord, call_model
 from conli.backends.endpoints import Endpoints
-from conli.config import named_key
+from conli.config.credentials import named_key
 from conli.detectors.base import Deps, Detection, DetectionContext
 from conli.detectors.chunks import Chunk, chunks_of
 from conli.errors import ConfigError

@@ -13,7 +13,8 @@ from typing import Any
 
 from conli.backends.http_errors import error_for_status
 from conli.backends.retry import call_with_retries
-from conli.config import DetectionSettings, provider_variable
+from conli.config import DetectionSettings
+from conli.config.credentials import provider_variable
 from conli.errors import (
     AuthenticationError,
     BackendError,

@@ -3,7 +3,7 @@
 ``Settings`` is one flat object (one environment variable per field, ``Settings(judge=False)``
 in Python), assembled from one group per audience. A module types its parameter as the
 group it needs (a backend takes ``BackendSettings``), so it sees only its own part.
-Provider credentials are never settings: ``provider_variable`` reads them, here only.
+Provider credentials are never settings: ``conli.config.credentials`` reads them, there only.
 Nothing reads the environment at import time.
 """
 
@@ -24,7 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from conli.errors import ConfigError, UnknownSettingWarning
+from conli.errors import UnknownSettingWarning
 
 # The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
 PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
@@ -37,69 +37,11 @@ PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
     "Quantity",
 )
 
-# Provider variables conli reads (SDKs read their own keys, e.g. OPENAI_API_KEY, too).
-PROVIDER_VARIABLES = (
-    "AZURE_OPENAI_ENDPOINT",
-    "AZURE_OPENAI_API_KEY",
-    "AZURE_OPENAI_AD_TOKEN",
-    "VLLM_API_KEY",
-    "AZURE_LANGUAGE_ENDPOINT",
-    "AZURE_LANGUAGE_KEY",
-    "OLLAMA_HOST",
-)
-
-
 # The languages conli reads, by ISO 639-1 code (``conli.text.language`` says what each gets):
 # those pySBD splits and spaCy has stop words for, and Chinese and Japanese.
 Language = Literal["en", "de", "fr", "es", "it", "nl", "da", "pl", "ru", "bg", "el", "sk",
                    "hy", "ar", "fa", "ur", "hi", "mr", "am", "zh", "ja"]
 LanguageSetting = Literal["auto", Language]  # Python flattens it: "auto" or one of the codes
-
-
-ENV_FILE = ".env"  # read by the command line at start (``load_env_file``)
-
-
-def load_env_file(path: str | Path = ENV_FILE) -> list[str]:
-    """Put ``path``'s variables (default ``./.env``) in the environment, never over one set.
-
-    The command line calls it first, so ``CONLI_*`` settings and provider keys
-    (``OPENAI_API_KEY``, ``OLLAMA_HOST``, ...) in ``.env`` apply as if exported; a variable
-    already in the environment wins. A library caller may call it as well. Returns the names
-    it set; a missing file sets none, one that is not UTF-8 is a ``ConfigError``.
-    """
-    from dotenv import dotenv_values  # python-dotenv, which pydantic-settings brings
-
-    file = Path(path)
-    if not file.is_file():
-        return []
-    try:
-        values = dotenv_values(file, encoding="utf-8", interpolate=False)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{file} is not UTF-8 text (byte {exc.start})") from exc
-    loaded = [name for name, value in values.items()
-              if value is not None and name not in os.environ]
-    for name in loaded:
-        os.environ[name] = values[name] or ""
-    return loaded
-
-
-def provider_variable(name: str) -> str | None:
-    """A provider's own environment variable (a key or endpoint), or None if unset or empty."""
-    if name not in PROVIDER_VARIABLES:
-        raise KeyError(f"{name} is not a provider variable conli reads")
-    return os.environ.get(name) or None
-
-
-def named_key(variable: str, what: str) -> str:
-    """The key in the environment variable a setting names for one endpoint (``what``).
-
-    ``ConfigError`` if it is unset or empty: a key named for a server is never silently
-    dropped, and no other variable's key is sent in its place.
-    """
-    value = os.environ.get(variable)
-    if not value:
-        raise ConfigError(f"{what} names {variable} for its key, but {variable} is not set")
-    return value
 
 
 def _default_cache_dir() -> Path:
