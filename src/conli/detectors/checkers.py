@@ -221,19 +221,22 @@ class SpecialisedChecker:
         for number, claim in enumerate(claims):
             readings = [answers[c * len(claims) + number][0] for c in range(len(chunks))]
             judgement = self.judgement(claim.text, readings, chunks,
-                                       self.template_for(backend))
+                                       self.template_for(backend), self.threshold_for(backend))
             if judgement.verdict == "hallucinated":
                 judgement = self._with_unstated(judgement, context, mentions)
             found.judgements[claim.index] = [judgement]
         return found
 
     def judgement(self, claim: str, readings: list[Reading], chunks: list[Chunk],
-                  template: str) -> Judgement:
-        """The claim's verdict from its chunks: the best P(supported), or the words alone."""
+                  template: str, threshold: float | None = None) -> Judgement:
+        """The claim's verdict from its chunks: the best P(supported), or the words alone.
+
+        It passes when P(supported) is above ``threshold`` (default: the option's).
+        """
         if all(r.support is not None for r in readings):
             best = max(range(len(readings)), key=lambda i: readings[i].support or 0.0)
             p = readings[best].support or 0.0
-            supported = p > self.settings.threshold
+            supported = p > (self.settings.threshold if threshold is None else threshold)
             said = f"{self.label}: P(supported) {p:.2f}; {_closest(chunks, best)}"
             return self._judged(claim, supported, chunks, best, said, p, template)
         words = [r.said for r in readings]
@@ -255,6 +258,10 @@ class SpecialisedChecker:
     def template_for(self, backend: Backend) -> str:
         """The prompt template version its judgements record when asking ``backend``."""
         raise NotImplementedError
+
+    def threshold_for(self, backend: Backend) -> float:
+        """P(supported) above which a claim passes when asking ``backend``: the option's."""
+        return self.settings.threshold
 
     def _judged(self, claim: str, supported: bool, chunks: list[Chunk], best: int | None,
                 said: str, score: float | None, template: str) -> Judgement:
