@@ -1,0 +1,117 @@
+"""A stored run of a one-token detector, thresholded leave-one-dataset-out and decided.
+
+The one-token detector (``yesno``) gives each checked sentence P(supported) from one
+answer token; the shipped threshold is fitted on the dev sets, so every figure here fits
+it on seven sets and scores the eighth (``lodo_flags``). A response is flagged when one
+of its sentences falls at or below the threshold, or when the unstated-entity rule,
+which runs after every detector, flags it (``response_score``). An example the run could
+not check counts as wrong, never as a pass. No model call: everything is read from
+``predictions.jsonl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from conli.evaluation.detection import Outcome
+from conli.evaluation.rule import Decision, Paired, decide
+from conli.models import CheckResult
+from conli.ner.grounding import decisive
+from conli.training.train import best_threshold
+
+RULE = "unstated_entities"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One example of a run: its set, gold label and response score (None: not checked)."""
+
+    example_id: str
+    dataset: str
+    gold: bool
+    score: float | None
+
+
+def sentence_support(result: CheckResult, detector: str) -> list[tuple[float | None, bool]]:
+    """Each checked sentence's P(supported) from ``detector`` and whether the rule flags it.
+
+    The rule is read from the sentence's recorded entities (``in_source`` as ``ground``
+    found it), so it applies at any threshold, also where the run's own threshold had
+    flagged the sentence already and the rule did not run.
+    """
+    out = []
+    for sentence in result.sentences:
+        if sentence.checked:
+            found = [j.score for j in sentence.judgements if j.detector == detector]
+            unstated = any(decisive(e) and e.in_source is False for e in sentence.entities)
+            out.append((found[0] if found else None, unstated))
+    return out
+
+
+def response_score(result: CheckResult | None, detector: str) -> float | None:
+    """1 - the lowest P(supported) of the response's sentences; 1.0 where the rule flags one.
+
+    None where the run has no score for some checked sentence (the check did not complete).
+    """
+    if result is None:
+        return None
+    sentences = sentence_support(result, detector)
+    if any(p is None for p, _ in sentences):
+        return None
+    return max((1.0 if rule else 1.0 - (p or 0.0) for p, rule in sentences), default=0.0)
+
+
+def scored(outcomes: Iterable[Outcome], detector: str) -> list[Scored]:
+    """Every outcome of a run as a ``Scored``."""
+    return [Scored(o.example_id, o.dataset, o.gold,
+                   None if o.error else response_score(o.result, detector)) for o in outcomes]
+
+
+def lodo_flags(rows: Sequence[Scored]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each example's flag (1.0 flagged) at a threshold fitted on the other sets' examples.
+
+    The threshold maximises balanced accuracy averaged over those sets (``best_threshold``).
+    An unchecked example is flagged when faithful and passed when hallucinated: wrong.
+    Also returns each set's threshold.
+    """
+    flags: dict[str, float] = {}
+    thresholds: dict[str, float] = {}
+    for held in sorted({r.dataset for r in rows}):
+        train = [r for r in rows if r.dataset != held and r.score is not None]
+        cut = best_threshold([r.score for r in train],  # type: ignore[misc]
+                             [r.gold for r in train], [r.dataset for r in train])
+        thresholds[held] = cut
+        for r in rows:
+            if r.dataset == held:
+                flags[r.example_id] = float(not r.gold) if r.score is None \
+                    else float(r.score >= cut)
+    return flags, thresholds
+
+
+def fitted_threshold(rows: Sequence[Scored]) -> float:
+    """The threshold on every set at once: what ships (its figures come from ``lodo_flags``)."""
+    train = [r for r in rows if r.score is not None]
+    return best_threshold([r.score for r in train],  # type: ignore[misc]
+                          [r.gold for r in train], [r.dataset for r in train])
+
+
+def as_support_threshold(response_cut: float) -> float:
+    """The response-score cut as a P(supported) threshold: pass above it."""
+    return 1.0 - response_cut
+
+
+def by_id(rows: Sequence[Scored]) -> Mapping[str, Scored]:
+    """The rows by example id."""
+    return {r.example_id: r for r in rows}
+
+
+def paired_decision(rows: Sequence[Scored], candidate: Mapping[str, float],
+                    current: Mapping[str, float]) -> Decision:
+    """The rule's paired bootstrap (balanced accuracy) on the examples both decided."""
+    both = [r for r in rows if r.example_id in candidate and r.example_id in current]
+    sets = {d: Paired([r.gold for r in mine], [candidate[r.example_id] for r in mine],
+                      [current[r.example_id] for r in mine])
+            for d in sorted({r.dataset for r in both})
+            for mine in [[r for r in both if r.dataset == d]]}
+    return decide(sets, "bacc")
