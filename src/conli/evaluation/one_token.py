@@ -12,12 +12,13 @@ not check counts as wrong, never as a pass. No model call: everything is read fr
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from conli.evaluation.detection import Outcome
 from conli.evaluation.rule import Decision, Paired, decide
 from conli.models import CheckResult
 from conli.ner.grounding import decisive
+from conli.training.data import ExampleRows
 from conli.training.train import best_threshold
 
 RULE = "unstated_entities"
@@ -115,3 +116,37 @@ def paired_decision(rows: Sequence[Scored], candidate: Mapping[str, float],
             for d in sorted({r.dataset for r in both})
             for mine in [[r for r in both if r.dataset == d]]}
     return decide(sets, "bacc")
+
+
+def rule_flags(outcomes: Iterable[Outcome]) -> dict[str, bool]:
+    """Whether the unstated-entity rule flags some sentence of each checked example.
+
+    Read from a run of the current product (its ``ground`` step tagged every checked
+    sentence), so it is the rule as it runs today after any detector.
+    """
+    return {o.example_id: any(rule for _, rule in sentence_support(o.result, ""))
+            for o in outcomes if o.result is not None}
+
+
+def with_support_feature(rows: Sequence[ExampleRows], outcomes: Iterable[Outcome],
+                         detector: str, name: str = "yes_p") -> list[ExampleRows]:
+    """Feature rows with each sentence's P(supported) from ``detector`` added as ``name``.
+
+    Only examples whose every checked sentence has a score in the run, with the same
+    sentence indices, are kept: the same cut of the same text.
+    """
+    support = {}
+    for o in outcomes:
+        if o.result is not None and not o.error:
+            support[o.example_id] = {
+                s.index: next((j.score for j in s.judgements if j.detector == detector), None)
+                for s in o.result.sentences if s.checked}
+    out = []
+    for row in rows:
+        found = support.get(row.example_id)
+        if found is None or any(found.get(s.index) is None for s in row.sentences):
+            continue
+        out.append(replace(row, sentences=[
+            replace(s, values={**s.values, name: float(found[s.index] or 0.0)})
+            for s in row.sentences]))
+    return out

@@ -93,7 +93,8 @@ def reverse_roles(sentence: str, entities: Sequence[tuple[str, str]]) -> str | N
                 or names[1].lower() in names[0].lower():
             continue
         a, b = sorted((found[names[0]], found[names[1]]), key=lambda m: m.start())
-        if len(_WORD.findall(sentence[a.end(): b.start()])) < 2:
+        between = {w.lower() for w in _WORD.findall(sentence[a.end(): b.start()])}
+        if not between - {"and", "or", "nor"}:
             continue  # names side by side in a list: swapping them changes no role
         return (sentence[: a.start()] + b.group() + sentence[a.end(): b.start()] + a.group()
                 + sentence[b.end():])
@@ -163,7 +164,7 @@ def _absent(variant: str | None, sentence: str, source: str) -> str | None:
         return None
     new = set(_NUMBER.findall(variant)) - set(_NUMBER.findall(sentence))
     words = set(_WORD.findall(variant)) - set(_WORD.findall(sentence))
-    return None if any(v in source for v in new | words) else variant
+    return None if any(_whole(v, source) for v in new | words) else variant
 
 
 def planted_errors(examples: Sequence[Example], nlp: Any, *, per_type: int, seed: int,
