@@ -157,8 +157,12 @@ class SpecialisedChecker:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
 
-    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
-        """One question in the checker's own format; ``Reading`` says P(supported)."""
+    def ask(self, backend: Backend, chunk: str, claim: str,
+            question: str | None = None) -> tuple[Reading, CallRecord]:
+        """One question in the checker's own format; ``Reading`` says P(supported).
+
+        ``question``: the one the response answers, for a format that reads it.
+        """
         raise NotImplementedError
 
     def backend(self, deps: Deps) -> Backend:
@@ -207,7 +211,7 @@ class SpecialisedChecker:
 
         def one(pair: tuple[Chunk, Segment]) -> tuple[Reading, CallRecord]:
             chunk, claim = pair
-            answered = self.ask(backend, chunk.text, claim.text)
+            answered = self.ask(backend, chunk.text, claim.text, context.question)
             with lock:
                 done[0] += 1
                 report(self.name, done[0], len(pairs))
