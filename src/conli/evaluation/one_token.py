@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from conli.evaluation.detection import Outcome
 from conli.evaluation.rule import Decision, Paired, decide
 from conli.models import CheckResult
 from conli.ner.grounding import decisive
+from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows
 from conli.training.train import best_threshold
 
@@ -150,3 +152,60 @@ def with_support_feature(rows: Sequence[ExampleRows], outcomes: Iterable[Outcome
             replace(s, values={**s.values, name: float(found[s.index] or 0.0)})
             for s in row.sentences]))
     return out
+
+
+def decide_one_token(outcomes: Sequence[Outcome], rows: Sequence[ExampleRows],
+                     current_model: SignalModel, detector: str = "yesno") -> dict[str, Any]:
+    """The one-token detector against what ships, each way the issue asks, held out.
+
+    ``outcomes``: a run of ``detector`` on examples ``current_model`` never saw; ``rows``:
+    the stored features of those examples (what ships decides on them). The current
+    default is ``current_model`` with the unstated-entity rule (as the product runs it).
+    Candidates: the one-token detector alone at a threshold fitted on the other sets (the
+    speed rule), ``fused``'s features plus its P(supported) refitted leave-one-dataset-out
+    (the accuracy rule), and the reading plus P(supported) without NLI, refitted alike.
+    """
+    from conli.training.train import FUSED_FEATURES, FUSED_KEEP, leave_one_dataset_out
+    from conli.training.train import response_score as model_score
+
+    scored_rows = scored(outcomes, detector)
+    rule = rule_flags(outcomes)
+    ids = {r.example_id for r in scored_rows}
+    current = {r.example_id: float(model_score(current_model, r) >= current_model.threshold
+                                   or rule.get(r.example_id, False))
+               for r in rows if r.example_id in ids}
+    alone, cuts = lodo_flags(scored_rows)
+    featured = with_support_feature(rows, outcomes, detector)
+    by_set = {d: [r for r in featured if r.dataset == d] for d in {r.dataset for r in featured}}
+
+    def refit(features: Sequence[str], keep: Sequence[str]) -> dict[str, float]:
+        held = leave_one_dataset_out(featured, features=features, version="refit", keep=keep)
+        return {r.example_id: float(p or rule.get(r.example_id, False))
+                for h in held for r, p in zip(by_set[h.dataset], h.predicted, strict=True)}
+
+    candidates = {
+        f"{detector}, threshold fitted on the other sets (speed rule)": alone,
+        f"fused refit with {detector}'s P(supported) as a feature (accuracy rule)":
+            refit((*FUSED_FEATURES, "yes_p"), FUSED_KEEP),
+        f"pmi_low + {detector}'s P(supported), no NLI, refit (speed rule)":
+            refit(("pmi_low", "yes_p"), ()),
+    }
+    decisions = {name: paired_decision(scored_rows, flags, current)
+                 for name, flags in candidates.items()}
+    return {"n": len(scored_rows), "unscored": sum(r.score is None for r in scored_rows),
+            "lodo_support_thresholds": {d: round(as_support_threshold(c), 4)
+                                        for d, c in cuts.items()},
+            "shipped_support_threshold": round(as_support_threshold(
+                fitted_threshold(scored_rows)), 4),
+            "decisions": decisions}
+
+
+def markdown(report: Mapping[str, Any], current: str) -> str:
+    """Each candidate's table by the rule, and the thresholds it used."""
+    parts = [f"n = {report['n']} ({report['unscored']} not checked, counted wrong); "
+             f"P(supported) cut fitted leave-one-dataset-out: "
+             + ", ".join(f"{d} {c}" for d, c in report["lodo_support_thresholds"].items())
+             + f"; fitted on every set (what ships): {report['shipped_support_threshold']}\n"]
+    for name, decision in report["decisions"].items():
+        parts.append(f"### {name}\n\n{decision.table(name, current)}")
+    return "\n".join(parts)
