@@ -57,7 +57,7 @@ def test_the_fitted_threshold_applies_on_the_model_it_was_fitted_for(
 
 def test_the_shipped_fit_names_its_model_template_and_data() -> None:
     fit = fitted()
-    assert fit["template"] == "yesno.v1" and 0 < fit["threshold"] < 1
+    assert fit["template"] == "minicheck.v1" and 0 < fit["threshold"] < 1
     assert fit["backend"] == "local" and fit["model"].endswith(".gguf")
 
 
@@ -92,23 +92,3 @@ def test_options_are_validated() -> None:
     with pytest.raises(ValueError):
         YesNoOptions(threshold=1.5)
     assert YesNo().threshold_for(ScriptedBackend()) == DEFAULT_THRESHOLD
-
-
-def test_without_a_question_it_asks_byte_for_byte_what_minicheck_asks() -> None:
-    from conli.prompts import render
-
-    plain = render("yesno.v1", document=SOURCE, claim="It cost 2.4 million.", question=None)
-    assert plain.messages == render("minicheck.v1", document=SOURCE,
-                                    claim="It cost 2.4 million.").messages
-
-
-def test_an_answer_is_asked_with_the_question_it_answers() -> None:
-    backend = embedded_like(0.9)
-    settings = Settings(llm="fake", detectors=["yesno"], mitigate=False, judge=False)
-    with Checker(settings, backend=backend) as checker:
-        result = checker.check(SOURCE, "2.4 million dollars.", question="What did it cost?")
-    assert result.verdict == "supported"
-    asked = backend.calls[0][-1]["content"]
-    assert "Question: What did it cost?" in asked
-    assert asked.index("Question:") > asked.index(SOURCE)  # after the cached document
-    assert result.sentences[0].judgements[0].template == "yesno.v1"

@@ -157,12 +157,8 @@ class SpecialisedChecker:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
 
-    def ask(self, backend: Backend, chunk: str, claim: str,
-            question: str | None = None) -> tuple[Reading, CallRecord]:
-        """One question in the checker's own format; ``Reading`` says P(supported).
-
-        ``question``: the one the response answers, for a format that reads it.
-        """
+    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
+        """One question in the checker's own format; ``Reading`` says P(supported)."""
         raise NotImplementedError
 
     def backend(self, deps: Deps) -> Backend:
@@ -211,7 +207,7 @@ class SpecialisedChecker:
 
         def one(pair: tuple[Chunk, Segment]) -> tuple[Reading, CallRecord]:
             chunk, claim = pair
-            answered = self.ask(backend, chunk.text, claim.text, context.question)
+            answered = self.ask(backend, chunk.text, claim.text)
             with lock:
                 done[0] += 1
                 report(self.name, done[0], len(pairs))

@@ -65,8 +65,7 @@ class GraniteGuardian(SpecialisedChecker):
     def _templated(self, backend: Backend) -> bool:
         return self.prompt == "template" or (self.prompt == "auto" and backend.name == "vllm")
 
-    def ask(self, backend: Backend, chunk: str, claim: str,
-            question: str | None = None) -> tuple[Reading, CallRecord]:
+    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
         """One groundedness question; support is 1 - P(risk)."""
         if self._templated(backend):
             prompt = Prompt([{"role": "assistant", "content": defuse(claim)}], CHAT_TEMPLATE)

@@ -27,8 +27,7 @@ class MiniCheck(SpecialisedChecker):
         """Its one prompt's version, whatever the server."""
         return TEMPLATE
 
-    def ask(self, backend: Backend, chunk: str, claim: str,
-            question: str | None = None) -> tuple[Reading, CallRecord]:
+    def ask(self, backend: Backend, chunk: str, claim: str) -> tuple[Reading, CallRecord]:
         """One "Document: ... Claim: ..." question, answered in one token."""
         prompt = render(TEMPLATE, document=chunk, claim=claim)
         completion, record = self.call(backend, prompt, max_tokens=1)

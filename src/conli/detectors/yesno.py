@@ -1,7 +1,6 @@
 """``yesno``: one token a sentence, "does the source support this claim?", on the run's model.
 
-The checker format (MiniCheck's prompt, with the question an answer answers: ``yesno.v1``,
-byte for byte ``minicheck.v1`` where there is none) asked of any model that gives
+The checker format (MiniCheck's prompt, ``minicheck.v1``) asked of any model that gives
 log-probabilities: the source comes first, so every sentence of an answer after the first
 reads it from the prompt cache and costs a short prefill and one generated token. P(Yes)
 is the sentence's P(supported). What differs from ``minicheck`` is the cut: a small
@@ -20,13 +19,10 @@ from typing import Any
 from pydantic import Field
 
 from conli.backends.base import Backend
-from conli.backends.calls import CallRecord
-from conli.detectors.checkers import CheckerOptions, Reading, first_word, yes_probability
+from conli.detectors.checkers import CheckerOptions
 from conli.detectors.minicheck import MiniCheck
-from conli.prompts import render
 
 ARTIFACT = "yesno.v1.json"
-TEMPLATE = "yesno.v1"
 DEFAULT_THRESHOLD = 0.5
 
 
@@ -56,18 +52,6 @@ class YesNo(MiniCheck):
 
     def __init__(self, options: YesNoOptions | None = None) -> None:
         super().__init__(options or YesNoOptions())
-
-    def template_for(self, backend: Backend) -> str:
-        """Its one prompt's version: MiniCheck's, with the question where there is one."""
-        return TEMPLATE
-
-    def ask(self, backend: Backend, chunk: str, claim: str,
-            question: str | None = None) -> tuple[Reading, CallRecord]:
-        """One "Document: ... [Question: ...] Claim: ..." question, answered in one token."""
-        prompt = render(TEMPLATE, document=chunk, claim=claim, question=question)
-        completion, record = self.call(backend, prompt, max_tokens=1)
-        read = yes_probability(completion)
-        return Reading(read[0] if read else None, first_word(completion.text)), record
 
     def threshold_for(self, backend: Backend) -> float:
         """The set threshold, else the fitted one on the model it was fitted for, else 0.5."""
