@@ -146,3 +146,28 @@ def test_three_candidates_against_one_source_read_it_once(
     assert all(t["judge"]["reasoning_status"] == "checked" for t in texts)
     assert sum(BRIDGE in part for part in backend.prefilled) == source_reads
     assert all(t["usage"]["cached_tokens"] > 0 for t in texts)
+
+
+class PrimingSlot(OneSlotCache):
+    """A one-slot cache that can restore a saved prompt, as the embedded backend's ``prime``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.primed = []
+
+    def prime(self, messages):
+        self.primed.append(flat(messages))
+        self.last = flat(messages)  # restored from disk: in the slot, not prefilled
+        return 0.0
+
+
+def test_the_rewrite_prefills_its_fixed_instructions_from_a_saved_state(settings):
+    backend = PrimingSlot(responder=rule_responder(
+        bad=("420",), rewrite=lambda t: t.replace("420", "240")), primes_prefix=True)
+    result = Checker(settings, backend=backend).check(BRIDGE, ANSWER)
+    assert result.mitigation.status == "rewritten" and result.mitigation.template == "mitigate.v1"
+    rewrite = next(i for i, c in enumerate(backend.calls) if kind_of(c) == "mitigate")
+    rules = "You are an editor who corrects a text"
+    assert any(rules in primed for primed in backend.primed)
+    assert rules not in backend.prefilled[rewrite]  # restored, not prefilled again
+    assert BRIDGE in backend.prefilled[rewrite] and ANSWER in backend.prefilled[rewrite]

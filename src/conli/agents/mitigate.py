@@ -14,7 +14,7 @@ from conli.agents.answers import RewriteAnswer, RewriteItem
 from conli.agents.nli import Hypothesis, nli_windows, run_nli
 from conli.agents.nli_prompts import laid_out
 from conli.agents.structured import CallRecord, ask_structured, exact_items_schema
-from conli.backends.base import Backend
+from conli.backends.base import Backend, primes_prefix
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 from conli.models import Judgement, Mitigation, SentenceChange, SentenceResult
@@ -49,6 +49,8 @@ def mitigate(
         return response, Mitigation(status="nothing_flagged"), []
     layout = laid_out(TEMPLATE, SHARED_TEMPLATE, settings, backend.capabilities)
     template = layout.version
+    if not layout.shared:  # its own prompt: its rules and worked example from a saved state
+        warm_static_prefix(backend)
     prompt = render(
         layout.template,
         source=relevant_source(backend, source, list(flagged.values()), settings),
@@ -97,6 +99,20 @@ def mitigate(
     status, error = _outcome(sorted(set(flagged) - {c.index for c in changes}), changes)
     mitigation = Mitigation(status=status, changes=changes, error=error, template=template)
     return refined, mitigation, calls
+
+
+def warm_static_prefix(backend: Backend) -> float:
+    """Ready the rewrite prompt's fixed part (rules, worked example) on a backend that keeps it.
+
+    The embedded backend restores it from disk (saved the first time), so a rewrite
+    prefills only the source window, the text and the flagged sentences, not the ~750
+    tokens of instructions that never change. Others: nothing to do. Seconds taken.
+    """
+    primer = primes_prefix(backend)
+    if primer is None:
+        return 0.0
+    return primer.prime(render(TEMPLATE, source="", response="", flagged=[],
+                               question=None).messages)
 
 
 def _outcome(

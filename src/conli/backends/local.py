@@ -94,6 +94,9 @@ class LocalBackend:
         self._state_dir = settings.cache_dir / "prefix-states"
         self._state_dir.mkdir(parents=True, exist_ok=True)
         params.slot_save_path = f"{self._state_dir}{os.sep}"
+        # earlier prompts kept in host memory (a rewrite's check finds the source there);
+        # bounded, as llama.cpp's default lets a long batch's memory grow by gigabytes
+        params.cache_ram_mib = settings.local_cache_ram
         self._server: Any = xllamacpp.Server(params)
         self._lock = threading.Lock()
         self._prompt_cache = settings.local_prompt_cache

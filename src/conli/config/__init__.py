@@ -63,6 +63,10 @@ class BackendSettings(BaseModel):
     local_prompt_cache: bool = Field(
         default=True, description="reuse llama.cpp's KV cache across calls (off only to benchmark)"
     )
+    local_cache_ram: int = Field(
+        default=1024, ge=0, description="MiB of RAM llama.cpp may keep earlier prompts' KV state "
+        "in, besides its slot (llama.cpp's own default, 8192, grew a batch's memory by 7 GB); 0: "
+        "none")
     cache_dir: Path = Field(
         default_factory=_default_cache_dir, description="the embedded model once assembled "
         "(models/), its saved prompt states, and conli eval's call cache")

@@ -28,6 +28,7 @@ from conli.detectors.guardian import GraniteGuardian
 from conli.detectors.minicheck import MiniCheck
 from conli.detectors.nli import EntityNLI, SentenceNLI
 from conli.detectors.signals import SignalDetector
+from conli.detectors.yesno import YesNo
 from conli.errors import ConfigError, validation_problems
 
 Factory = Callable[..., Detector]  # no argument, or its options model when it declares one
@@ -36,7 +37,7 @@ _REGISTRY: dict[str, Factory] = {}
 _OPTIONS: dict[str, type[BaseModel]] = {}
 BUILT_IN: tuple[type[Detector], ...] = (SentenceNLI, EntityNLI, SignalDetector, FusedDetector,
                                          CoverageOverlap, CoverageNLI, MiniCheck,
-                                         GraniteGuardian)
+                                         GraniteGuardian, YesNo)
 # what each preset runs on the points a check is given (nothing when none are)
 _COVER = (CoverageOverlap.name, CoverageNLI.name)
 PRESETS: dict[str, tuple[str, ...]] = {
@@ -47,12 +48,14 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "hybrid": (SignalDetector.name, SentenceNLI.name, EntityNLI.name, *_COVER),
     # NLI on every claim, then NLI's verdict and the reading weighed by one classifier
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
+    # one token a sentence over the cached source (word overlap for points)
+    "yesno": (YesNo.name, CoverageOverlap.name),
 }
 # the detectors whose sentence scores are the backend's log-probabilities (none without);
 # coverage detectors judge points, not sentences; the specialised checkers read their own
 # server's (the run's backend unless their options name one)
 SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER, MiniCheck.name,
-                                GraniteGuardian.name})
+                                GraniteGuardian.name, YesNo.name})
 # the detectors that ask the NLI prompts (whose static prefix a run warms up)
 ASKS_NLI = frozenset({SentenceNLI.name, EntityNLI.name, CoverageNLI.name})
 # the specialised checkers, which may ask a server of their own (detector_options.NAME.llm)

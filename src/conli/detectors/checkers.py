@@ -220,25 +220,27 @@ class SpecialisedChecker:
         for number, claim in enumerate(claims):
             readings = [answers[c * len(claims) + number][0] for c in range(len(chunks))]
             judgement = self.judgement(claim.text, readings, chunks,
-                                       self.recorded(backend, spotlight))
+                                       self.recorded(backend, spotlight),
+                                       self.threshold_for(backend))
             if judgement.verdict == "hallucinated":
                 judgement = self._with_unstated(judgement, context, mentions)
             found.judgements[claim.index] = [judgement]
         return found
 
     def judgement(self, claim: str, readings: list[Reading], chunks: list[Chunk],
-                  template: str) -> Judgement:
+                  template: str, threshold: float | None = None) -> Judgement:
         """The claim's verdict from its chunks: the best P(supported), or the words alone.
 
         A chunk whose answer was no label leaves the claim unverified (an invalid answer)
         unless another chunk answered Yes: it may have been the one that supports it.
+        It passes when P(supported) is above ``threshold`` (default: the option's).
         """
         if all(r.support is not None for r in readings):
             best = max(range(len(readings)), key=lambda i: readings[i].support or 0.0)
             p = readings[best].support or 0.0
+            supported = p > (self.settings.threshold if threshold is None else threshold)
             said = f"{self.label}: P(supported) {p:.2f}; closest: {chunks[best].where()}"
-            return self._judged(claim, p > self.settings.threshold, readings, chunks, best,
-                                said, p, template)
+            return self._judged(claim, supported, readings, chunks, best, said, p, template)
         words = [r.said for r in readings]
         if "yes" in words:
             best = words.index("yes")
@@ -263,6 +265,10 @@ class SpecialisedChecker:
     def recorded(self, backend: Backend, spotlight: bool) -> str:
         """``template_for``, ``+datamark`` when the data is marked (``prompts.spotlight``)."""
         return versioned(self.template_for(backend), spotlight)
+
+    def threshold_for(self, backend: Backend) -> float:
+        """P(supported) above which a claim passes when asking ``backend``: the option's."""
+        return self.settings.threshold
 
     def _judged(self, claim: str, supported: bool, readings: list[Reading], chunks: list[Chunk],
                 best: int | None, said: str, score: float | None, template: str) -> Judgement:
