@@ -18,9 +18,9 @@ import asyncio
 import atexit
 import functools
 import threading
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import RunnableLambda
 
@@ -33,6 +33,8 @@ from conli.run.context import cancellable
 from conli.run.inputs import Source
 from conli.run.plan import Plan, make_plan
 from conli.streaming import DoneEvent, SentenceEvent
+
+T = TypeVar("T")
 
 
 async def acheck(
@@ -55,8 +57,15 @@ async def acheck(
     if checker is None:
         checker = await asyncio.to_thread(shared_checker, settings)
         settings = None  # the shared checker was built from them
-    work = functools.partial(checker.check, source, response, question=question,
-                             points=points, plan=_plan(settings))
+    return await in_pool(checker, functools.partial(
+        checker.check, source, response, question=question, points=points, plan=_plan(settings)))
+
+
+async def in_pool(checker: Checker, work: Callable[[], T]) -> T:
+    """``work`` (a check on ``checker``) on the checker's own pool, cancellable as ``acheck`` is.
+
+    Cancelling the call stops the check at its next model call (the one in flight ends first).
+    """
     flag = threading.Event()
     context = cancellable(flag)  # the caller's context, as asyncio.to_thread copies it
     running = asyncio.get_running_loop().run_in_executor(checker.executor(), context.run, work)
@@ -306,6 +315,20 @@ def _text(message: object) -> str:
     return ""
 
 
+def turn_of(messages: list[Any]) -> tuple[list[str], str | None]:
+    """The last turn of a chat: its tool messages' texts, and the last human message's text.
+
+    The tool messages are those after the last human message (each one source of the
+    answer that follows them); the question is that human message (None: there is none).
+    """
+    roles = [_role(m) for m in messages]
+    humans = [i for i, role in enumerate(roles) if role == "human"]
+    after = humans[-1] + 1 if humans else 0
+    tools = [_text(m) for m, role in zip(messages[after:], roles[after:], strict=True)
+             if role == "tool"]
+    return tools, (_text(messages[humans[-1]]) or None) if humans else None
+
+
 def chat_inputs(
     state: Mapping[str, Any], *, response_key: str = "response", source_key: str = "source",
 ) -> tuple[object, object, str | None]:
@@ -317,23 +340,19 @@ def chat_inputs(
     """
     messages = state.get("messages")
     chat = list(messages) if isinstance(messages, list | tuple) else []
-    roles = [_role(m) for m in chat]
-    humans = [i for i, role in enumerate(roles) if role == "human"]
-    after = humans[-1] + 1 if humans else 0
+    tools, asked = turn_of(chat)
     if response_key in state:
         response: object = state[response_key]
     else:
-        ai = [m for m, role in zip(chat, roles, strict=True) if role == "ai"]
+        ai = [m for m in chat if _role(m) == "ai"]
         response = _text(ai[-1]) if ai else None
     if source_key in state:
         source: object = state[source_key]
     else:
-        tools = [_text(m) for m, role in zip(chat[after:], roles[after:], strict=True)
-                 if role == "tool"]
         source = (tools[0] if len(tools) == 1 else tools) if tools else None
     question = state.get("question")
-    if question is None and humans:
-        question = _text(chat[humans[-1]]) or None
+    if question is None:
+        question = asked
     missing = [name for name, value in (("response", response), ("source", source))
                if value is None]
     if missing:

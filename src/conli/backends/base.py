@@ -40,9 +40,9 @@ class Capabilities:
     - ``continues_assistant``: continues a trailing assistant message (a prefilled answer).
     - ``logprobs``: how many top alternatives per generated token it can return (0: none).
     - ``counts_tokens``, ``primes_prefix``, ``hidden_states``, ``scores_continuations``,
-      ``keeps_readings``: implements the optional ``CountsTokens``, ``PrimesPrefix``,
-      ``ReadsHiddenStates``, ``ScoresContinuations`` and ``KeepsReadings`` (use the
-      functions of the same names below).
+      ``keeps_readings``, ``takes_keys``: implements the optional ``CountsTokens``,
+      ``PrimesPrefix``, ``ReadsHiddenStates``, ``ScoresContinuations``, ``KeepsReadings`` and
+      ``TakesKeys`` (use the functions of the same names below).
     """
 
     context_window: int | None = None
@@ -55,6 +55,7 @@ class Capabilities:
     hidden_states: bool = False
     scores_continuations: bool = False
     keeps_readings: bool = False
+    takes_keys: bool = False
 
     @property
     def scores_labels(self) -> bool:
@@ -254,6 +255,25 @@ class KeepsReadings(Protocol):
     def kept_reading(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The arrays kept under ``key``, or ``compute()``'s, kept and returned."""
         ...
+
+
+class TakesKeys(Protocol):
+    """A backend that can send another credential (``capabilities.takes_keys``).
+
+    The proxy's upstream, when the operator forwards each client's own key.
+    """
+
+    def with_key(self, key: str) -> Backend:
+        """A copy sending ``key`` as its credential, sharing this backend's connections.
+
+        Close only the backend it came from, never the copy.
+        """
+        ...
+
+
+def takes_keys(backend: Backend) -> TakesKeys | None:
+    """``backend`` as one that can send another key, if its capabilities say so."""
+    return cast(TakesKeys, backend) if backend.capabilities.takes_keys else None
 
 
 def counts_tokens(backend: Backend) -> CountsTokens | None:

@@ -8,6 +8,7 @@ HTTP client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import replace
 from typing import Any, Literal
@@ -79,6 +80,7 @@ class OpenAIChatBackend:
             max_concurrency=settings.max_concurrency,
             continues_assistant=continues_assistant,
             logprobs=MAX_TOP_LOGPROBS,
+            takes_keys=True,
         )
         self._client = client
         self._token_param: TokenParam = token_param
@@ -131,6 +133,12 @@ class OpenAIChatBackend:
             usage = completion.usage
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
         return continuation(completion, prefix)
+
+    def with_key(self, key: str) -> OpenAIChatBackend:
+        """A copy sending ``key`` (a client's own, which the proxy forwards); it shares the pool."""
+        keyed = copy.copy(self)
+        keyed._client = self._client.with_options(api_key=key)
+        return keyed
 
     def close(self) -> None:
         """Close the SDK's HTTP connection pool."""

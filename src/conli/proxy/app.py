@@ -1,0 +1,288 @@
+"""``conli serve --upstream SPEC``: OpenAI's chat completions API, each reply checked.
+
+``POST /v1/chat/completions`` forwards the chat to the upstream (any backend spec, through
+the backend contract), checks the reply against its sources (``wire.read_turn``) and
+answers in the same format with a ``conli`` field and ``X-Conli-*`` headers; streamed,
+sentence by sentence as each is checked (``release``). ``GET /v1/models`` lists the
+upstream's model. The routes are mounted on the service's app: its keys (here also as the
+bearer token), body cap, slots (429) and time limit (504) are theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, ConfigDict
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from conli.backends import get_backend
+from conli.backends.base import Backend, Completion, takes_keys
+from conli.backends.base import Request as Ask
+from conli.config import Settings
+from conli.errors import BackendError, ConfigError, ConliError, InputError
+from conli.models import CheckResult
+from conli.proxy.release import UpstreamFailed, released
+from conli.proxy.shapes import DONE, Answer, Stage, error_answer, sse
+from conli.proxy.verdicts import BLOCKED_FINISH, Policy, Verdicts, decided, unchecked
+from conli.proxy.wire import (
+    NO_SOURCE,
+    SOURCE_HEADER,
+    Turn,
+    parse_body,
+    read_turn,
+    streamed,
+    upstream_ask,
+)
+from conli.run.inputs import validate_sources, validate_text
+from conli.run.plan import make_plan
+from conli.run.request import Request as Check
+from conli.service.app import Mount
+from conli.service.ops import Metrics
+from conli.service.problems import ProblemError
+from conli.service.runner import Runner
+
+CHAT_PATH, MODELS_PATH = "/v1/chat/completions", "/v1/models"
+
+
+def proxy_mount(settings: Settings, upstream: Backend | None = None) -> Mount:
+    """The proxy's routes, for ``create_app(mount=...)``; ``upstream`` overrides the spec (tests).
+
+    The upstream is built when the app is: ``CONLI_PROXY_UPSTREAM``, or the checker's own
+    backend when the spec is ``CONLI_LLM``'s (one model loaded for both).
+    """
+
+    def add(app: FastAPI, runner: Runner, metrics: Metrics) -> Callable[[], None]:
+        spec = settings.proxy_upstream
+        given = upstream or (runner.backend if spec == settings.llm else None)
+        if given is None:
+            if spec is None:
+                raise ConfigError("the proxy needs an upstream: conli serve --upstream SPEC "
+                                  "(or CONLI_PROXY_UPSTREAM)")
+            given = get_backend(spec, settings)
+        if settings.proxy_forward_client_key and takes_keys(given) is None:
+            raise ConfigError(f"CONLI_PROXY_FORWARD_CLIENT_KEY: the {given.name} upstream "
+                              "cannot send a client's key (OpenAI-compatible upstreams can)")
+        _routes(app, _Proxy(settings, runner, given, metrics))
+        owned = given is not runner.backend and upstream is None
+        return given.close if owned else _nothing
+
+    return Mount(add=add, paths=frozenset({CHAT_PATH, MODELS_PATH}),
+                 bearer=not settings.proxy_forward_client_key)
+
+
+def _nothing() -> None:
+    """Nothing to close: the upstream is the checker's backend, or the caller's."""
+
+
+class _Plain(BaseModel):
+    """A whole reply's outcome, from the worker thread (an upstream failure as a value)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    reply: Completion | None = None
+    text: str = ""
+    verdicts: Verdicts | None = None
+    failed: BackendError | None = None
+
+
+class _Proxy:
+    """The two routes' work, over the service's runner (slots, time limit, observers)."""
+
+    def __init__(self, settings: Settings, runner: Runner, upstream: Backend,
+                 metrics: Metrics) -> None:
+        self.settings, self.runner, self.upstream = settings, runner, upstream
+        self.metrics = metrics
+        self.policy = Policy.of(settings)
+
+    def models(self) -> JSONResponse:
+        """The one model this proxy answers with: the upstream's."""
+        return JSONResponse({"object": "list", "data": [{
+            "id": self.upstream.model, "object": "model", "created": 0,
+            "owned_by": self.upstream.name}]})
+
+    async def completions(self, request: Request) -> Response:
+        """Read the request, ask the upstream, check the reply, answer in the same format."""
+        try:
+            body = parse_body(await request.body())
+            turn = read_turn(body, request.headers.getlist(SOURCE_HEADER),
+                             system_as_source=self.policy.system_as_source)
+            policy = self.policy.for_turn(turn)
+            ask = upstream_ask(body)
+            upstream = self._upstream(request)
+            self._usable(turn, policy)
+        except Exception as exc:
+            return self._error(exc, "request")
+        stream, usage = streamed(body)
+        answer = Answer(model=upstream.model)
+        if stream:
+            return await self._stream(upstream, ask, turn, policy, answer, usage)
+        return await self._plain(upstream, ask, turn, policy, answer)
+
+    def _upstream(self, request: Request) -> Backend:
+        """The upstream, sending the client's bearer token where the operator forwards it."""
+        keyed = takes_keys(self.upstream)
+        if not self.settings.proxy_forward_client_key or keyed is None:
+            return self.upstream
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise InputError("this proxy forwards the client's key to its upstream: send it as "
+                             "the bearer token (Authorization: Bearer ...)")
+        return keyed.with_key(token.strip())
+
+    def _usable(self, turn: Turn, policy: Policy) -> None:
+        """Refuse before the upstream is asked: no source, a bad one, options that cannot run."""
+        if turn.sources is None:
+            if policy.no_source == "refuse":
+                raise InputError(f"{NO_SOURCE} (CONLI_PROXY_NO_SOURCE=refuse)")
+            return
+        limit = self.settings.max_source_chars
+        validate_sources(turn.sources, limit)
+        if turn.question is not None:
+            validate_text(turn.question, name="question", max_chars=limit)
+        try:
+            self.runner.checker.prepare(make_plan(self.settings, policy.options(turn)))
+        except ConfigError as exc:
+            raise InputError(f"conli: the request's options cannot run here: {exc}") from exc
+
+    async def _plain(self, upstream: Backend, ask: Ask, turn: Turn, policy: Policy,
+                     answer: Answer) -> Response:
+        def job(due: float) -> _Plain:
+            try:
+                reply = upstream.complete(ask)
+            except BackendError as exc:  # the upstream's failure is no failed check
+                return _Plain(failed=exc)
+            text, verdicts = self._checked(reply.text, turn, policy, due)
+            return _Plain(reply=reply, text=text, verdicts=verdicts)
+
+        try:
+            done = await self.runner.run(job)
+        except ProblemError as exc:  # no free slot (429), or past the time limit (504)
+            return self._error(exc, "request")
+        except Exception as exc:
+            return self._error(exc, "check")
+        assert isinstance(done, _Plain)
+        if done.failed is not None or done.reply is None or done.verdicts is None:
+            return self._error(done.failed or ConliError("no reply"), "upstream")
+        finish = BLOCKED_FINISH if done.verdicts.action == "blocked" else (
+            done.reply.finish_reason or "stop")
+        return JSONResponse(answer.completion(done.text, finish, done.reply.usage, done.verdicts),
+                            headers=done.verdicts.headers())
+
+    def _checked(self, reply: str, turn: Turn, policy: Policy,
+                 due: float) -> tuple[str, Verdicts]:
+        """The text to send for a whole reply and its ``conli`` field (in a worker thread)."""
+        if turn.sources is None:
+            return reply, unchecked(NO_SOURCE, policy)
+        if not reply.strip():
+            return reply, unchecked("the reply is empty: nothing to check", policy,
+                                    turn.found_in)
+        check = Check.of(turn.sources, reply, limits=self.settings, question=turn.question,
+                         options=policy.options(turn, self.settings.service_max_sentences))
+        try:
+            result = self.runner.checker.run(check, within=max(due - time.monotonic(), 1e-3))
+        except ConliError as exc:
+            if policy.on_check_error == "refuse":
+                raise
+            self.runner.observe(exc)
+            return reply, unchecked(f"the check failed, the reply went out unchecked: "
+                                    f"{type(exc).__name__}: {exc}", policy, turn.found_in)
+        assert isinstance(result, CheckResult)  # a check or rewrite run answers the whole
+        self.runner.observe(result)
+        return decided(result, reply, policy, turn.found_in)
+
+    async def _stream(self, upstream: Backend, ask: Ask, turn: Turn, policy: Policy,
+                      answer: Answer, usage: bool) -> Response:
+        """Ask the upstream, then stream the reply's sentences out as each is checked.
+
+        The stream holds one of the service's slots to its end; an upstream failure is an
+        error answer with its own status, since nothing was sent yet.
+        """
+        try:
+            self.runner.admit()
+        except ProblemError as exc:
+            return self._error(exc, "request")
+        loop = asyncio.get_running_loop()
+        limit = self.settings.service_timeout_seconds
+        due = loop.time() + limit
+        call = loop.run_in_executor(self.runner.pool, upstream.complete, ask)
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(call), limit)
+        except BaseException as exc:
+            call.add_done_callback(lambda _: self.runner.release())  # the slot, once it ends
+            if isinstance(exc, TimeoutError):
+                return self._error(ProblemError(504, "timeout", "the upstream took too long",
+                                                f"the limit is {limit:g}s"), "request")
+            if isinstance(exc, Exception):
+                return self._error(exc, "upstream")
+            raise
+        lines = self._lines(reply, turn, policy, answer, usage, due - loop.time())
+        return StreamingResponse(lines, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def _lines(self, reply: Completion, turn: Turn, policy: Policy, answer: Answer,
+                     usage: bool, left: float) -> AsyncIterator[bytes]:
+        """The SSE events: the pieces as released, the finish, the ``conli`` chunk, [DONE]."""
+        try:
+            yield sse(answer.chunk({"role": "assistant", "content": ""}))
+            verdicts: Verdicts | None = None
+            async for item in self._pieces(reply.text, turn, policy, left):
+                if isinstance(item, Verdicts):
+                    verdicts = item
+                else:
+                    yield sse(answer.chunk({"content": item}))
+            assert verdicts is not None  # the last item
+            if verdicts.result is not None:
+                self.runner.observe(verdicts.result)
+            finish = BLOCKED_FINISH if verdicts.action == "blocked" else (
+                reply.finish_reason or "stop")
+            yield sse(answer.chunk({}, finish_reason=finish))
+            yield sse(answer.chunk(usage=reply.usage if usage else None, verdicts=verdicts))
+            yield DONE
+        except Exception as exc:
+            self.runner.observe(exc)
+            failed = error_answer(exc.error if isinstance(exc, UpstreamFailed) else exc,
+                                  "upstream" if isinstance(exc, UpstreamFailed) else "check",
+                                  retry_after=self.settings.service_retry_after_seconds)
+            self.metrics.problem(str(failed.body["error"]["code"]))
+            yield sse(failed.body)
+        finally:
+            self.runner.release()
+
+    def _pieces(self, text: str, turn: Turn, policy: Policy,
+                left: float) -> AsyncIterator[str | Verdicts]:
+        """The reply's pieces as they may go out, then the ``conli`` field."""
+        return released(self.runner.checker, turn, policy, _once(text), settings=self.settings,
+                        within=max(left, 1e-3), max_sentences=self.settings.service_max_sentences)
+
+    def _error(self, exc: BaseException, stage: Stage) -> JSONResponse:
+        """An OpenAI-shaped error answer, counted in the metrics by its kind."""
+        failed = error_answer(exc, stage, client_key=self.settings.proxy_forward_client_key,
+                              retry_after=self.settings.service_retry_after_seconds)
+        self.metrics.problem(str(failed.body["error"]["code"]))
+        return JSONResponse(failed.body, status_code=failed.status, headers=failed.headers)
+
+
+async def _once(text: str) -> AsyncIterator[str]:
+    """A reply that came whole, as the one chunk of a stream."""
+    yield text
+
+
+def _routes(app: FastAPI, proxy: _Proxy) -> None:
+    """Register ``POST /v1/chat/completions`` and ``GET /v1/models`` on ``app``."""
+
+    @app.post(CHAT_PATH, tags=["proxy"], response_class=JSONResponse, openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "description": "OpenAI's chat completions request; the conli "
+            "object (extra_body in the SDK) names the sources"}}}}})
+    async def chat_completions(request: Request) -> Response:
+        """OpenAI's chat completions, the reply checked (streamed with ``"stream": true``)."""
+        return await proxy.completions(request)
+
+    @app.get(MODELS_PATH, tags=["proxy"])
+    async def models() -> JSONResponse:
+        """The upstream's model, as OpenAI's model list."""
+        return proxy.models()
+
