@@ -29,18 +29,24 @@ CONLI = {"conli": {"sources": [SOURCE]}}
 
 
 def chat_handler(reply: str = REPLY, *, status: int = 200, body: Any = None,
-                 headers: dict[str, str] | None = None) -> Callable[[Request], Reply]:
+                 headers: dict[str, str] | None = None,
+                 delay: float = 0.0) -> Callable[[Request], Reply]:
     """An upstream answering every chat with ``reply`` (or ``status`` with ``body``).
 
     A request with ``"stream": true`` gets the reply as server-sent events, a word a chunk.
+    Each chat is answered after ``delay`` seconds (a hosted model's time, for benchmarks).
     """
 
     def handle(request: Request) -> Reply:
+        if request.path.endswith("/models"):
+            return Reply(body={"object": "list", "data": [
+                {"id": "gpt-test", "object": "model", "created": 0, "owned_by": "fake"}]})
         if status != 200:
             return Reply(status=status, body=body, headers=headers or {})
         if isinstance(request.body, dict) and request.body.get("stream"):
-            return Reply(body=sse_reply(reply), headers={"content-type": "text/event-stream"})
-        return Reply(body=openai_chat(reply, prompt=30, completion=12))
+            return Reply(body=sse_reply(reply), headers={"content-type": "text/event-stream"},
+                         delay=delay)
+        return Reply(body=openai_chat(reply, prompt=30, completion=12), delay=delay)
 
     return handle
 

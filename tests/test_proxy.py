@@ -321,3 +321,21 @@ def test_the_embedded_model_as_upstream_and_checker() -> None:
             model="local", messages=MESSAGES, max_tokens=60, temperature=0, extra_body=CONLI,
             stream=True) if c.choices)
         assert text.strip()
+
+
+def test_a_bad_conli_object_or_content_is_refused_before_the_upstream() -> None:
+    with proxied() as proxy:
+        client = _client(proxy.base_url)
+        with pytest.raises(openai.UnprocessableEntityError, match="'llm' cannot be set"):
+            client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
+                "conli": {"sources": SOURCE, "llm": "openai:gpt-4o"}})
+        with pytest.raises(openai.UnprocessableEntityError, match="nosuch"):
+            client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
+                "conli": {"sources": SOURCE, "detector": "nosuch"}})
+        with pytest.raises(openai.BadRequestError, match="image_url part"):
+            client.chat.completions.create(model="m", extra_body=CONLI, messages=[
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
+        with pytest.raises(openai.UnprocessableEntityError, match="NUL"):
+            client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
+                "conli": {"sources": "The library\x00 opened in 1962."}})
+        assert proxy.chats() == []

@@ -325,8 +325,8 @@ class ServiceSettings(BaseModel):
 class ProxySettings(BaseModel):
     """``conli serve --upstream`` (the OpenAI-compatible guard) and the drop-in client."""
 
-    proxy_upstream: str | None = Field(default=None, description="backend spec of the chat model "
-        "POST /v1/chat/completions forwards to; the check runs on CONLI_LLM (the same spec: one)")
+    proxy_upstream: str | None = Field(default=None, description="backend spec of the model that "
+        "answers POST /v1/chat/completions; CONLI_LLM's own spec shares its backend with the check")
     proxy_on_flag: Literal["rewrite", "annotate", "block"] = Field(default="rewrite", description=
         "a reply not supported goes out rewritten, as written beside its verdicts, or as the "
         "refusal; a request's conli.on_flag may only be stricter (annotate < rewrite < block)")

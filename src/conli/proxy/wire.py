@@ -105,7 +105,7 @@ def read_turn(body: Mapping[str, Any], header_sources: Sequence[str], *,
     elif system_as_source and (system := _system(messages)):
         found = ("system", [system])
     elif header_sources:
-        found = ("header", [unquote(value, errors="strict") for value in header_sources])
+        found = ("header", [_unquoted(value) for value in header_sources])
     return Turn(sources=found[1] if found else None, found_in=found[0] if found else None,
                 question=question, on_flag=_on_flag(given.get("on_flag")),
                 options=_options(rest))
@@ -207,6 +207,14 @@ def _system(messages: list[dict[str, Any]]) -> str | None:
     texts = [content_text(m.get("content"), "the system message") for m in messages
              if m["role"] in ("system", "developer")]
     return "\n\n".join(t for t in texts if t.strip()) or None
+
+
+def _unquoted(value: str) -> str:
+    """A header's source: percent-encoded UTF-8, so any text fits in a header."""
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise InputError(f"{SOURCE_HEADER} is not percent-encoded UTF-8") from None
 
 
 def _sources(given: object) -> list[str]:
