@@ -51,8 +51,13 @@ def chat_handler(reply: str = REPLY, *, status: int = 200, body: Any = None,
     return handle
 
 
-def sse_reply(reply: str, *, finish: str = "stop") -> bytes:
-    """``reply`` as Chat Completions chunks (a word each), the finish and a usage chunk."""
+def sse_reply(reply: str) -> bytes:
+    """``reply`` as one body of server-sent events (``sse_events``)."""
+    return b"".join(sse_events(reply))
+
+
+def sse_events(reply: str, *, finish: str = "stop") -> list[bytes]:
+    """``reply`` as Chat Completions chunks (a word each), the finish, a usage chunk, [DONE]."""
     words = reply.split(" ")
     pieces = [word if i == 0 else f" {word}" for i, word in enumerate(words)]
     base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
@@ -64,8 +69,7 @@ def sse_reply(reply: str, *, finish: str = "stop") -> bytes:
     chunks += [{**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
                {**base, "choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 12,
                                                  "total_tokens": 42}}]
-    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + \
-        b"data: [DONE]\n\n"
+    return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
 @dataclass

@@ -20,7 +20,7 @@ import pytest
 from conli.backends.fake import ScriptedBackend
 from conli.errors import BackendUnavailableError
 from tests import scripted
-from tests.http_fakes import openai_error
+from tests.http_fakes import Reply, Request, openai_error
 from tests.proxy_fakes import (
     CONLI,
     MESSAGES,
@@ -30,6 +30,7 @@ from tests.proxy_fakes import (
     SOURCE,
     chat_handler,
     proxied,
+    sse_events,
 )
 from tests.test_service import KEY
 
@@ -280,10 +281,15 @@ def test_keys_the_proxys_own_as_bearer_and_a_clients_forwarded_only_when_set() -
                                                             extra_body=CONLI)
 
 
-def test_a_client_that_leaves_a_stream_stops_the_checks_and_frees_its_slot() -> None:
+def test_a_client_that_leaves_a_stream_stops_the_upstream_and_the_checks() -> None:
     reply = " ".join(["The library opened in 1962.", "The city council runs the library."] * 3)
+    events = sse_events(reply)
+
+    def slow(request: Request) -> Reply:  # a model writing a word every 0.1 s
+        return Reply(chunks=events, every=0.1)
+
     checker = scripted.backend(sleep=0.4, concurrency=1)
-    with proxied(chat_handler(reply), checker=checker, service_max_concurrent=1) as proxy:
+    with proxied(slow, checker=checker, service_max_concurrent=1) as proxy:
         client = _client(proxy.base_url)
         stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True,
                                                 extra_body=CONLI)
@@ -291,10 +297,14 @@ def test_a_client_that_leaves_a_stream_stops_the_checks_and_frees_its_slot() -> 
         assert first.choices[0].delta.content == "The library opened in 1962."
         stream.close()
         time.sleep(1.5)
+        (asked,) = proxy.chats()
+        assert asked.body["stream"] is True  # the reply was checked while it was written
+        assert asked.client_left and asked.chunks_sent < len(events), "the upstream wrote on"
         calls = len(checker.calls)
         assert calls < 5, "the checks went on after the client left"
         time.sleep(1.0)
         assert len(checker.calls) == calls
+        proxy.upstream.handler = chat_handler()
         answer = client.chat.completions.create(model="m", messages=MESSAGES, extra_body=CONLI)
         assert answer.conli["status"] == "checked"  # type: ignore[attr-defined]  # slot freed
 

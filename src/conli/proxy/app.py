@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from conli.backends import get_backend
-from conli.backends.base import Backend, Completion, takes_keys
+from conli.backends.base import Backend, CallUsage, Completion, takes_keys
 from conli.backends.base import Request as Ask
 from conli.config import Settings
 from conli.errors import BackendError, ConfigError, ConliError, InputError
 from conli.models import CheckResult
 from conli.proxy.release import UpstreamFailed, released
 from conli.proxy.shapes import DONE, Answer, Stage, error_answer, sse
+from conli.proxy.upstream import Reading
 from conli.proxy.verdicts import BLOCKED_FINISH, Policy, Verdicts, decided, unchecked
 from conli.proxy.wire import (
     NO_SOURCE,
@@ -197,8 +198,9 @@ class _Proxy:
                       answer: Answer, usage: bool) -> Response:
         """Ask the upstream, then stream the reply's sentences out as each is checked.
 
-        The stream holds one of the service's slots to its end; an upstream failure is an
-        error answer with its own status, since nothing was sent yet.
+        The stream holds one of the service's slots until its reading of the upstream ends.
+        The answer starts with the reply's first delta, so an upstream that fails before it
+        gets an error answer with its own status.
         """
         try:
             self.runner.admit()
@@ -207,28 +209,35 @@ class _Proxy:
         loop = asyncio.get_running_loop()
         limit = self.settings.service_timeout_seconds
         due = loop.time() + limit
-        call = loop.run_in_executor(self.runner.pool, upstream.complete, ask)
+        reading = Reading(upstream, ask, self.runner.pool)
         try:
-            reply = await asyncio.wait_for(asyncio.shield(call), limit)
+            await asyncio.wait_for(reading.begun(), limit)
         except BaseException as exc:
-            call.add_done_callback(lambda _: self.runner.release())  # the slot, once it ends
+            self._end(reading)
             if isinstance(exc, TimeoutError):
                 return self._error(ProblemError(504, "timeout", "the upstream took too long",
                                                 f"the limit is {limit:g}s"), "request")
             if isinstance(exc, Exception):
                 return self._error(exc, "upstream")
             raise
-        lines = self._lines(reply, turn, policy, answer, usage, due - loop.time())
+        lines = self._lines(reading, turn, policy, answer, usage, due - loop.time())
         return StreamingResponse(lines, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def _lines(self, reply: Completion, turn: Turn, policy: Policy, answer: Answer,
+    def _end(self, reading: Reading) -> None:
+        """Stop reading the upstream; the slot is free once the reading thread ends."""
+        reading.stop()
+        reading.thread.add_done_callback(lambda _: self.runner.release())
+
+    async def _lines(self, reading: Reading, turn: Turn, policy: Policy, answer: Answer,
                      usage: bool, left: float) -> AsyncIterator[bytes]:
         """The SSE events: the pieces as released, the finish, the ``conli`` chunk, [DONE]."""
         try:
             yield sse(answer.chunk({"role": "assistant", "content": ""}))
             verdicts: Verdicts | None = None
-            async for item in self._pieces(reply.text, turn, policy, left):
+            async for item in released(self.runner.checker, turn, policy, reading.deltas(),
+                                       settings=self.settings, within=max(left, 1e-3),
+                                       max_sentences=self.settings.service_max_sentences):
                 if isinstance(item, Verdicts):
                     verdicts = item
                 else:
@@ -236,26 +245,25 @@ class _Proxy:
             assert verdicts is not None  # the last item
             if verdicts.result is not None:
                 self.runner.observe(verdicts.result)
+            whole = reading.completion
             finish = BLOCKED_FINISH if verdicts.action == "blocked" else (
-                reply.finish_reason or "stop")
+                whole.finish_reason if whole and whole.finish_reason else "stop")
             yield sse(answer.chunk({}, finish_reason=finish))
-            yield sse(answer.chunk(usage=reply.usage if usage else None, verdicts=verdicts))
+            spent = whole.usage if whole else CallUsage()
+            yield sse(answer.chunk(usage=spent if usage else None, verdicts=verdicts))
             yield DONE
         except Exception as exc:
-            self.runner.observe(exc)
+            upstream = isinstance(exc, UpstreamFailed)
+            if not upstream:
+                self.runner.observe(exc)  # the checker's failure, for readiness and metrics
             failed = error_answer(exc.error if isinstance(exc, UpstreamFailed) else exc,
-                                  "upstream" if isinstance(exc, UpstreamFailed) else "check",
+                                  "upstream" if upstream else "check",
+                                  client_key=self.settings.proxy_forward_client_key,
                                   retry_after=self.settings.service_retry_after_seconds)
             self.metrics.problem(str(failed.body["error"]["code"]))
             yield sse(failed.body)
         finally:
-            self.runner.release()
-
-    def _pieces(self, text: str, turn: Turn, policy: Policy,
-                left: float) -> AsyncIterator[str | Verdicts]:
-        """The reply's pieces as they may go out, then the ``conli`` field."""
-        return released(self.runner.checker, turn, policy, _once(text), settings=self.settings,
-                        within=max(left, 1e-3), max_sentences=self.settings.service_max_sentences)
+            self._end(reading)
 
     def _error(self, exc: BaseException, stage: Stage) -> JSONResponse:
         """An OpenAI-shaped error answer, counted in the metrics by its kind."""
@@ -263,11 +271,6 @@ class _Proxy:
                               retry_after=self.settings.service_retry_after_seconds)
         self.metrics.problem(str(failed.body["error"]["code"]))
         return JSONResponse(failed.body, status_code=failed.status, headers=failed.headers)
-
-
-async def _once(text: str) -> AsyncIterator[str]:
-    """A reply that came whole, as the one chunk of a stream."""
-    yield text
 
 
 def _routes(app: FastAPI, proxy: _Proxy) -> None:
