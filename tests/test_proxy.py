@@ -249,6 +249,21 @@ def test_upstream_errors_come_back_in_openai_shape_with_their_meaning() -> None:
             _client(proxy.base_url).chat.completions.create(model="m", messages=MESSAGES,
                                                             extra_body=CONLI, stream=True)
         assert bad_key.value.status_code == 502 and "sk-op" not in bad_key.value.message
+    events = sse_events(REPLY)
+    crash = b'data: {"error": {"message": "the model crashed", "type": "server_error"}}\n\n'
+    broken = [*events[:9], crash]  # the stream breaks after "... The library is FALSE"
+
+    def breaking(request: Request) -> Reply:
+        return Reply(chunks=broken, every=0.05)
+
+    with proxied(breaking) as proxy:
+        pieces = []
+        with pytest.raises(openai.APIError, match="the model crashed") as midway:
+            for chunk in _client(proxy.base_url).chat.completions.create(
+                    model="m", messages=MESSAGES, extra_body=CONLI, stream=True):
+                pieces += [c.delta.content or "" for c in chunk.choices]
+        assert midway.value.body["type"] == "upstream_error"  # type: ignore[index]
+        assert "FALSE" not in "".join(pieces)  # what had not been checked never went out
 
 
 @pytest.mark.parametrize(("field", "value"), [("n", 2), ("stop", ["\n"]), ("top_p", 0.5),
@@ -317,7 +332,8 @@ def test_the_embedded_model_as_upstream_and_checker() -> None:
     from conli.proxy.app import proxy_mount
     from tests.test_service import serving
 
-    settings = Settings(service_api_keys=[KEY], llm="local", proxy_upstream="local")
+    settings = Settings(service_api_keys=[KEY], llm="local", proxy_upstream="local",
+                        service_timeout_seconds=900)
     backend = get_backend("local", settings)
     with serving(settings, backend=backend, mount=proxy_mount(settings)) as base:
         client = _client(f"{base}/v1", timeout=600)

@@ -17,17 +17,25 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from conli.backends import get_backend
 from conli.backends.base import Backend, CallUsage, Completion, takes_keys
 from conli.backends.base import Request as Ask
 from conli.config import Settings
-from conli.errors import BackendError, ConfigError, ConliError, InputError
+from conli.errors import ConfigError, ConliError
 from conli.models import CheckResult
 from conli.proxy.release import UpstreamFailed, released
 from conli.proxy.shapes import DONE, Answer, Stage, error_answer, sse
 from conli.proxy.upstream import Reading
-from conli.proxy.verdicts import BLOCKED_FINISH, Policy, Verdicts, decided, unchecked
+from conli.proxy.verdicts import (
+    BLOCKED_FINISH,
+    Policy,
+    Verdicts,
+    decided,
+    refuse_early,
+    unchecked,
+)
 from conli.proxy.wire import (
     NO_SOURCE,
     SOURCE_HEADER,
@@ -37,8 +45,6 @@ from conli.proxy.wire import (
     streamed,
     upstream_ask,
 )
-from conli.run.inputs import validate_sources, validate_text
-from conli.run.plan import make_plan
 from conli.run.request import Request as Check
 from conli.service.app import Mount
 from conli.service.ops import Metrics
@@ -86,7 +92,7 @@ class _Plain(BaseModel):
     reply: Completion | None = None
     text: str = ""
     verdicts: Verdicts | None = None
-    failed: BackendError | None = None
+    failed: ConliError | None = None
 
 
 class _Proxy:
@@ -113,7 +119,7 @@ class _Proxy:
             policy = self.policy.for_turn(turn)
             ask = upstream_ask(body)
             upstream = self._upstream(request)
-            self._usable(turn, policy)
+            await asyncio.to_thread(refuse_early, self.runner.checker, turn, policy)
         except Exception as exc:
             return self._error(exc, "request")
         stream, usage = streamed(body)
@@ -129,31 +135,17 @@ class _Proxy:
             return self.upstream
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise InputError("this proxy forwards the client's key to its upstream: send it as "
-                             "the bearer token (Authorization: Bearer ...)")
+            raise ProblemError(401, "unauthorized", "no key for the upstream",
+                               "this proxy forwards the client's key to its upstream: send it "
+                               "as the bearer token (Authorization: Bearer ...)")
         return keyed.with_key(token.strip())
-
-    def _usable(self, turn: Turn, policy: Policy) -> None:
-        """Refuse before the upstream is asked: no source, a bad one, options that cannot run."""
-        if turn.sources is None:
-            if policy.no_source == "refuse":
-                raise InputError(f"{NO_SOURCE} (CONLI_PROXY_NO_SOURCE=refuse)")
-            return
-        limit = self.settings.max_source_chars
-        validate_sources(turn.sources, limit)
-        if turn.question is not None:
-            validate_text(turn.question, name="question", max_chars=limit)
-        try:
-            self.runner.checker.prepare(make_plan(self.settings, policy.options(turn)))
-        except ConfigError as exc:
-            raise InputError(f"conli: the request's options cannot run here: {exc}") from exc
 
     async def _plain(self, upstream: Backend, ask: Ask, turn: Turn, policy: Policy,
                      answer: Answer) -> Response:
         def job(due: float) -> _Plain:
             try:
                 reply = upstream.complete(ask)
-            except BackendError as exc:  # the upstream's failure is no failed check
+            except ConliError as exc:  # the upstream's failure is no failed check
                 return _Plain(failed=exc)
             text, verdicts = self._checked(reply.text, turn, policy, due)
             return _Plain(reply=reply, text=text, verdicts=verdicts)
@@ -221,13 +213,12 @@ class _Proxy:
                 return self._error(exc, "upstream")
             raise
         lines = self._lines(reading, turn, policy, answer, usage, due - loop.time())
-        return StreamingResponse(lines, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return _Events(lines, lambda: self._end(reading))
 
     def _end(self, reading: Reading) -> None:
-        """Stop reading the upstream; the slot is free once the reading thread ends."""
-        reading.stop()
-        reading.thread.add_done_callback(lambda _: self.runner.release())
+        """Stop reading the upstream (once); the slot is free once the reading thread ends."""
+        if reading.stop():
+            reading.thread.add_done_callback(lambda _: self.runner.release())
 
     async def _lines(self, reading: Reading, turn: Turn, policy: Policy, answer: Answer,
                      usage: bool, left: float) -> AsyncIterator[bytes]:
@@ -271,6 +262,25 @@ class _Proxy:
                               retry_after=self.settings.service_retry_after_seconds)
         self.metrics.problem(str(failed.body["error"]["code"]))
         return JSONResponse(failed.body, status_code=failed.status, headers=failed.headers)
+
+
+class _Events(StreamingResponse):
+    """Server-sent events whose end (``on_end``) comes however the answer ends.
+
+    A generator never started (the client gone before the first byte) runs no ``finally``.
+    """
+
+    def __init__(self, lines: AsyncIterator[bytes], on_end: Callable[[], None]) -> None:
+        super().__init__(lines, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.on_end = on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer, then end the stream's work whatever happened."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_end()
 
 
 def _routes(app: FastAPI, proxy: _Proxy) -> None:

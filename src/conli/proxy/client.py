@@ -19,14 +19,20 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from conli.config import Settings
-from conli.errors import ConliError, InputError, UnsupportedRequestError
+from conli.errors import ConliError, UnsupportedRequestError
 from conli.hook import in_pool, shared_checker
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.proxy.release import released
-from conli.proxy.verdicts import BLOCKED_FINISH, Policy, Verdicts, decided, unchecked
+from conli.proxy.verdicts import (
+    BLOCKED_FINISH,
+    Policy,
+    Verdicts,
+    decided,
+    refuse_early,
+    unchecked,
+)
 from conli.proxy.wire import NO_SOURCE, SOURCE_HEADER, Turn, read_turn
-from conli.run.inputs import validate_sources
 from conli.run.request import Request
 
 TOOL_CALL = "the reply is a tool call: nothing to check (the answer after the tool results is)"
@@ -62,10 +68,7 @@ class _Guard:
         turn = read_turn({"messages": list(sent.get("messages") or []), "conli": given},
                          header_sources, system_as_source=self.policy.system_as_source)
         policy = self.policy.for_turn(turn)
-        if turn.sources is None and policy.no_source == "refuse":
-            raise InputError(f"{NO_SOURCE} (the policy's no_source is refuse)")
-        if turn.sources is not None:
-            validate_sources(turn.sources, self.checker.settings.max_source_chars)
+        refuse_early(self.checker, turn, policy)
         return {k: v for k, v in sent.items() if v is not None}, turn, policy
 
     def request(self, turn: Turn, policy: Policy, reply: str) -> Request:
@@ -171,7 +174,7 @@ class AsyncGuardedOpenAI(_Guard):
         sent, turn, policy = self.read(kwargs)
         if sent.get("stream"):
             stream = await self._client.chat.completions.create(**sent)
-            return _chunks(self, _deltas(stream), turn, policy)
+            return _AsyncStream(_chunks(self, _deltas(stream), turn, policy))
         response = await self._client.chat.completions.create(**sent)
         reply = self.checkable(response, turn)
         outcome: CheckResult | ConliError | None = None
@@ -263,6 +266,28 @@ def _deltas_of_sync(stream: Any) -> Callable[[_Upstream], AsyncIterator[str]]:
             await asyncio.to_thread(stream.close)
 
     return read
+
+
+class _AsyncStream:
+    """The guarded chunks as the SDK's ``AsyncStream`` is used: iterated, closed, ``async with``."""
+
+    def __init__(self, items: AsyncIterator[Any]) -> None:
+        self._items = items
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._items
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the stream: the model's, and the check."""
+        closing = getattr(self._items, "aclose", None)
+        if closing is not None:
+            await closing()
 
 
 class _SyncStream:

@@ -70,9 +70,12 @@ class Reading:
             elif isinstance(item, str) and item:
                 yield item
 
-    def stop(self) -> None:
-        """Stop reading at the next delta, and close the upstream's call."""
+    def stop(self) -> bool:
+        """Stop reading at the next delta, and close the upstream's call (False: stopped)."""
+        if self._stop.is_set():
+            return False
         self._stop.set()
+        return True
 
 
 def _whole(upstream: Backend, ask: Request) -> Iterator[str | Completion]:

@@ -15,10 +15,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from conli.config import ProxySettings
+from conli.errors import ConfigError, InputError
 from conli.hook import reply_text
 from conli.models import CheckResult, Score, Verdict
-from conli.proxy.wire import Found, OnFlag, Turn, stricter
-from conli.run.plan import RunOptions
+from conli.pipeline import Checker
+from conli.proxy.wire import NO_SOURCE, Found, OnFlag, Turn, stricter
+from conli.run.inputs import validate_sources, validate_text
+from conli.run.plan import RunOptions, make_plan
 
 Action = Literal["as_written", "rewritten", "blocked"]
 BLOCKED_FINISH = "content_filter"  # OpenAI's finish_reason for a reply its filter held back
@@ -56,6 +59,26 @@ class Policy:
         judge = bool(chosen.pop("judge", False))
         return RunOptions.for_mode("rewrite" if self.on_flag == "rewrite" else "check",
                                    with_judge=judge, more=chosen)
+
+
+def refuse_early(checker: Checker, turn: Turn, policy: Policy) -> None:
+    """Refuse before the model is asked: no source (where refused), a bad one, bad options.
+
+    The sources and question are validated with the check's limits, and the request's
+    options prepared on ``checker`` (a detector it cannot run is an ``InputError`` here).
+    """
+    if turn.sources is None:
+        if policy.no_source == "refuse":
+            raise InputError(f"{NO_SOURCE} (CONLI_PROXY_NO_SOURCE=refuse)")
+        return
+    limit = checker.settings.max_source_chars
+    validate_sources(turn.sources, limit)
+    if turn.question is not None:
+        validate_text(turn.question, name="question", max_chars=limit)
+    try:
+        checker.prepare(make_plan(checker.settings, policy.options(turn)))
+    except ConfigError as exc:
+        raise InputError(f"conli: the request's options cannot run here: {exc}") from exc
 
 
 class Verdicts(BaseModel):

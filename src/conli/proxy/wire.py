@@ -89,7 +89,8 @@ def read_turn(body: Mapping[str, Any], header_sources: Sequence[str], *,
 
     ``header_sources`` are the ``X-Conli-Source`` values, percent-encoded UTF-8.
     """
-    given = body.get("conli") or {}
+    given = body.get("conli")
+    given = {} if given is None else given
     if not isinstance(given, Mapping):
         raise InputError("conli must be an object: {\"sources\": [...], \"on_flag\": ...}")
     rest = {key: value for key, value in given.items()
