@@ -365,3 +365,23 @@ def test_a_bad_conli_object_or_content_is_refused_before_the_upstream() -> None:
             client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
                 "conli": {"sources": "The library\x00 opened in 1962."}})
         assert proxy.chats() == []
+
+
+def test_a_rewrite_that_fails_sends_the_refusal_never_the_flagged_sentence() -> None:
+    answer = scripted.responder()
+
+    def no_editor(messages: list) -> str:  # type: ignore[type-arg]
+        return "not JSON" if "You are an editor" in messages[0]["content"] else answer(messages)
+
+    checker = ScriptedBackend(responder=no_editor, judges_batches=True, max_concurrency=2)
+    with proxied(checker=checker, proxy_refusal="No grounded answer.") as proxy:
+        client = _client(proxy.base_url)
+        plain = client.chat.completions.create(model="m", messages=MESSAGES, extra_body=CONLI)
+        assert plain.choices[0].message.content == "No grounded answer."
+        assert plain.conli["action"] == "blocked"  # type: ignore[attr-defined]
+        assert "rewrite did not complete (failed" in plain.conli["reason"]  # type: ignore[attr-defined]
+        chunks = list(client.chat.completions.create(model="m", messages=MESSAGES,
+                                                     extra_body=CONLI, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "The library opened in 1962.\n\nNo grounded answer."
+        assert chunks[-1].conli["result"]["mitigation"]["status"] == "failed"  # type: ignore[attr-defined]

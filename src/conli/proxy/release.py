@@ -138,7 +138,8 @@ class _Release:
         self.sentences: list[SentenceResult] = []
         self.changes: list[SentenceChange] = []
         self.usages: list[UsageTotals] = []
-        self.blocked: str | None = None
+        self.blocked: str | None = None  # why the reply was cut short
+        self.rewrite_failed = False
 
     async def run(self) -> AsyncIterator[str | Verdicts]:
         """Each piece as it may go, the tail of the reply, then the ``conli`` field."""
@@ -211,6 +212,7 @@ class _Release:
         status = result.mitigation.status
         if status != "rewritten":
             self.blocked = f"the rewrite of sentence {sentence.index} did not complete ({status})"
+            self.rewrite_failed = True
             return None
         after = reply_text(result) or ""
         verdicts = [c.rewrite_verdict for c in result.mitigation.changes]
@@ -235,9 +237,8 @@ class _Release:
         scores = [s.score for s in sentences if s.score is not None]
         methods = {s.score_method for s in sentences if s.score_method is not None}
         rewriting = self.policy.on_flag == "rewrite"
-        status = ("failed" if self.blocked and rewriting and "rewrite" in self.blocked
-                  else "rewritten" if self.changes else "nothing_flagged" if rewriting
-                  else "disabled")
+        status = ("failed" if self.rewrite_failed else "rewritten" if self.changes
+                  else "nothing_flagged" if rewriting else "disabled")
         backend = self.checker.backend
         result = CheckResult(
             verdict=done.verdict if done else response_verdict(s.verdict for s in sentences),
