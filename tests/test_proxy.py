@@ -385,3 +385,16 @@ def test_a_rewrite_that_fails_sends_the_refusal_never_the_flagged_sentence() -> 
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert text == "The library opened in 1962.\n\nNo grounded answer."
         assert chunks[-1].conli["result"]["mitigation"]["status"] == "failed"  # type: ignore[attr-defined]
+
+
+def test_serve_upstream_builds_the_proxy_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``conli serve --upstream``: a spec that cannot be used stops it before it binds."""
+    import logging.config
+
+    from conli.cli.app import main
+
+    monkeypatch.setattr(logging.config, "dictConfig", lambda _config: None)  # keep pytest's
+    checker = ["--llm", "vllm:http://127.0.0.1:9/v1#m", "--detector", "cot"]
+    assert main(["serve", "--open", *checker, "--upstream", "nosuch:model"]) == 2
+    monkeypatch.setenv("CONLI_PROXY_FORWARD_CLIENT_KEY", "true")
+    assert main(["serve", "--open", *checker, "--upstream", "anthropic:claude-x"]) == 2
