@@ -95,16 +95,10 @@ class OpenAIChatBackend:
         Strict mode would reject our schemas (``maxLength``, optional keys), so the schema
         guides the model and ``agents.structured`` validates the reply.
         """
-        openai = import_openai()
         body, prefix = self._body(request)
         with self._limiter.slot(_estimate(request)) as reservation:
             started = time.perf_counter()
-            try:
-                reply = self._client.chat.completions.create(**body)
-            except openai.OpenAIError as exc:
-                raise map_openai_error(exc, self.name, self._timeout) from exc
-            except ValueError as exc:  # a 200 whose body is not JSON
-                raise TransientBackendError(f"{self.name} sent an unreadable reply: {exc}") from exc
+            reply = self._create(body)
             completion = to_completion(reply, time.perf_counter() - started, self.name)
             usage = completion.usage
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
@@ -125,10 +119,7 @@ class OpenAIChatBackend:
         body.update(stream=True, stream_options={"include_usage": True})
         with self._limiter.slot(_estimate(request)) as reservation:
             started = time.perf_counter()
-            try:
-                chunks = self._client.chat.completions.create(**body)
-            except openai.OpenAIError as exc:
-                raise map_openai_error(exc, self.name, self._timeout) from exc
+            chunks = self._create(body)
             texts: list[str] = []
             finish, usage = None, None
             try:
@@ -148,6 +139,16 @@ class OpenAIChatBackend:
             spent = call_usage(usage, time.perf_counter() - started)
             reservation.settle(spent.prompt_tokens + spent.completion_tokens)
         yield Completion(text="".join(texts), usage=spent, finish_reason=finish)
+
+    def _create(self, body: dict[str, Any]) -> Any:
+        """The SDK's call, its failure mapped onto conli's error tree."""
+        openai = import_openai()
+        try:
+            return self._client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc, self.name, self._timeout) from exc
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise TransientBackendError(f"{self.name} sent an unreadable reply: {exc}") from exc
 
     def _body(self, request: Request) -> tuple[dict[str, Any], str]:
         """The request's body for the SDK, and the prefix a continuing server may echo."""

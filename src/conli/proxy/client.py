@@ -126,7 +126,7 @@ class GuardedOpenAI(_Guard):
     """An ``openai.OpenAI`` client whose ``chat.completions.create`` checks each reply.
 
     ``checker`` (default: the shared one for ``settings``) checks; ``policy`` (default: the
-    checker's ``CONLI_PROXY_*`` settings) says what goes out. A failed check raises its
+    checker's ``ProxySettings``) says what goes out. A failed check raises its
     ``ConliError`` (the policy's ``refuse``) or marks the reply unchecked (``pass``).
     """
 

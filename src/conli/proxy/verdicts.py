@@ -41,7 +41,7 @@ class Policy:
 
     @classmethod
     def of(cls, settings: ProxySettings) -> Policy:
-        """The policy ``CONLI_PROXY_*`` sets."""
+        """The policy the ``ProxySettings`` (``CONLI_PROXY_ON_FLAG``, ...) set."""
         return cls(on_flag=settings.proxy_on_flag, refusal=settings.proxy_refusal,
                    no_source=settings.proxy_no_source,
                    on_check_error=settings.proxy_on_check_error,
