@@ -124,7 +124,7 @@ def test_minicheck_flags_what_minicheck_rejects_and_asks_llm_no_detection(
     assert "Paris" in first["reasons"][0]  # the name the source never states
     # --llm rewrote and judged, and was asked nothing about detection
     assert "nli" not in llm.kinds and "mitigate" in llm.kinds
-    assert {"judge", "reasoning"} & set(llm.kinds)  # the judge (grounded: its reasoning)
+    assert not {"judge", "reasoning"} & set(llm.kinds)  # grounded: written from its findings
     assert result["judge_raw"]["status"] == "scored"
     assert "London" in result["refined_text"]
     # the checker: one chunk x two claims, then the rewrite verified by the same detector

@@ -173,9 +173,11 @@ def test_judge_failure_is_unverified_with_no_score(settings):
 def test_result_records_templates_usage_and_timings(settings):
     result = run(ScriptedBackend(responder=rule_responder(bad=("420",))), settings)
     # one claim per call (the scripted backend's batch is 1): "auto" picks the v3 prompt
-    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1", "judge_grounded.v1"} <= set(
-        result.templates
-    )
+    assert {"nli_sentence.v3", "nli_entity.v3", "mitigate.v1"} <= set(result.templates)
+    # the judges wrote their reasoning from the findings: no prompt, and the results say so
+    assert not [t for t in result.templates if t.startswith("judge")]
+    assert result.judge_raw.reasoning_by == "findings.v1"
+    assert result.judge_raw.template.startswith("findings.v1+grounded_scale.")
     assert result.usage.calls == sum(u.calls for u in result.usage_by_step.values())
     assert {"split", "sentence_nli", "merge", "coverage", "judge", "total"} <= set(
         result.timings)

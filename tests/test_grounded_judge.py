@@ -94,7 +94,7 @@ def test_the_grounded_judge_scores_from_verdicts_and_checks_its_reasoning() -> N
         return nli(messages)
 
     response = "The library opened in 1962. It is run by a charity."
-    result = _checker(respond, mitigate=False).check(
+    result = _checker(respond, mitigate=False, judge_reasoning="model").check(
         "The library opened in 1962. The city council runs it.", response)
     judged = result.judge_refined
     assert judged is not None and judged.mode == "grounded" and judged.scored_by == "verdicts"
@@ -117,7 +117,7 @@ def test_with_nothing_flagged_the_grounded_judge_asks_nothing_and_invents_nothin
         "The library opened in 1962.", "The library opened in 1962.")
     judged = result.judge_refined
     assert judged is not None and judged.score == 5 and judged.errors == []
-    assert "every checked sentence is supported" in judged.reasoning
+    assert judged.reasoning.startswith("Every checked sentence is supported by the source.")
     assert not any("You write the reasoning" in c for c in calls)
 
 

@@ -108,7 +108,7 @@ def test_the_audit_record_ties_each_sentence_to_its_offsets_and_source_span() ->
     audit = judged.audit
     assert audit is not None
     assert (audit.backend, audit.model) == ("fake", "scripted")
-    assert audit.detectors and audit.template.startswith("judge_grounded.v1+")
+    assert audit.detectors and audit.template.startswith("findings.v1+")  # no prompt: written
     assert audit.judged_at.endswith("+00:00") and audit.conli_version
     rows = {row.text: row for row in audit.sentences}
     for row in audit.sentences:

@@ -133,11 +133,14 @@ def test_the_reasoning_leads_with_the_findings_and_keeps_only_the_prose_that_agr
         return nli(messages)
 
     checker = Checker(Settings(_env_file=None, judge_mode="grounded", entity_level=False,
-                               mitigate=False), backend=ScriptedBackend(responder=respond))
+                               mitigate=False, judge_reasoning="model"),
+                      backend=ScriptedBackend(responder=respond))
     judged = checker.check(DEMO_SOURCE, DEMO).judge_refined
     assert judged is not None and judged.reasoning_status == "checked"
+    assert judged.reasoning_by == "judge_grounded.v1"
     reasoning = judged.reasoning
-    assert reasoning.startswith("1 of 3 checked sentences is flagged: 1 is not supported by it.")
+    assert reasoning.startswith(
+        "1 of 3 checked sentences is flagged: 1 is not supported by the source.")
     assert "cost 4.2 million dollars, but the source states 2.4" in reasoning  # agrees: kept
     assert "This discrepancy" not in reasoning  # a supported clause called a contradiction
     assert "800 people" not in reasoning  # speaks of a sentence detection found supported

@@ -1,4 +1,10 @@
-"""Calls in a row on a hosted backend: the raw judge's reasoning runs beside the rewrite.
+"""Calls in a row on a hosted backend: check, rewrite, the rewrite's check, and the judge.
+
+The grounded judge writes its reasoning from the findings (the default): it makes no call,
+so a check that rewrites makes three calls, each after the one before (detect, rewrite,
+verify the rewrite), where the model's reasoning made four (issue 64.6). The chain stays
+three: the reasoning ran beside the rewrite already, and the rewrite's check needs the
+rewrite. With ``judge_reasoning = model`` the raw judge's call still runs beside the rewrite.
 
 A scripted OpenAI-compatible server on loopback holds each call a fixed time and records
 when it started and ended; the test asserts on their order and overlap, never on times.
@@ -9,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -39,7 +46,7 @@ def in_a_row(calls: list[Call]) -> int:
     return max(longest.values(), default=0)
 
 
-def _check(concurrency: int) -> tuple[list[Call], object]:
+def _check(concurrency: int, reasoning: str = "findings") -> tuple[list[Call], Any]:
     responder = rule_responder(bad=("Paris",), rewrite=lambda t: t.replace("Paris", "London"))
     calls: list[Call] = []
     lock = threading.Lock()
@@ -56,18 +63,35 @@ def _check(concurrency: int) -> tuple[list[Call], object]:
 
     with serve(model) as server:
         settings = Settings(request_timeout=30, entity_level=False,
-                            max_concurrency=concurrency)
+                            max_concurrency=concurrency, judge_reasoning=reasoning)
         backend = get_backend(f"vllm:{server.url}/v1#m", settings)
         result = Checker(settings, backend=backend).check(SOURCE, RESPONSE)
     return calls, result
 
 
-def test_check_rewrite_and_judge_make_three_calls_in_a_row():
+def test_check_rewrite_and_judge_make_three_calls_the_judge_none():
     calls, result = _check(concurrency=8)
+    assert [c.kind for c in calls] == ["nli", "mitigate", "nli"]  # detect, rewrite, verify
+    assert result.refined_text == RESPONSE.replace("Paris", "London")
+    assert result.judge_raw.reasoning_by == result.judge_refined.reasoning_by == "findings.v1"
+    assert "Ada Lovelace lived in Paris." in result.judge_raw.reasoning  # named, not asked
+    assert result.judge_refined.score == 5.0
+    assert in_a_row(calls) == 3
+
+
+def test_one_call_at_a_time_makes_three_in_a_row_not_four():
+    calls, result = _check(concurrency=1)
+    assert len(calls) == 3 and in_a_row(calls) == 3
+    assert result.judge_raw.reasoning_status == "checked"
+
+
+def test_the_models_reasoning_runs_beside_the_rewrite():
+    calls, result = _check(concurrency=8, reasoning="model")
     assert [c.kind for c in calls].count("nli") == 2  # detection, and the rewrite's check
     assert {c.kind for c in calls} == {"nli", "mitigate", "reasoning"}
     assert result.refined_text == RESPONSE.replace("Paris", "London")
     assert result.judge_raw.reasoning_status == "checked"
+    assert result.judge_raw.reasoning_by == "judge_grounded.v1"
     assert result.judge_refined.score == 5.0
     rewrite = next(c for c in calls if c.kind == "mitigate")
     reasoning = next(c for c in calls if c.kind == "reasoning")
@@ -75,8 +99,8 @@ def test_check_rewrite_and_judge_make_three_calls_in_a_row():
     assert in_a_row(calls) == 3  # detect, rewrite || reasoning, verify
 
 
-def test_one_call_at_a_time_makes_the_four_in_a_row():
-    calls, result = _check(concurrency=1)
+def test_the_models_reasoning_one_call_at_a_time_makes_four_in_a_row():
+    calls, result = _check(concurrency=1, reasoning="model")
     assert len(calls) == 4 and in_a_row(calls) == 4
     assert result.judge_raw.reasoning_status == "checked"
 

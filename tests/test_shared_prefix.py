@@ -75,7 +75,8 @@ def test_the_nli_prompts_render_byte_for_byte_as_before(template, cot, question)
 def _checked(settings, *, batches: bool, question: str | None):
     backend = ScriptedBackend(responder=rule_responder(
         bad=("420",), rewrite=lambda t: t.replace("420", "240")), judges_batches=batches)
-    shared = settings.model_copy(update={"prompt_layout": "shared", "judge_mode": "both"})
+    shared = settings.model_copy(update={"prompt_layout": "shared", "judge_mode": "both",
+                                         "judge_reasoning": "model"})
     result = Checker(shared, backend=backend).check(BRIDGE, ANSWER, question=question)
     return result, backend.calls
 
@@ -110,7 +111,7 @@ def test_the_rewrite_and_the_rubric_judge_open_with_the_nli_prompts_source(
 def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
     backend = ScriptedBackend(responder=rule_responder(
         bad=("420",), rewrite=lambda t: t.replace("420", "240")))
-    both = settings.model_copy(update={"judge_mode": "both"})
+    both = settings.model_copy(update={"judge_mode": "both", "judge_reasoning": "model"})
     result = Checker(both, backend=backend).check(BRIDGE, ANSWER)
     nli = next(flat(c) for c in backend.calls if kind_of(c) == "nli")
     source_at = nli.index(BRIDGE)
@@ -122,15 +123,19 @@ def test_in_their_own_layout_they_share_nothing_of_the_source(settings):
     assert result.judge_raw.template == "judge_grounded.v1+" + load_scale().version
 
 
-@pytest.mark.parametrize(("layout", "source_reads"), [("shared", 1), ("own", 3)])
+# the model writing the reasoning: one call a flagged text, which in its own layout displaces
+# the source from a one-prompt cache; written from the findings (the default), no call does
+@pytest.mark.parametrize(("layout", "reasoning", "source_reads"), [
+    ("shared", "model", 1), ("own", "model", 3), ("own", "findings", 1)])
 def test_three_candidates_against_one_source_read_it_once(
-        tmp_path, monkeypatch, capsys, layout, source_reads):
+        tmp_path, monkeypatch, capsys, layout, reasoning, source_reads):
     backend = OneSlotCache(responder=rule_responder(bad=("420",)))
     register_backend("one-slot", lambda _arg, _settings: backend)
     monkeypatch.setenv("CONLI_PROMPT_LAYOUT", layout)
+    monkeypatch.setenv("CONLI_JUDGE_REASONING", reasoning)
     (tmp_path / "source.txt").write_text(BRIDGE)
     args = ["judge", "--source", str(tmp_path / "source.txt"), "--llm", "one-slot", "--json"]
-    for number in range(3):  # each with a flagged sentence: each has a reasoning call
+    for number in range(3):  # each with a flagged sentence to reason about
         path = tmp_path / f"candidate{number}.txt"
         path.write_text(f"The Riverside bridge opened in 1998. It is 420 metres long. "
                         f"It has {number + 2} lanes.")

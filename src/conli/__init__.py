@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from conli.version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from conli.chat.middleware import check_middleware
     from conli.config import Settings
     from conli.generation import generate_answer as generate
-    from conli.hook import acheck, astream_check, check_node
+    from conli.hook import acheck, acheck_many, astream_check, check_node
     from conli.models import CheckResult, PairResult
     from conli.pipeline import Checker, check, score
 
@@ -24,6 +25,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Settings": ("conli.config", "Settings"),
     "generate": ("conli.generation", "generate_answer"),
     "acheck": ("conli.hook", "acheck"),
+    "acheck_many": ("conli.hook", "acheck_many"),
+    "check_middleware": ("conli.chat.middleware", "check_middleware"),
     "astream_check": ("conli.hook", "astream_check"),
     "check_node": ("conli.hook", "check_node"),
     "CheckResult": ("conli.models", "CheckResult"),
@@ -33,8 +36,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "score": ("conli.pipeline", "score"),
 }
 
-__all__ = ["CheckResult", "Checker", "PairResult", "Settings", "acheck", "astream_check",
-           "check", "check_node", "generate", "score"]
+__all__ = ["CheckResult", "Checker", "PairResult", "Settings", "acheck", "acheck_many",
+           "astream_check", "check", "check_middleware", "check_node", "generate", "score"]
 
 
 def __getattr__(name: str) -> Any:

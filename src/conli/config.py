@@ -24,7 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from conli.errors import UnknownSettingWarning
+from conli.errors import ConfigError, UnknownSettingWarning
 
 # The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
 PAPER_ENTITY_CATEGORIES: tuple[str, ...] = ("Person", "PersonType", "Location", "Event", "Skill",
@@ -38,6 +38,7 @@ PROVIDER_VARIABLES = (
     "VLLM_API_KEY",
     "AZURE_LANGUAGE_ENDPOINT",
     "AZURE_LANGUAGE_KEY",
+    "OLLAMA_HOST",
 )
 
 
@@ -46,6 +47,33 @@ PROVIDER_VARIABLES = (
 Language = Literal["en", "de", "fr", "es", "it", "nl", "da", "pl", "ru", "bg", "el", "sk",
                    "hy", "ar", "fa", "ur", "hi", "mr", "am", "zh", "ja"]
 LanguageSetting = Literal["auto", Language]  # Python flattens it: "auto" or one of the codes
+
+
+ENV_FILE = ".env"  # read by the command line at start (``load_env_file``)
+
+
+def load_env_file(path: str | Path = ENV_FILE) -> list[str]:
+    """Put ``path``'s variables (default ``./.env``) in the environment, never over one set.
+
+    The command line calls it first, so ``CONLI_*`` settings and provider keys
+    (``OPENAI_API_KEY``, ``OLLAMA_HOST``, ...) in ``.env`` apply as if exported; a variable
+    already in the environment wins. A library caller may call it as well. Returns the names
+    it set; a missing file sets none, one that is not UTF-8 is a ``ConfigError``.
+    """
+    from dotenv import dotenv_values  # python-dotenv, which pydantic-settings brings
+
+    file = Path(path)
+    if not file.is_file():
+        return []
+    try:
+        values = dotenv_values(file, encoding="utf-8", interpolate=False)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file} is not UTF-8 text (byte {exc.start})") from exc
+    loaded = [name for name, value in values.items()
+              if value is not None and name not in os.environ]
+    for name in loaded:
+        os.environ[name] = values[name] or ""
+    return loaded
 
 
 def provider_variable(name: str) -> str | None:
@@ -228,14 +256,19 @@ class JudgeSettings(BaseModel):
     judge: bool = Field(default=True, description="score the text 1-5 against its source")
     judge_mode: str = Field(
         default="grounded",
-        description="grounded: the score comes from the sentence verdicts and the model writes "
-        "the reasoning; rubric: the model reads the rubric and scores, bounded by detection "
-        "(at most 4 with a flagged sentence); both: grounded, with the rubric's beside it and "
-        "a mark for review where they differ by 2 or more; or a judge mode registered by name "
-        "(conli.judges.register)",
+        description="grounded: the score comes from the sentence verdicts, and the reasoning "
+        "from its findings (judge_reasoning); rubric: the model reads the rubric and scores, "
+        "bounded by detection (at most 4 with a flagged sentence); both: grounded, with the "
+        "rubric's beside it and a mark for review where they differ by 2 or more; or a judge "
+        "mode registered by name (conli.judges.register)",
     )
     judge_raw: bool = Field(
         default=True, description="also score the raw response, for before/after")
+    judge_reasoning: Literal["findings", "model"] = Field(
+        default="findings", description="how the grounded judge's reasoning is written: "
+        "findings = from the flagged sentences and their reasons, no model call; model = the "
+        "model writes prose (one call), kept where it agrees with the findings. The score is "
+        "the same either way")
     judge_template: Path | None = Field(
         default=None, description="a Jinja rubric replacing the default")
     judge_scale: Path | None = Field(
@@ -252,6 +285,11 @@ class RunSettings(BaseModel):
     max_response_chars: int = Field(
         default=20_000,
         ge=1, description="longest response: a longer one is refused, never truncated")
+    source_name_key: str | None = Field(
+        default=None, min_length=1,
+        description="the metadata key that names a LangChain Document given as a source chunk "
+        "(e.g. source, a loader's file or URL); unset, or a Document without it: its id, else "
+        "metadata['id']. The name is shown in evidence[].source_name, notes and the report")
     max_response_sentences: int | None = Field(
         default=None,
         ge=1, description="refuse a response of more sentences (the service sets its own)"

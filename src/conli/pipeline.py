@@ -25,16 +25,17 @@ from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
 from conli.gate import passes, response_verdict, supported_share
-from conli.graph import Deps, build_graph
+from conli.graph import Deps
 from conli.graph.runner import Prepared
-from conli.models import SCORE_METHODS, CheckResult, Mitigation, PairResult
+from conli.models import SCORE_METHODS, CheckResult, Mitigation
 from conli.ner import get_recognizer
 from conli.run.context import Progress, scope
 from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
-from conli.run.many import Pair, check_many, pairs_of
+from conli.run.many import Pair, ProgressChoice, check_many, pairs_of
 from conli.run.plan import Plan, applied, make_plan, options, plan_for
 from conli.run.request import Request
+from conli.run.table import PairResults
 from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
@@ -159,6 +160,7 @@ class Checker:
                 self._telemetry.failure(error, list(deps.detectors))
             raise
         result = _to_result(state, self.backend, time.perf_counter() - started)
+        result.source_names = list(checked.source_map.names)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
         result.threshold = ready.plan.threshold
@@ -174,25 +176,42 @@ class Checker:
         plan: Plan | None = None,
         threshold: float | None = None,
         max_concurrency: int | None = None,
-        progress: bool | None = None,
-    ) -> list[PairResult]:
+        progress: ProgressChoice = None,
+    ) -> PairResults:
         """Check every (source, response) pair; one ``PairResult`` each, in input order.
 
-        ``plan`` (default: the checker's) and ``threshold`` override this checker's for
-        these checks, prepared once for every pair. Up to ``max_concurrency`` checks at once
-        (default ``Settings.max_concurrency``), with a progress bar where stderr is a terminal
-        (``progress`` forces it on or off). A pair that fails gets an error result in its
-        place (``conli.run.many``); settings that cannot be used raise before any check.
+        ``pairs`` may be a pandas DataFrame or an HF dataset (rows read by their column
+        names, RAGAS' and DeepEval's too: ``conli.run.table``); the results have
+        ``to_pandas()`` and ``to_dataset()``. ``plan`` (default: the checker's) and
+        ``threshold`` override this checker's for these checks, prepared once for every
+        pair. Up to ``max_concurrency`` checks at once (default
+        ``Settings.max_concurrency``), with a progress bar where stderr is a terminal
+        (``progress`` forces it on or off, or is called with ``(done, total)``). A pair that
+        fails gets an error result in its place (``conli.run.many``); settings that cannot
+        be used raise before any check.
         """
         given = pairs_of(pairs)
+        ready, limit = self.prepare_many(plan, threshold=threshold,
+                                         max_concurrency=max_concurrency)
+        return check_many(lambda fields: self.check(**fields, plan=ready), given, limit=limit,
+                          progress=progress)
+
+    def prepare_many(self, plan: Plan | None = None, *, threshold: float | None = None,
+                     max_concurrency: int | None = None) -> tuple[Prepared, int]:
+        """The prepared plan of a many-pairs call and its bound on checks at once.
+
+        ``plan`` (default: the checker's) with ``threshold`` over it; the bound is
+        ``max_concurrency``, else the plan's setting. ``ConfigError`` for a bound below 1.
+        """
         chosen = plan if plan is not None else self.plan
         if threshold is not None:
             chosen = applied(chosen, options(threshold=threshold))
         ready = self.prepare(chosen)
         limit = ready.plan.settings.max_concurrency if max_concurrency is None \
             else max_concurrency
-        return check_many(lambda fields: self.check(**fields, plan=ready), given, limit=limit,
-                          progress=progress)
+        if limit < 1:
+            raise ConfigError(f"max_concurrency must be at least 1, not {limit}")
+        return ready, limit
 
     def executor(self) -> ThreadPoolExecutor:
         """The pool async callers (``conli.acheck``) run checks on: ``max_concurrency`` at once.
@@ -264,6 +283,8 @@ class Checker:
                         detectors=detectors.build(names, resolved.detector_options),
                         calibration=calibration_for(resolved, self.backend, names))
             if tuple(names) not in self._graphs:
+                from conli.graph.build import build_graph  # LangGraph: loaded when first built
+
                 self._graphs[tuple(names)] = build_graph(names)
             self._built[key] = (deps, self._graphs[tuple(names)])
             if len(self._built) > PREPARED_KEPT:  # a check may still hold it: closed at close()
@@ -404,8 +425,8 @@ def score(
     *,
     threshold: float | None = None,
     max_concurrency: int | None = None,
-    progress: bool | None = None,
-) -> list[PairResult]:
+    progress: ProgressChoice = None,
+) -> PairResults:
     """Detect only (no rewrite, no judge) on every pair, with a checker built for this call.
 
     For rewrites and judge scores, or to keep the model loaded across calls, use

@@ -125,7 +125,8 @@ def stream_check(
                           tuning={"word_scores": "off"})
     ready = checker.prepare(make_plan(given.settings, detect_only))
     limits = ready.plan.settings
-    joined, where = validate_sources(source, limits.max_source_chars)
+    joined, where = validate_sources(source, limits.max_source_chars,
+                                     name_key=limits.source_name_key)
     if question is not None:
         question = validate_text(question, name="question", max_chars=limits.max_source_chars)
     return _Stream(checker, (joined, where), question, ready, busy).events(chunks)

@@ -1,7 +1,10 @@
-"""The grounded judge's reasoning as shown: a summary of the findings, then agreeing prose.
+"""The grounded judge's reasoning as shown: written from the findings, or the model's prose.
 
-The score comes from the findings, so the reasoning leads with them in words
-(``summary``). The model's prose follows only where it agrees with them (``agreeing``): a
+By default (``judge_reasoning = findings``) the paragraph is written from the findings
+alone (``written``), no model call: how many sentences were flagged and how (``summary``),
+what the score means, then each flagged sentence quoted whole with its finding's reason.
+It says nothing the findings do not, and is never cut. With ``judge_reasoning = model`` the
+model's prose follows the summary only where it agrees with the findings (``agreeing``): a
 sentence that restates the same words as both the text's claim and the source's (a
 "contradiction" between two equal things) or that speaks of a sentence detection found
 supported is dropped, and so is a trailing fragment the token limit cut, so the reasoning
@@ -13,23 +16,41 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 
 from conli.models import JudgeFinding, SentenceResult
 from conli.signals.lexical import content_words, numbers
 
+WRITER = "findings.v1"  # what a result records as written from its findings (``written``)
 # Words that frame a claim ("the text states", "the source says") rather than carry it.
-_FRAMING = frozenset(content_words(
+_FRAMING_WORDS = (
     "text source response summary answer document article claim claims claimed state states "
     "stated say says said mention mentions mentioned report reports reported indicate "
-    "indicates suggest suggests actually also however instead"))
+    "indicates suggest suggests actually also however instead")
 _CONTRAST = re.compile(r",?\s+\b(?:while|whereas|but|however|although)\b\s+", re.IGNORECASE)
 # A sentence of prose ends at a stop (and any closing quote) before a capital letter.
 _BETWEEN = re.compile(r"""(?<=[.!?])\s+(?=[A-Z"“])|(?<=[.!?]["”'’)])\s+(?=[A-Z"“])""")
 _ENDS_A_SENTENCE = re.compile(r"""[.!?]["'”’)\]]*$""")
+# how many sentences of a severity, said of "{source}" (named once, then "it")
 _SEVERITY_WORDS = {
-    "contradiction": ("contradicts the source", "contradict the source"),
-    "unsupported": ("is not supported by it", "are not supported by it"),
-    "minor": ("has a minor detail it does not state", "have a minor detail it does not state"),
+    "contradiction": ("contradicts {source}", "contradict {source}"),
+    "unsupported": ("is not supported by {source}", "are not supported by {source}"),
+    "minor": ("has a minor detail {source} does not state",
+              "have a minor detail {source} does not state"),
+}
+# one flagged sentence, as ``written`` says it; an unchecked one is counted as unsupported
+_FLAGGED_AS = {
+    "contradiction": "contradicts the source",
+    "unsupported": "is not supported by the source",
+    "minor": "has a minor detail the source does not state",
+}
+_UNCHECKED_AS = "could not be checked against the source, so it counts as not supported"
+# a reason's opening that its severity already says: the NLI label ("contradiction: ..."),
+# and for a detail the entity level flagged, "[entity] neutral: " (the entity is kept)
+_SAID_BY_SEVERITY = {
+    "contradiction": re.compile(r"contradiction: (?=\S)"),
+    "unsupported": re.compile(r"neutral: (?=\S)"),
+    "minor": re.compile(r"\[(?P<entity>[^\]]+)\] neutral: (?=\S)"),
 }
 
 
@@ -41,10 +62,47 @@ def summary(findings: Sequence[JudgeFinding], checked: int) -> str:
     parts = [f"{n} {_SEVERITY_WORDS[severity][n != 1]}"
              for severity in ("contradiction", "unsupported", "minor")
              if (n := counts[severity])]
+    parts = [part.format(source="it" if number else "the source")
+             for number, part in enumerate(parts)]
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     flagged = len(findings)
     return (f"{flagged} of {checked} checked sentence{'s' if checked != 1 else ''} "
             f"{'is' if flagged == 1 else 'are'} flagged: {listed}.")
+
+
+def written(findings: Sequence[JudgeFinding], sentences: Sequence[SentenceResult],
+            score: float, rubric_line: str) -> str:
+    """The reasoning from the findings alone: their summary, the score's meaning, each one.
+
+    ``rubric_line``: the rubric's words for the level nearest ``score`` ("name: meaning");
+    only its name is said, since its meaning counts details ("one minor detail") the
+    findings may not have. Each flagged sentence is quoted whole, with its finding's reason
+    (less an NLI label its severity already says); an unchecked one is said to count as not
+    supported.
+    """
+    checked = sum(1 for s in sentences if s.checked)
+    level = rubric_line.partition(": ")[0]  # its name only: the rest counts details
+    said = [summary(findings, checked), f"The text scores {score:.1f} of 5: {level}."]
+    unchecked = {s.index for s in sentences if s.checked and s.verdict == "unverified"}
+    for found in findings:
+        quoted = f'"{found.sentence.strip()}"'
+        if found.index in unchecked:
+            said.append(_full_stop(f"{quoted} {_UNCHECKED_AS}"))
+            continue
+        reason = found.reason.strip()
+        flagged_as = _FLAGGED_AS[found.severity]
+        opening = _SAID_BY_SEVERITY[found.severity].match(reason)
+        if opening:
+            reason = reason[opening.end():]
+            entity = opening.groupdict().get("entity")
+            flagged_as += f' ("{entity}")' if entity else ""
+        said.append(_full_stop(f"{quoted} {flagged_as}: {reason}"))
+    return " ".join(said)
+
+
+def _full_stop(sentence: str) -> str:
+    """``sentence`` ending on a stop: one is added where it ends on anything else."""
+    return sentence if _ENDS_A_SENTENCE.search(sentence) else sentence + "."
 
 
 def agreeing(prose: str, sentences: Sequence[SentenceResult],
@@ -71,8 +129,14 @@ def settled(prose: str, sentences: Sequence[SentenceResult],
     return f"{lead} {rest}" if rest else lead
 
 
+@cache
+def _framing() -> frozenset[str]:
+    """The framing words, stemmed as claims are (on first use, not at import)."""
+    return frozenset(content_words(_FRAMING_WORDS))
+
+
 def _claim_words(text: str) -> set[str]:
-    return set(content_words(text)) - _FRAMING
+    return set(content_words(text)) - _framing()
 
 
 def _restates_itself(said: str) -> bool:

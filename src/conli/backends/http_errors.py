@@ -89,7 +89,9 @@ def transport_error(sdk: Any, provider: str, exc: Exception, timeout: float) -> 
     if isinstance(exc, sdk.APITimeoutError):
         return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
     if isinstance(exc, sdk.APIConnectionError):
-        return TransientBackendError(f"could not reach {provider}: {exc}")
+        url = getattr(getattr(exc, "request", None), "url", None)
+        where = "" if url is None else f" at {url}"
+        return TransientBackendError(f"could not reach {provider}{where}: {exc}")
     if isinstance(exc, sdk.APIResponseValidationError):
         return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
     return None

@@ -2,7 +2,8 @@
 
 Spec: ``vllm:http://host:8000/v1#<model>`` or ``llamacpp:...`` (the backend is named after
 the spec, in results and messages); ``ollama:MODEL`` is Ollama's endpoint on its default
-port (``ollama:http://host:11434/v1#MODEL`` elsewhere). Without ``#<model>`` the
+port, or on ``OLLAMA_HOST``'s server as Ollama's own clients read it
+(``ollama:http://host:11434/v1#MODEL`` names a server outright). Without ``#<model>`` the
 server's first listed model is used. The key, if the server wants one, comes from
 ``VLLM_API_KEY`` (never from ``OPENAI_API_KEY``, so a self-hosted server never receives
 an OpenAI key). Both servers continue a trailing assistant message, which ``conli
@@ -35,16 +36,46 @@ def parse_compat_spec(arg: str, name: str = "vllm") -> tuple[str, str | None]:
 
 
 OLLAMA_URL = "http://localhost:11434/v1"  # Ollama's OpenAI-compatible endpoint, default port
+OLLAMA_PORT = 11434
 
 
 def ollama_spec(arg: str) -> str:
-    """``ollama:MODEL`` as the URL spec the compatible backend reads (a URL passes as given)."""
+    """``ollama:MODEL`` as the URL spec the compatible backend reads (a URL passes as given).
+
+    The server is ``OLLAMA_HOST``'s, as Ollama's own clients read it (``ollama_url``).
+    """
     arg = arg.strip()
     if arg.startswith(("http://", "https://")):
         return arg
     if not arg:
         raise ConfigError("the ollama backend needs a model: ollama:bespoke-minicheck")
-    return f"{OLLAMA_URL}#{arg}"
+    return f"{ollama_url(provider_variable('OLLAMA_HOST'))}#{arg}"
+
+
+def ollama_url(host: str | None) -> str:
+    """Ollama's OpenAI-compatible endpoint on ``host`` (``OLLAMA_HOST``), as Ollama reads it.
+
+    ``host``, ``host:port``, ``:port`` or a URL (``http://host``: its scheme's port); without
+    a port, 11434; unset or empty, ``localhost:11434``.
+    """
+    given = (host or "").strip()
+    if not given:
+        return OLLAMA_URL
+    scheme, has_scheme, rest = given.partition("://")
+    if not has_scheme:
+        scheme, rest = "http", given
+    try:
+        parsed = urlparse(f"{scheme}://{rest}")
+        port = parsed.port
+    except ValueError as exc:
+        raise ConfigError(f"OLLAMA_HOST={given!r} is not a host: {exc}") from exc
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"OLLAMA_HOST={given!r} is not a host, host:port or http(s) URL")
+    name = parsed.hostname or "localhost"
+    name = f"[{name}]" if ":" in name else name  # an IPv6 address
+    if port is None:
+        port = {"http": 80, "https": 443}[scheme] if has_scheme else OLLAMA_PORT
+    return f"{scheme}://{name}:{port}{parsed.path.rstrip('/')}/v1"
 
 
 def compat_backend(arg: str, settings: BackendSettings,

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Literal
 
 from conli.errors import boundary
 from conli.files import LogAppender, atomic_writer, json_line, read_log
+from conli.run.table import canonical
 
 Record = dict[str, Any]
 Admission = Literal["skip", "error", "run"]
@@ -179,7 +180,10 @@ def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
 
 
 def parse_line(number: int, line: bytes) -> Record | str:
-    """One non-empty input line as a record, or the message saying why it cannot be one."""
+    """One non-empty input line as a record, or the message saying why it cannot be one.
+
+    RAGAS' and DeepEval's field names are read as conli's (``run.table.canonical``).
+    """
     try:
         record = json.loads(line)
     except ValueError as exc:
@@ -188,7 +192,7 @@ def parse_line(number: int, line: bytes) -> Record | str:
         return f"line {number} is not a JSON object"
     if not _usable_id(record.get("id")):
         return f"line {number} has no usable id (a string or an integer)"
-    return record
+    return canonical(record)
 
 
 def read_at(handle: BinaryIO, number: int, offset: int) -> Record | str:

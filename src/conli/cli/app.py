@@ -22,6 +22,7 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -34,8 +35,7 @@ from conli.version import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("conli.cli.check", "check one response against its source"),
     "judge": ("conli.cli.judge", "score texts 1-5 against one source, without rewriting"),
-    "batch": ("conli.cli.batch", "check a JSONL file of {id, source, response} records, "
-              "resumably"),
+    "batch": ("conli.cli.batch", "check a JSONL, CSV or Parquet file of records, resumably"),
     "serve": ("conli.cli.serve", "serve /v1/check, /v1/rewrite, /v1/judge over HTTP"),
     "report": ("conli.cli.report", "render batch results or check --json output as one HTML "
                "file"),
@@ -46,6 +46,81 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "decoding"),
     "calibrate": ("conli.cli.calibrate", "fit the decision to your labelled data"),
 }
+
+
+# command -> (what it does, for its --help; examples, each one command line that parses)
+HELP: dict[str, tuple[str, tuple[str, ...]]] = {
+    "check": (
+        "Check one response against its source: each sentence is judged against the source "
+        "(Chain of NLI), the unsupported ones are flagged with a reason, rewritten and "
+        "re-checked, and the result is scored 1-5. Exit 0 when the check ran, whatever the "
+        "verdict; 2 bad input or settings; 3 the backend could not be used; 4 a --fail-on "
+        "gate failed.",
+        ("conli check --source examples/source.txt --response examples/response.txt",
+         "conli check --source chunk1.txt --source chunk2.txt --response answer.txt --json",
+         "conli check --source facts.md --response - --no-mitigate --no-judge "
+         "--threshold 0.7 --fail-on unverified < answer.md")),
+    "judge": (
+        "Score one or more texts 1-5 against one source, without rewriting them: grounded "
+        "(from detection's verdicts, the default), rubric, or both side by side.",
+        ("conli judge --source examples/source.txt --response examples/response.txt",
+         "conli judge --source article.txt --response a.txt --response b.txt "
+         "--judge-mode both --json")),
+    "batch": (
+        "Check many records, resumably: IN is JSONL (one {id, source, response} a line), a "
+        "CSV or a Parquet file (a row a record; RAGAS' and DeepEval's column names are read "
+        "too), or - for stdin. One JSON line a record is appended to OUT; a re-run skips "
+        "the ids already there, so give each --mode its own OUT. Exit 0 every record ok, 1 "
+        "some failed, 2 could not start, 3 the backend could not be used, 4 a --fail-on "
+        "gate failed.",
+        ("conli batch in.jsonl out.jsonl --mode rewrite",
+         "conli batch ragas.csv checked.jsonl --mode check --threshold 0.7 --fail-on "
+         "unverified",
+         "conli batch - judged.jsonl --mode judge --input-format csv < answers.csv")),
+    "serve": (
+        "Serve the check over HTTP: /v1/check, /v1/rewrite, /v1/judge, their batch and "
+        "streaming forms, health and metrics. Requests need an API key "
+        "(CONLI_SERVICE_API_KEYS) unless --open on a loopback host.",
+        ("conli serve --open --log-format json",
+         "CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --host 127.0.0.1 --port 8000")),
+    "report": (
+        "Render conli batch results (or conli check --json output) as one self-contained "
+        "HTML file an auditor reads, filters and marks.",
+        ("conli report out.jsonl -o report.html",)),
+    "eval": (
+        "Measure detection, rewriting, the judge, decoding and coverage on labelled data "
+        "(the [eval] extra): every model call is cached, and each run writes its figures "
+        "and provenance to --out.",
+        ("conli eval detect --file mine.jsonl --out eval/results/mine",
+         "conli eval judge --dataset conli_summeval --limit 30")),
+    "bench": (
+        "Time the reference call pattern against conli's on the same examples.",
+        ("conli bench --dataset halueval_summarization --limit 20",)),
+    "generate": (
+        "Answer from a source with faithfulness-oriented decoding: each sentence is checked "
+        "as it is written, and the decoder backtracks from one the source does not support.",
+        ("conli generate --source examples/source.txt",
+         "conli generate --source article.txt --question 'Who built it?' --json")),
+    "calibrate": (
+        "Fit the decision threshold (and, with 200+ examples, the fused weights) to your "
+        "own labelled examples, cross-validated; the file it writes is --calibration's.",
+        ("conli calibrate --file labelled.jsonl --out my-domain.json",)),
+}
+
+
+def described(parser: argparse.ArgumentParser, command: str) -> None:
+    """Give a subcommand's parser its description and examples (``HELP``).
+
+    Also the registries' names in the flags that take them (``flags.registry_help``). The
+    help is formatted raw, to keep the examples' lines, so the description is wrapped here.
+    """
+    description, examples = HELP[command]
+    parser.description = textwrap.fill(description, 79)
+    parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    from conli.cli.flags import registry_help
+
+    registry_help(parser)
 
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -63,6 +138,7 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     for name, (module, summary) in COMMANDS.items():
         if name == chosen:
             importlib.import_module(module).add_parser(commands)
+            described(commands.choices[name], name)
         else:
             commands.add_parser(name, help=summary)
     return parser
@@ -117,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     args = parser_for(given).parse_args(given)
     try:
+        from conli.config import load_env_file  # here, so --help and --version stay quick
+
+        load_env_file()  # ./.env, under what the environment already sets
         if getattr(args, "in_thread", False):
             return _run_in_thread(args.handler, args)
         return int(args.handler(args))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from xml.etree import ElementTree
 from conli.backends import get_backend
 from conli.batch.local import ENGINES, run
 from conli.batch.summary import Summary
+from conli.batch.tables import INPUT_FORMATS, input_format, needs_staging, staged
 from conli.batch.work import check_paths, make_worker
 from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
@@ -31,12 +33,17 @@ from conli.run.doors import (
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``conli batch`` on the CLI's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "batch", help="check a JSONL file of {id, source, response} records, resumably",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    parser.add_argument("input", help="JSONL input: one {id, source, response} per line (with "
-                        "--engine ray also a URI Ray can read, e.g. s3://bucket/in.jsonl)")
-    parser.add_argument("output", type=Path, help="JSONL results; appended to, and resumed from")
+        "batch", help="check a JSONL, CSV or Parquet file of records, resumably")
+    parser.add_argument("input", help="IN: JSONL (one {id, source, response} a line), CSV or "
+                        "Parquet (a row a record), by its suffix or --input-format; - reads "
+                        "stdin. Columns may use RAGAS' or DeepEval's names (user_input, "
+                        "retrieved_contexts, actual_output, ...). With --engine ray a JSONL "
+                        "IN may be a URI Ray can read, e.g. s3://bucket/in.jsonl")
+    parser.add_argument("output", type=Path, help="JSONL results; appended to, and resumed from "
+                        "(written in one --mode)")
+    parser.add_argument("--input-format", choices=INPUT_FORMATS,
+                        help="IN's format when its suffix does not say (e.g. - for stdin); "
+                        "default: .csv is CSV, .parquet/.pq Parquet, anything else JSONL")
     parser.add_argument("--mode", choices=MODES, default="rewrite",
                         help="check: detect only; rewrite: detect and rewrite; "
                              "judge: 1-5 score only")
@@ -96,22 +103,52 @@ def run_batch(args: argparse.Namespace) -> int:
                          "(judge mode gives scores, not verdicts)")
     if args.junit:
         ensure_writable(args.junit)  # before any model call, not after an hour's run
+    refuse_another_mode(args.output, args.mode)
+    form = input_format(args.input, args.input_format)
+    if needs_staging(args.input, form):
+        if "://" in args.input:
+            raise InputError("a CSV, Parquet or stdin IN is read on this machine: give a local "
+                             "path (only a JSONL IN may be a URI, with --engine ray)")
+        if args.input != "-":
+            check_paths(Path(args.input), args.output)  # before it is staged elsewhere
+    with staged(args.input, form) as in_path:
+        summary = _run_engine(args, settings, str(in_path))
+    print(summary.format(), file=sys.stderr)
+    if args.mode == "judge" or summary.interrupted:
+        return summary.exit_code
+    return _gate(args, settings, summary.exit_code)
+
+
+def refuse_another_mode(out_path: Path, mode: str) -> None:
+    """``InputError`` when OUT holds records of another ``--mode``: resuming would skip them.
+
+    A run skips every id already in OUT, so a judge run into a rewrite run's OUT would do
+    nothing and exit 0; it is refused, before any model call, with what to do instead.
+    """
+    others = Counter(str(r["mode"]) for r in _records(out_path)
+                     if r.get("mode") not in (None, mode))
+    if others:
+        held = ", ".join(f"{count} written in --mode {name}" for name, count in others.items())
+        raise InputError(
+            f"{out_path} holds records of another mode ({held}); this run is --mode {mode}, "
+            f"and a run skips every id already in OUT, so it would do nothing for them. Give "
+            f"--mode {mode} its own OUT (e.g. {out_path.with_suffix('')}-{mode}.jsonl)")
+
+
+def _run_engine(args: argparse.Namespace, settings: Settings, in_path: str) -> Summary:
+    """Run the records of ``in_path`` (IN as JSONL) on the engine ``--engine`` names."""
+    args = argparse.Namespace(**{**vars(args), "input": in_path})
     if args.engine == "ray":
         try:
             from conli.batch.ray_engine import run_batch_ray  # Ray is imported only for this engine
         except ImportError as exc:
             raise ConfigError(f"--engine ray needs Ray: {install_hint('ray')} ({exc})") from exc
-        summary = run_batch_ray(args, settings)
-    else:
-        given = [flag for flag, value in (("--address", args.address), ("--actors", args.actors),
-                                          ("--cpus-per-actor", args.cpus_per_actor)) if value]
-        if given:
-            raise InputError(f"{', '.join(given)} needs --engine ray")
-        summary = _run_local(args, settings)
-    print(summary.format(), file=sys.stderr)
-    if args.mode == "judge" or summary.interrupted:
-        return summary.exit_code
-    return _gate(args, settings, summary.exit_code)
+        return run_batch_ray(args, settings)
+    given = [flag for flag, value in (("--address", args.address), ("--actors", args.actors),
+                                      ("--cpus-per-actor", args.cpus_per_actor)) if value]
+    if given:
+        raise InputError(f"{', '.join(given)} needs --engine ray")
+    return _run_local(args, settings)
 
 
 def _gate(args: argparse.Namespace, settings: Settings, code: int) -> int:

@@ -41,9 +41,7 @@ _NAMED = 10  # examples named on stderr when detection could not check them
 def add_parser(subparsers: Any) -> None:
     """``conli calibrate``; sets ``handler``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "calibrate", help="fit the decision threshold to your own labelled examples",
-        description="fit the decision threshold (and, with 200+ examples, the fused "
-        "weights) to your labelled examples, cross-validated")
+        "calibrate", help="fit the decision threshold to your own labelled examples")
     parser.add_argument("--file", type=Path, required=True,
                         help="labelled examples, one JSON object a line: source, response, "
                         "label (1/true = hallucinated), optional question and sentences")

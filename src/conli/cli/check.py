@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
+from conli.agents.reasoning import WRITER
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
 from conli.cli.flags import add_judge_mode_flag
 from conli.config import LanguageSetting
@@ -21,7 +22,6 @@ from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.gate import fails, gate_line
 from conli.models import CheckResult
-from conli.pipeline import Checker
 from conli.run.doors import (
     add_fail_on_flag,
     add_session_flags,
@@ -62,7 +62,8 @@ def format_text(result: CheckResult) -> str:
             lines += ["", f"judge score, {label}: {printable(score)}"]
             lines += [f"  {printable(judged.reasoning)}"] if judged.reasoning else []
             lines += [f'  - "{printable(e.sentence)}": {printable(e.problem)}'
-                      for e in judged.errors if judged.mode == "grounded"]
+                      for e in judged.errors if judged.mode == "grounded"
+                      and judged.reasoning_by != WRITER]  # else the paragraph names them
             lines += [f"  note: {printable(judged.note)}"] if judged.note else []
     usage = result.usage
     lines += [
@@ -145,6 +146,8 @@ def run_check(args: argparse.Namespace) -> int:
     )
     show = not args.quiet and sys.stderr.isatty() and not (args.json and not sys.stdout.isatty())
     progress = _Progress() if show else None
+    from conli.pipeline import Checker  # the check itself: not loaded for --help
+
     checker = Checker(plan)
     try:
         result = checker.run(request, progress=progress)

@@ -60,8 +60,7 @@ DEFAULT_DATA_DIR = Path("../shared/data")
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` with its ``detect``/``rewrite``/``judge`` sub-commands; sets ``handler``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "eval", help="measure detection, rewriting and the judge on labelled data",
-        description=__doc__.splitlines()[0])
+        "eval", help="measure detection, rewriting and the judge on labelled data")
     kinds = parser.add_subparsers(dest="eval_command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     data = common.add_argument_group("data")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from conli.agents.reasoning import WRITER
 from conli.cli.display import printable
 from conli.cli.flags import add_judge_mode_flag
 from conli.config import Settings
@@ -112,7 +113,8 @@ def format_text(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> 
         if second is not None:
             lines.append(f"  rubric judge beside it: {_score(second)}")
         audit = result.judge.audit
-        for row in audit.sentences if audit else []:
+        named = result.judge.reasoning_by == WRITER  # the paragraph names every flagged one
+        for row in audit.sentences if audit and not named else []:
             if row.verdict in ("hallucinated", "unverified"):
                 lines.append(f"  [{row.verdict}] {printable(row.text)} ({printable(row.reason)})")
         lines += [f"  REVIEW: {printable(why)}" for why in result.judge.review]

@@ -31,7 +31,7 @@ from conli.config import Settings
 from conli.detectors import resolve
 from conli.evaluation.detection import read_predictions
 from conli.evaluation.loaders import Example
-from conli.judges.grounded import Scale, evidence, grounded_judge
+from conli.judges.grounded import Scale, evidence, grounded_judge, writer_name
 from conli.judges.rubric import judge
 from conli.run.plan import make_plan, options
 from conli.training.perturb import extrinsic_variant, intrinsic_variant
@@ -213,7 +213,8 @@ def _evidence_row(checker: Checker, item: JudgeItem, task: Task, settings: Setti
         started = perf_counter()
         result, _ = grounded_judge(checker.backend, item.source, task.text, sentences, settings)
         seconds, status = perf_counter() - started, result.reasoning_status
-    return Scored(task, "grounded", None, "judge_grounded.v1", item.dataset,
+    writer = writer_name(settings, checker.backend.capabilities)  # the scale is added later
+    return Scored(task, "grounded", None, writer, item.dataset,
                   seconds=seconds, reasoning_status=status, evidence=share)
 
 

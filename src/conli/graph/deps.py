@@ -8,12 +8,13 @@ host's own runtime context is never mistaken for them.
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from conli.detectors.base import Deps as Deps  # the graph's runtime context, re-exported
 from conli.errors import ConfigError
+
+if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build), not before
+    from langgraph.runtime import Runtime
 
 
 def deps_of(runtime: Runtime[Any]) -> Deps:

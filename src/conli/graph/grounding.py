@@ -7,9 +7,7 @@ no detector tagged and names the sources that speak to the checker; ``merge`` th
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from conli.detectors.base import skipped_for_language
 from conli.graph.deps import Deps, deps_of
@@ -19,6 +17,9 @@ from conli.ner.grounding import SourceMentions, mentions_of
 from conli.run.inputs import SourceMap
 from conli.text.addressing import DEFUSED_KINDS, addressed
 from conli.text.language import Language, english_ner_runs
+
+if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build)
+    from langgraph.runtime import Runtime
 
 GROUND = "unstated_entities"  # the rule's name in verdicts, judgements and notes
 ADDRESSED = "addresses_checker"  # text in a source or sentence that speaks to the checker
@@ -61,11 +62,17 @@ def addressed_sources(source: str, where: SourceMap, language: Language) -> list
         words = span.text if len(span.text) <= 200 else span.text[:199] + "…"
         notes.append(Note(
             kind="addressed", step=ADDRESSED, reason="injection", language=language,
-            source=index, text=words,
-            message=f"source {index} holds text addressed to the checker ({span.kind}, "
-                    f"offsets {start}-{end}): the models did not read it, and no verdict "
-                    "rests on it; check the document it came from"))
+            source=index, source_name=where.name(index), text=words,
+            message=f"source {_shown(index, where)} holds text addressed to the checker "
+                    f"({span.kind}, offsets {start}-{end}): the models did not read it, and no "
+                    "verdict rests on it; check the document it came from"))
     return notes
+
+
+def _shown(index: int, where: SourceMap) -> str:
+    """A source as a message names it: its index, and its name when it has one."""
+    name = where.name(index)
+    return str(index) if name is None else f"{index} ({name!r})"
 
 
 def unstated_rule(result: SentenceResult, mentions: SourceMentions) -> SentenceResult:

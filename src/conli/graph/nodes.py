@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from conli.agents import mitigate as mitigate_agent
 from conli.agents.cover import add_points
@@ -38,7 +36,10 @@ from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
 from conli.text.language import Language, english_ner_runs, language_of
 from conli.text.segment import Segment, select_claims, split_response, utf16_offset
 
-Node = Callable[[CheckState, Runtime[Deps]], dict[str, Any]]
+if TYPE_CHECKING:  # LangGraph is loaded when a graph is built (graph.build), not before
+    from langgraph.runtime import Runtime
+
+Node = Callable[[CheckState, "Runtime[Deps]"], dict[str, Any]]
 
 
 def split(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The models read several sources (a RAG app's chunks) joined as one text
 (``run.inputs.SourceMap``); ``evidence_of`` reports every span a verdict quotes by the chunk's
-index and offsets within it. One string is one chunk: index 0, offsets unchanged.
+index (and name, for a named Document) and offsets within it. One string is one chunk:
+index 0, offsets unchanged.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def evidence_of(sentence: SentenceResult, source: str, mentions: SourceMentions,
         if located is None:
             continue
         index, start, end = sources.place(*located)
-        span = EvidenceSpan(source=index, start=start, end=end, relation=relation,
+        span = EvidenceSpan(source=index, source_name=sources.name(index), start=start,
+                            end=end, relation=relation,
                             text=source[located[0]:located[0] + end - start])
         if span not in found:
             found.append(span)

@@ -76,6 +76,6 @@ def _source_span(sentence: SentenceResult) -> tuple[str, SourceSpan | None]:
     for relation in ("contradicts", "supports"):
         for span in sentence.evidence:
             if span.relation == relation:
-                return relation, SourceSpan(source=span.source, start=span.start,
-                                            end=span.end, text=span.text)
+                return relation, SourceSpan(source=span.source, source_name=span.source_name,
+                                            start=span.start, end=span.end, text=span.text)
     return "no_span_found", None

@@ -12,11 +12,13 @@ detection false-alarm rates differ too much for one set's fit to carry to anothe
 
 A contradiction is a sentence chain of thought labels ``contradiction``; a minor detail is
 one that only the entity level flagged; anything else flagged, or a sentence that could not
-be checked, is an unsupported addition (never fail open). The model then writes the
-reasoning from these findings, in one short generation, quoting only sentences of the text
-(``check_quotes``); with no finding there is nothing to explain and no call is made. The
-reasoning shown leads with the findings' summary and keeps only the prose that agrees with
-them (``agents.reasoning``).
+be checked, is an unsupported addition (never fail open). The reasoning is written from
+these findings, with no model call (``agents.reasoning.written``; ``judge_reasoning =
+findings``, the default). With ``judge_reasoning = model`` the model writes it instead, in
+one short generation quoting only sentences of the text (``check_quotes``), shown after the
+findings' summary where it agrees with them; with no finding no call is made. Either way
+the score is computed before the reasoning and never reads it: the same verdicts give the
+same score, findings and errors (``reasoning_by`` says how the paragraph was made).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from conli.agents.nli_prompts import Layout, laid_out
-from conli.agents.reasoning import settled, summary
+from conli.agents.reasoning import WRITER, settled, written
 from conli.agents.structured import CallRecord, ask_structured
 from conli.backends.base import Backend, Capabilities
 from conli.config import Settings
@@ -202,37 +204,47 @@ def reasoning_layout(settings: Settings, capabilities: Capabilities) -> Layout:
     return laid_out(TEMPLATE, SHARED_TEMPLATE, settings, capabilities)
 
 
+def writer_name(settings: Settings, capabilities: Capabilities) -> str:
+    """What writes the reasoning: ``WRITER`` (the findings, no prompt), else the prompt's version.
+
+    The model writes it only with ``judge_reasoning = model``.
+    """
+    if settings.judge_reasoning == "findings":
+        return WRITER
+    return reasoning_layout(settings, capabilities).version
+
+
 def template_name(settings: Settings, capabilities: Capabilities) -> str:
-    """The version a grounded result records: the reasoning prompt's, and the scale's."""
-    reasoning = reasoning_layout(settings, capabilities).version
-    return f"{reasoning}+{configured_scale(settings).version}"
+    """The version a grounded result records: the reasoning's writer, and the scale's."""
+    return f"{writer_name(settings, capabilities)}+{configured_scale(settings).version}"
 
 
 def grounded_judge(
     backend: Backend, source: str, text: str, sentences: Sequence[SentenceResult],
     settings: Settings,
 ) -> tuple[JudgeResult, list[CallRecord]]:
-    """Score ``text`` from its checked ``sentences``; the model writes only the reasoning.
+    """Score ``text`` from its checked ``sentences``; the reasoning is written after.
 
-    ``source`` is shown only in the shared layout, where the prompt opens as NLI's does.
+    From the findings (no call), or by the model with ``judge_reasoning = model``:
+    ``source`` is then shown only in the shared layout, where the prompt opens as NLI's does.
     """
     scale = configured_scale(settings)
-    layout = reasoning_layout(settings, backend.capabilities)
     template = template_name(settings, backend.capabilities)
     why = nothing_checked(sentences)
     if why:  # a score would rest on no verdict at all
         return JudgeResult(status="unverified", mode="grounded", error=why,
                            template=template), []
     score, share, findings = grounded_score(sentences, scale)
-    checked = [s for s in sentences if s.checked]
     errors = errors_of(findings, sentences, text)
     done = {"status": "scored", "score": score, "mode": "grounded", "scored_by": "verdicts",
             "share": share, "findings": findings, "errors": errors,
             "template": template}
-    if not findings:  # nothing to explain, and nothing the model could add but invention
-        return JudgeResult(reasoning=f"{RUBRIC[5]}: {summary(findings, len(checked)).lower()}",
-                           **done), []
     level = min(RUBRIC, key=lambda k: abs(k - score))
+    paragraph = written(findings, sentences, score, RUBRIC[level])
+    # nothing to explain (the model could only invent), or the findings write it (default)
+    if not findings or settings.judge_reasoning == "findings":
+        return JudgeResult(reasoning=paragraph, reasoning_by=WRITER, **done), []
+    layout = reasoning_layout(settings, backend.capabilities)
     prompt = render(
         layout.template, sentences=[s.text for s in sentences], score=round(score, 1),
         rubric_line=RUBRIC[level], findings=[f.model_dump() for f in findings], source=source,
@@ -245,9 +257,8 @@ def grounded_judge(
         max_tokens=300, max_reasks=settings.max_reasks, temperature=settings.temperature,
         schema=schema, check=lambda answer: check_quotes(answer.reasoning, text),
     )
-    result = JudgeResult(
-        reasoning=settled(asked.value.reasoning if asked.value else "", sentences, findings),
-        reasoning_status="checked" if asked.value else "dropped",
-        error=None if asked.value else f"reasoning dropped: {asked.error}", **done,
-    )
-    return result, asked.calls
+    if asked.value is None:  # the findings' own paragraph stands in for the prose
+        return JudgeResult(reasoning=paragraph, reasoning_by=WRITER, reasoning_status="dropped",
+                           error=f"reasoning dropped: {asked.error}", **done), asked.calls
+    return JudgeResult(reasoning=settled(asked.value.reasoning, sentences, findings),
+                       reasoning_by=layout.version, **done), asked.calls

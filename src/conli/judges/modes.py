@@ -1,7 +1,8 @@
 """The built-in judge modes: ``grounded``, ``rubric`` and ``both`` (``--judge-mode``).
 
 - ``grounded`` (the default): the score comes from detection's sentence verdicts through
-  the shipped scale (``judges.grounded``); the model writes only the reasoning.
+  the shipped scale (``judges.grounded``); the reasoning is written from its findings (the
+  model's prose an option: ``judge_reasoning``).
 - ``rubric``: the model reads the rubric and scores (``judges.rubric``); its score is then
   *bounded by detection*: a text with a flagged sentence scores at most ``FLAGGED_BOUND``
   whatever the model says (a note in the graded text cannot lift it), and the note names
@@ -30,7 +31,7 @@ REVIEW_GAP = 2.0  # grounded and rubric this far apart: a human should look
 
 
 class Grounded:
-    """The score from detection's verdicts through the scale; the model writes the reasoning."""
+    """The score from detection's verdicts through the scale, the reasoning from its findings."""
 
     name = "grounded"
 

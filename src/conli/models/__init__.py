@@ -203,6 +203,8 @@ class Note(BaseModel):
     message: str
     source: int | None = Field(default=None,
         ge=0, description="addressed: the source (chunk) index")
+    source_name: str | None = Field(default=None,
+        description="addressed: that source's name (a Document's), if it has one")
     text: str | None = Field(default=None,
         description="addressed: the words (at most 200 characters)")
 
@@ -256,6 +258,9 @@ class CheckResult(BaseModel):
         "as detected (auto)")
     notes: list[Note] = Field(
         default_factory=list, description="steps that did not run on this text, and why")
+    source_names: list[str | None] = Field(
+        default_factory=list, description="each source chunk's name, in order, when a chunk "
+        "was given as a named LangChain Document; empty when none is named")
     conli_version: str | None = Field(default=None,
         description="the conli that checked it (None in results written before it was "
         "recorded), for the audit of a run without the judge")

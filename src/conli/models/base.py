@@ -34,7 +34,9 @@ SCORE_METHODS: tuple[ScoreMethod, ...] = ("classifier", "logprobs", "looks", "ve
 #    rounded to ``SCORE_PLACES`` decimals (no float noise such as 0.9300000000000002);
 #    ``notes`` of kind ``addressed`` (a source that speaks to the checker: ``source``,
 #    ``text``); ``conli_version`` and ``commit``.
-RESULT_SCHEMA_VERSION = "8"
+# 9: named chunks (LangChain ``Document`` sources): ``source_names`` of the result, and the
+#    ``source_name`` of each evidence span, audit span and ``addressed`` note (all optional).
+RESULT_SCHEMA_VERSION = "9"
 SCORE_PLACES = 4
 
 
@@ -89,6 +91,9 @@ class SourceSpan(BaseModel):
     """Where words a verdict rests on stand in the sources: which source, and the offsets."""
 
     source: int = Field(default=0, ge=0, description="the source's index (0 for a single source)")
+    source_name: str | None = Field(
+        default=None, description="that source's name: a Document's id or named metadata key "
+        "(None: unnamed)")
     start: int = Field(ge=0, description="offset in that source, in code points")
     end: int = Field(ge=0)
     text: str = Field(description="the source's own words there")

@@ -82,12 +82,12 @@ class JudgeResult(BaseModel):
     log-probabilities the score is the mean of the score token's distribution over 1-5
     (``distribution``), else the generated token (``scored_by``, ``note`` say which).
     ``grounded``: the score is computed from the sentence verdicts (``findings``) through
-    a monotone scale (``signals/grounded_scale.v1.json``); the model writes only the
-    reasoning. A rubric score is bounded by detection: no more than 4 where a sentence was
-    flagged (``bounded_from`` keeps its own). ``emptied``: the rewrite removed every
-    sentence, so nothing is left to score (never a 5). ``errors`` are tied to sentences by
-    offsets; ``dropped_errors`` counts the ones a judge
-    named that could not be tied to the text or the source. ``reasoning_status``:
+    a monotone scale (``signals/grounded_scale.v1.json``); the reasoning is written from
+    them (or, as an option, by the model: ``reasoning_by``). A rubric score is bounded by
+    detection: no more than 4 where a sentence was flagged (``bounded_from`` keeps its own).
+    ``emptied``: the rewrite removed every sentence, so nothing is left to score (never a
+    5). ``errors`` are tied to sentences by offsets; ``dropped_errors`` counts the ones a
+    judge named that could not be tied to the text or the source. ``reasoning_status``:
     ``checked`` (every quote in it is in the judged text), ``dropped`` (it quoted text that
     is not there: the score stands without it).
     """
@@ -101,6 +101,9 @@ class JudgeResult(BaseModel):
     note: str | None = None
     reasoning: str = ""
     reasoning_status: Literal["checked", "dropped"] = "checked"
+    reasoning_by: str | None = Field(
+        default=None, description="grounded: how the reasoning was written: findings.v1 (from "
+        "the findings, no model call) or the prompt's version (the model wrote it)")
     errors: list[JudgeError] = Field(default_factory=list)
     dropped_errors: int = Field(default=0, ge=0)
     share: Score | None = Field(

@@ -20,7 +20,7 @@ from typing import Any
 
 from conli.config import Settings
 from conli.errors import ConliError, UnsupportedRequestError
-from conli.hook import in_pool, shared_checker
+from conli.hook import shared_checker
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.proxy.release import released
@@ -33,6 +33,7 @@ from conli.proxy.verdicts import (
     unchecked,
 )
 from conli.proxy.wire import NO_SOURCE, SOURCE_HEADER, Turn, read_turn
+from conli.run.context import on_pool
 from conli.run.request import Request
 
 TOOL_CALL = "the reply is a tool call: nothing to check (the answer after the tool results is)"
@@ -180,7 +181,7 @@ class AsyncGuardedOpenAI(_Guard):
         outcome: CheckResult | ConliError | None = None
         if reply is not None:
             try:
-                ran = await in_pool(self.checker, functools.partial(
+                ran = await on_pool(self.checker.executor(), functools.partial(
                     self.checker.run, self.request(turn, policy, reply)))
                 assert isinstance(ran, CheckResult)
                 outcome = ran

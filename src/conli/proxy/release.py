@@ -19,10 +19,10 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import aclosing, suppress
 
+from conli.chat.state import reply_text
 from conli.config import Settings
 from conli.errors import DeadlineExceededError
 from conli.gate import passes, response_verdict, supported_share
-from conli.hook import reply_text
 from conli.models import (
     SCORE_METHODS,
     CheckResult,

@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from conli.chat.state import reply_text
 from conli.config import ProxySettings
 from conli.errors import ConfigError, InputError
-from conli.hook import reply_text
 from conli.models import CheckResult, Score, Verdict
 from conli.pipeline import Checker
 from conli.proxy.wire import NO_SOURCE, Found, OnFlag, Turn, stricter

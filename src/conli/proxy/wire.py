@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from conli.backends.base import Message
 from conli.backends.base import Request as Ask
 from conli.errors import ConfigError, InputError, UnsupportedRequestError, validation_problems
-from conli.hook import turn_of
 from conli.run.plan import RunOptions, allowed
 
 OnFlag = Literal["annotate", "rewrite", "block"]  # laxest first: a request may only go stricter
@@ -96,7 +95,7 @@ def read_turn(body: Mapping[str, Any], header_sources: Sequence[str], *,
     rest = {key: value for key, value in given.items()
             if key not in ("sources", "question", "on_flag")}
     messages = chat_of(body)
-    tools, asked = turn_of(messages)
+    tools, asked = _turn(messages)
     question = _text_field(given, "question", asked)
     found: tuple[Found, list[str]] | None = None
     if given.get("sources") is not None:
@@ -202,6 +201,20 @@ def _message(message: Mapping[str, Any]) -> Message:
         text = "\n".join(t for t in [text, *(
             f"[tool call {f.get('name', '')}: {f.get('arguments', '')}]" for f in functions)] if t)
     return {"role": cast(Literal["system", "user", "assistant"], _ROLES[role]), "content": text}
+
+
+def _turn(messages: list[dict[str, Any]]) -> tuple[list[str], str | None]:
+    """The last turn: its tool messages' texts (those after the last user message), the question.
+
+    The question is that user message's text (None: there is none).
+    """
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    after = users[-1] + 1 if users else 0
+    tools = [content_text(m.get("content"), "a tool message") for m in messages[after:]
+             if m["role"] in ("tool", "function")]
+    asked = content_text(messages[users[-1]].get("content"), "the user message") if users \
+        else ""
+    return tools, asked or None
 
 
 def _system(messages: list[dict[str, Any]]) -> str | None:

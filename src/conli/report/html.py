@@ -53,7 +53,13 @@ from conli.report.review import (
     script_hash,
     sentences_of,
 )
-from conli.report.sources import chunks_of, evidence_of, sentence_evidence, source_chunks
+from conli.report.sources import (
+    chunk_names,
+    chunks_of,
+    evidence_of,
+    sentence_evidence,
+    source_chunks,
+)
 from conli.run.inputs import SOURCE_JOINER
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -259,8 +265,9 @@ def record_view(record: Record, number: int) -> Record:
     flagged = _flagged(result)
     words = flagged_words(result.get("word_scores"), len(response))
     chunks = chunks_of(record.get("source"))
+    names = chunk_names(result)
     evidence = evidence_of(sentences_of(result))
-    spans = sentence_evidence(evidence, chunks, anchor)
+    spans = sentence_evidence(evidence, chunks, anchor, names)
     return {
         "anchor": anchor, "name": record_name(record), "verdict": verdict,
         "id": str(record.get("id")), "mode": str(record.get("mode") or ""),
@@ -277,11 +284,12 @@ def record_view(record: Record, number: int) -> Record:
         "reasonings": [(key, _text(judge["reasoning"])) for key, judge in judge_items(result)
                        if judge.get("reasoning")],
         "review_notes": [str(r) for j in judges(result) for r in j.get("review") or []],
-        "addressed": [{"chunk": n["source"], "text": _text(n.get("text"))}
+        "addressed": [{"chunk": n["source"], "name": n.get("source_name"),
+                       "text": _text(n.get("text"))}
                       for n in addressed_notes(result)],
         "provenance": provenance(result),
         "marks": [{**row, "evidence": spans.get(row["index"], [])} for row in review_rows(result)],
-        "chunks": None if chunks is None else source_chunks(chunks, evidence, anchor),
+        "chunks": None if chunks is None else source_chunks(chunks, evidence, anchor, names),
     }
 
 

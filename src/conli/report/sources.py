@@ -49,12 +49,33 @@ class Evidence:
 
 
 def chunks_of(source: Any) -> list[str] | None:
-    """The source's chunks as given (one text is one chunk); None if it is neither."""
-    if isinstance(source, str):
-        return [source]
-    if isinstance(source, list) and source and all(isinstance(s, str) for s in source):
-        return list(source)
-    return None
+    """The source's chunks as given; None if it is neither a text nor a list of them.
+
+    One text is one chunk; a dumped LangChain Document is its ``page_content``.
+    """
+    if isinstance(source, str | dict):
+        source = [source]
+    if not isinstance(source, list) or not source:
+        return None
+    texts: list[str] = []
+    for item in source:
+        text = item.get("page_content") if isinstance(item, dict) else item
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return texts
+
+
+def chunk_names(result: Record) -> list[str | None]:
+    """Each chunk's name as the result recorded it (``source_names``: named Documents)."""
+    names = result.get("source_names")
+    if not isinstance(names, list):
+        return []
+    return [name if isinstance(name, str) else None for name in names]
+
+
+def _named(names: list[str | None], chunk: int) -> str | None:
+    return names[chunk] if 0 <= chunk < len(names) else None
 
 
 def _int(value: Any) -> int | None:
@@ -98,8 +119,8 @@ def _anchor(anchor: str, position: int) -> str:
 
 
 def source_chunks(chunks: list[str], evidence: list[Evidence],
-                  anchor: str) -> list[Record]:
-    """Each chunk's index, anchor and text as pieces: plain runs, ``Span`` s, ``Anchor`` s."""
+                  anchor: str, names: list[str | None] | None = None) -> list[Record]:
+    """Each chunk's index, name, anchor and text as pieces: plain runs, ``Span`` s, ``Anchor`` s."""
     out = []
     for number, text in enumerate(chunks):
         mine = [(k, e) for k, e in enumerate(evidence) if e.chunk == number and _fits(e, chunks)]
@@ -116,17 +137,20 @@ def source_chunks(chunks: list[str], evidence: list[Evidence],
                 else "supports"
             title = "; ".join(f"sentence {e.sentence + 1} {e.relation}" for e in over)
             pieces.append(Span(run, relation, title))
-        out.append({"index": number, "id": f"{anchor}-c{number}", "pieces": pieces})
+        out.append({"index": number, "name": _named(names or [], number),
+                    "id": f"{anchor}-c{number}", "pieces": pieces})
     return out
 
 
 def sentence_evidence(evidence: list[Evidence], chunks: list[str] | None,
-                      anchor: str) -> dict[int, list[Record]]:
-    """Each sentence's spans: chunk label, relation, text, and a link if it is marked."""
+                      anchor: str, names: list[str | None] | None = None,
+                      ) -> dict[int, list[Record]]:
+    """Each sentence's spans: chunk label (and name), relation, text, and a link if marked."""
     out: dict[int, list[Record]] = {}
     for position, e in enumerate(evidence):
         marked = chunks is not None and _fits(e, chunks)
         out.setdefault(e.sentence, []).append({
-            "chunk": e.chunk, "relation": e.relation, "text": e.text,
+            "chunk": e.chunk, "name": _named(names or [], e.chunk), "relation": e.relation,
+            "text": e.text,
             "href": f"#{_anchor(anchor, position)}" if marked else None})
     return out

@@ -9,10 +9,12 @@ check still running in its thread: no model call starts once it is set.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
@@ -57,6 +59,22 @@ def cancellable(flag: threading.Event) -> contextvars.Context:
     context = contextvars.copy_context()
     context.run(_cancelled.set, flag)
     return context
+
+
+async def on_pool(pool: Executor, work: Callable[[], T]) -> T:
+    """Await ``work()`` run on ``pool``, cancellable: a cancel stops it at its next model call.
+
+    The work runs in a copy of the caller's context (as ``asyncio.to_thread`` copies it);
+    the one call in flight, if any, ends first.
+    """
+    flag = threading.Event()
+    context = cancellable(flag)
+    running = asyncio.get_running_loop().run_in_executor(pool, context.run, work)
+    try:
+        return await running
+    except asyncio.CancelledError:
+        flag.set()  # the thread runs on: no model call starts after this
+        raise
 
 
 def check_deadline() -> None:

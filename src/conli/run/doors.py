@@ -48,8 +48,8 @@ def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
     parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
     parser.add_argument(
         "--detector", action="append", metavar="NAME",
-        help="detector or preset to run (repeatable, in order: cot, fused, fast, hybrid; "
-        "default auto, see the README; or CONLI_DETECTORS); see conli.detectors",
+        help="detector or preset to run (repeatable, run in order; default auto: fused on "
+        "the embedded model, cot on a hosted one; or CONLI_DETECTORS)",
     )
     parser.add_argument(
         "--calibration", metavar="FILE",

@@ -15,8 +15,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from conli.errors import EmptyInputError, EncodingError, InputError, InputTooLargeError
+from conli.run.documents import DocumentLike, document_chunk, is_document
 
 # C0 controls other than tab, newline, vertical tab, form feed and carriage return, and
 # DEL: no prose contains them, and a terminal or a model would act on them as commands.
@@ -26,8 +28,10 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 LIMIT_SETTINGS = {"source": "CONLI_MAX_SOURCE_CHARS", "question": "CONLI_MAX_SOURCE_CHARS",
                   "sources": "CONLI_MAX_SOURCE_CHARS", "response": "CONLI_MAX_RESPONSE_CHARS"}
 MAX_SOURCES = 1_000  # chunks in one check; their joined length has the source's limit
-# What a check reads a response against: one text, or several (a RAG app's chunks).
-Source = str | Sequence[str]
+MAX_NAME_CHARS = 200  # a chunk's name (a Document's id or metadata key), shown, never read
+# What a check reads a response against: one text, or several (a RAG app's chunks), each a
+# text or a LangChain ``Document`` (``conli.run.documents``: read without importing LangChain).
+Source = str | DocumentLike | Sequence[str | DocumentLike | Mapping[str, Any]]
 
 
 READ_CHUNK = 1 << 16  # bytes read at a time from a file or stdin
@@ -185,15 +189,22 @@ class SourceMap:
     """
 
     starts: tuple[int, ...] = (0,)
+    names: tuple[str | None, ...] = ()  # each chunk's name (a Document's), if any is named
 
     @classmethod
-    def joined(cls, chunks: Sequence[str]) -> tuple[str, SourceMap]:
-        """The chunks joined by a blank line, and where each one starts."""
+    def joined(cls, chunks: Sequence[str],
+               names: Sequence[str | None] = ()) -> tuple[str, SourceMap]:
+        """The chunks joined by a blank line, and where each one starts (and its name)."""
         starts, at = [], 0
         for chunk in chunks:
             starts.append(at)
             at += len(chunk) + len(SOURCE_JOINER)
-        return SOURCE_JOINER.join(chunks), cls(tuple(starts))
+        named = tuple(names) if any(name is not None for name in names) else ()
+        return SOURCE_JOINER.join(chunks), cls(tuple(starts), named)
+
+    def name(self, index: int) -> str | None:
+        """The name of source ``index`` (None: unnamed)."""
+        return self.names[index] if index < len(self.names) else None
 
     def place(self, start: int, end: int) -> tuple[int, int, int]:
         """``(source, start, end)`` of a joined-text span, within the source it starts in.
@@ -230,13 +241,15 @@ def check_input(
     max_response_chars: int,
     question: object = None,
     points: object = None,
+    name_key: str | None = None,
 ) -> CheckInput:
     """Validate the texts of one check; ``InputError`` names the first problem.
 
     ``source`` is one text or a list of texts (``sources``: each validated, and their
-    joined length held to ``max_source_chars``).
+    joined length held to ``max_source_chars``); a LangChain ``Document`` stands for its
+    text, named by ``name_key`` (``validate_sources``).
     """
-    joined, where = validate_sources(source, max_source_chars)
+    joined, where = validate_sources(source, max_source_chars, name_key=name_key)
     return CheckInput(
         source=joined,
         source_map=where,
@@ -248,8 +261,16 @@ def check_input(
     )
 
 
-def validate_sources(source: object, max_chars: int) -> tuple[str, SourceMap]:
-    """One source validated as it is, or a list of sources each validated and joined."""
+def validate_sources(source: object, max_chars: int, *,
+                     name_key: str | None = None) -> tuple[str, SourceMap]:
+    """One source validated as it is, or a list of sources each validated and joined.
+
+    A LangChain ``Document`` (or its dumped mapping), alone or in the list, is a chunk: its
+    ``page_content`` is validated as a text, and its name (``metadata[name_key]``, else
+    its id: ``conli.run.documents``) goes in the map.
+    """
+    if is_document(source):
+        source = [source]
     if not isinstance(source, list | tuple):
         return validate_text(source, name="source", max_chars=max_chars), SourceMap()
     if not source:
@@ -257,14 +278,33 @@ def validate_sources(source: object, max_chars: int) -> tuple[str, SourceMap]:
     if len(source) > MAX_SOURCES:
         raise InputTooLargeError(f"sources has {len(source)} items, over the limit of "
                                  f"{MAX_SOURCES}")
-    chunks = [validate_text(text, name=f"sources[{i}]", max_chars=max_chars)
-              for i, text in enumerate(source)]
-    joined, where = SourceMap.joined(chunks)
+    chunks: list[str] = []
+    names: list[str | None] = []
+    for i, item in enumerate(source):
+        text, label = document_chunk(item, name_key)
+        name = _chunk_name(label, i)
+        if not isinstance(text, str) and text is not None:
+            raise EncodingError(f"sources[{i}] must be text (a string) or a LangChain "
+                                f"Document, got {type(text).__name__}")
+        shown = f"sources[{i}]" if name is None else f"sources[{i}] ({name!r})"
+        chunks.append(validate_text(text, name=shown, max_chars=max_chars))
+        names.append(name)
+    joined, where = SourceMap.joined(chunks, names)
     if len(joined) > max_chars:
         raise InputTooLargeError(
             f"sources have {len(joined):,} characters joined, over the limit of "
             f"{max_chars:,}; raise {LIMIT_SETTINGS['source']} if you mean it")
     return joined, where
+
+
+def _chunk_name(label: object, index: int) -> str | None:
+    """A document's name as a result shows it: a string or an integer, as text; else refused."""
+    if label is None:
+        return None
+    if isinstance(label, bool) or not isinstance(label, str | int):
+        raise InputError(f"sources[{index}]'s name (its id or metadata key) must be a string "
+                         f"or an integer, got {type(label).__name__}")
+    return validate_text(str(label), name=f"sources[{index}]'s name", max_chars=MAX_NAME_CHARS)
 
 
 # --- points --------------------------------------------------------------------------------

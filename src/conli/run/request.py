@@ -27,6 +27,7 @@ class Request:
            options: RunOptions | None = None) -> Request:
         """Validate the texts within ``limits``' character limits; ``InputError`` if unusable."""
         texts = check_input(source, response, question=question, points=points,
+                            name_key=limits.source_name_key,
                             max_source_chars=limits.max_source_chars,
                             max_response_chars=limits.max_response_chars)
         return cls(texts, options if options is not None else RunOptions())

@@ -53,14 +53,25 @@ def _service_options(data: Any) -> Any:
 ServiceOptions = Annotated[RunOptions, BeforeValidator(_service_options)]
 
 
+class DocumentChunk(BaseModel):
+    """A source chunk as LangChain's ``Document`` dumps it: its text, metadata and id."""
+
+    page_content: str = Field(description="the chunk's text, what the models read")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="the document's metadata; metadata.id, or the key "
+        "CONLI_SOURCE_NAME_KEY names, names the chunk if it has no id")
+    id: str | None = Field(default=None, description="the chunk's name in evidence and notes")
+
+
 class TextsRequest(BaseModel):
     """What every route reads: the source, the question, and the per-request options."""
 
     model_config = ConfigDict(extra="forbid")
 
-    source: str | list[str] = Field(
+    source: str | list[str | DocumentChunk] = Field(
         description="the document the response must be faithful to, or a list of sources "
-        "(a RAG app's retrieved chunks): each sentence's evidence names the source index")
+        "(a RAG app's retrieved chunks, as texts or LangChain Documents): each sentence's "
+        "evidence names the source index, and a Document's name")
     question: str | None = Field(
         default=None,
         description="the question the response answers, if any (read with each sentence)"

@@ -1,10 +1,10 @@
 """Word-level signals of seed 001 (§3.1): how much of a sentence the source's words cover.
 
-Words (``conli.text.words``, any script) are lower-cased, stemmed (Porter, as rouge-score does) and
-the stop words of the text's language dropped (``text.language.stop_words``, spaCy's lists;
-English unless told), so "opened"/"opens" match and neither "the" nor German "der" counts as
-support. Numbers keep their digits. Source sentences are cut by ``text.segment.sentence_spans``
-without the parser, in the same language.
+Words (``conli.text.words``, any script) are lower-cased, stemmed (NLTK's Porter, as
+rouge-score does: ``text.porter``) and the stop words of the text's language dropped
+(``text.language.stop_words``, spaCy's lists; English unless told), so "opened"/"opens" match
+and neither "the" nor German "der" counts as support. Numbers keep their digits. Source
+sentences are cut by ``text.segment.sentence_spans`` without the parser, in the same language.
 The same words give coverage's ROUGE-1 recall of a point and the word scores: a response
 word scores 1 (hallucinated) when neither it nor its stem is in the source, else 0.
 """
@@ -20,6 +20,7 @@ from typing import Any
 from conli.config import Language
 from conli.models import WordScore
 from conli.ner.grounding import SourceMentions, mentions_of
+from conli.text import porter
 from conli.text.language import english_ner_runs
 from conli.text.language import stop_words as stop_words  # by language; tests import it here
 from conli.text.segment import Segment
@@ -32,16 +33,9 @@ NAME_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", 
                          "WORK_OF_ART", "LAW", "LANGUAGE"})
 
 
-@lru_cache(maxsize=1)
-def _stemmer() -> object:
-    from nltk.stem import porter
-
-    return porter.PorterStemmer()
-
-
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return str(_stemmer().stem(word))  # type: ignore[attr-defined]
+    return porter.stem(word)
 
 
 def content_words(text: str, language: Language = "en") -> list[str]:
