@@ -30,6 +30,8 @@ class Request:
     headers: dict[str, str]
     body: Any
     at: float
+    chunks_sent: int = 0  # a chunked reply: chunks written before it ended (or the client left)
+    client_left: bool = False  # a chunked reply's client closed the connection before its end
 
 
 @dataclass
@@ -40,6 +42,8 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    chunks: list[bytes] | None = None  # sent chunked, ``every`` seconds apart (a stream)
+    every: float = 0.0
 
 
 Handler = Callable[[Request], Reply]
@@ -76,6 +80,9 @@ class FakeServer:
                 reply = outer.handler(request)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.chunks is not None:
+                    self._stream(reply, request)
+                    return
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(
                     reply.body if reply.body is not None else {}).encode()
                 try:
@@ -88,6 +95,22 @@ class FakeServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
+
+            def _stream(self, reply: Reply, request: Request) -> None:
+                """``reply.chunks`` as they would come from a model writing its answer."""
+                self.send_response(reply.status)
+                for key, value in {"content-type": "text/event-stream", **reply.headers}.items():
+                    self.send_header(key, value)
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                try:
+                    for chunk in [*reply.chunks, b""]:  # type: ignore[union-attr]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                        request.chunks_sent += 1
+                        time.sleep(reply.every)
+                except (BrokenPipeError, ConnectionResetError):
+                    request.client_left = True
 
             do_GET = _serve
             do_POST = _serve

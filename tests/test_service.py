@@ -24,7 +24,7 @@ from conli.backends.base import Backend
 from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.service.app import create_app
+from conli.service.app import Mount, create_app
 from conli.signals.lexical import content_words
 from tests import scripted
 
@@ -36,10 +36,11 @@ RESPONSE = "The library opened in 1962. The library is FALSE run by a charity."
 
 @contextmanager
 def serving(settings: Settings, *, sleep: float = 0.0, concurrency: int = 2,
-            open_access: bool = False, backend: Backend | None = None) -> Iterator[str]:
-    """Run the app under uvicorn in a thread on a pre-bound loopback socket."""
+            open_access: bool = False, backend: Backend | None = None,
+            mount: Mount | None = None) -> Iterator[str]:
+    """Run the app (and ``mount``'s routes) under uvicorn in a thread on a loopback socket."""
     content_words("warm up")  # the first check imports NLTK: seconds on a loaded machine
-    app = create_app(settings, open_access=open_access,
+    app = create_app(settings, open_access=open_access, mount=mount,
                      backend=backend or scripted.backend(sleep=sleep, concurrency=concurrency))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

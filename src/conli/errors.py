@@ -6,7 +6,8 @@
     │   ├── EmptyInputError         empty or whitespace-only text
     │   ├── EncodingError           not UTF-8, or binary (NUL bytes)
     │   ├── InputTooLargeError      over the configured character limit
-    │   └── ContextOverflowError    prompt would not fit the model's context window
+    │   ├── ContextOverflowError    prompt would not fit the model's context window
+    │   └── UnsupportedRequestError a request field conli cannot honour (the proxy's n > 1)
     ├── BackendError            a model call failed
     │   ├── BackendUnavailableError the backend cannot start (missing extra, model file)
     │   ├── AuthenticationError     credentials rejected: fix the key, never retried
@@ -75,6 +76,17 @@ class InputTooLargeError(InputError):
 
 class ContextOverflowError(InputError):
     """The source plus prompt does not fit the model's context window."""
+
+
+class UnsupportedRequestError(InputError):
+    """A request conli cannot serve as asked (a field it cannot honour, a body of no known shape).
+
+    ``param`` names the field, as OpenAI's error shape does.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class BackendError(ConliError):
@@ -171,6 +183,8 @@ EXIT_GATE_FAILED = 4
 _TABLE: tuple[tuple[type[BaseException], Boundary], ...] = (
     (InputTooLargeError, Boundary(2, 413, "too-large", "input too large")),
     (ContextOverflowError, Boundary(2, 413, "too-large", "input too large for the model")),
+    (UnsupportedRequestError, Boundary(2, 400, "unsupported", "the request cannot be served as "
+                                       "asked")),
     (InputError, Boundary(2, 422, "unusable-input", "the input cannot be checked")),
     (ConfigError, Boundary(2, 500, "config", "the service is misconfigured")),
     (DeadlineExceededError, Boundary(3, 504, "timeout", "the check ran past its deadline")),

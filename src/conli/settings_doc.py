@@ -17,6 +17,7 @@ from conli.config import (
     DetectionSettings,
     GenerationSettings,
     JudgeSettings,
+    ProxySettings,
     RewriteSettings,
     RunSettings,
     ServiceSettings,
@@ -27,7 +28,7 @@ from conli.config.credentials import PROVIDER_VARIABLES
 # The groups of ``Settings``, by audience, in the order docs/settings.md lists them.
 SETTING_GROUPS: tuple[type[BaseModel], ...] = (
     BackendSettings, DetectionSettings, RewriteSettings, JudgeSettings, RunSettings,
-    GenerationSettings, ServiceSettings, BatchSettings, TelemetrySettings,
+    GenerationSettings, ServiceSettings, ProxySettings, BatchSettings, TelemetrySettings,
 )
 # Defaults computed on the machine, as the reference shows them.
 _SHOWN_DEFAULTS = {

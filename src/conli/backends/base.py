@@ -9,7 +9,7 @@ backend's class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
@@ -40,9 +40,10 @@ class Capabilities:
     - ``continues_assistant``: continues a trailing assistant message (a prefilled answer).
     - ``logprobs``: how many top alternatives per generated token it can return (0: none).
     - ``counts_tokens``, ``primes_prefix``, ``hidden_states``, ``scores_continuations``,
-      ``keeps_readings``: implements the optional ``CountsTokens``, ``PrimesPrefix``,
-      ``ReadsHiddenStates``, ``ScoresContinuations`` and ``KeepsReadings`` (use the
-      functions of the same names below).
+      ``keeps_readings``, ``takes_keys``, ``streams``: implements the optional
+      ``CountsTokens``, ``PrimesPrefix``, ``ReadsHiddenStates``, ``ScoresContinuations``,
+      ``KeepsReadings``, ``TakesKeys`` and ``StreamsText`` (use the functions of the same
+      names below: ``streams_text`` for the last).
     """
 
     context_window: int | None = None
@@ -55,6 +56,8 @@ class Capabilities:
     hidden_states: bool = False
     scores_continuations: bool = False
     keeps_readings: bool = False
+    takes_keys: bool = False
+    streams: bool = False
 
     @property
     def scores_labels(self) -> bool:
@@ -254,6 +257,45 @@ class KeepsReadings(Protocol):
     def kept_reading(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The arrays kept under ``key``, or ``compute()``'s, kept and returned."""
         ...
+
+
+class TakesKeys(Protocol):
+    """A backend that can send another credential (``capabilities.takes_keys``).
+
+    The proxy's upstream, when the operator forwards each client's own key.
+    """
+
+    def with_key(self, key: str) -> Backend:
+        """A copy sending ``key`` as its credential, sharing this backend's connections.
+
+        Close only the backend it came from, never the copy.
+        """
+        ...
+
+
+class StreamsText(Protocol):
+    """A backend that streams a completion's text as it is written (``capabilities.streams``).
+
+    The proxy's upstream: its reply is checked while it is written, and a client that leaves
+    stops it.
+    """
+
+    def stream(self, request: Request) -> Iterator[str | Completion]:
+        """The reply's text as it comes, then its ``Completion`` (the whole text, usage).
+
+        Closing the iterator closes the call: the provider stops writing.
+        """
+        ...
+
+
+def streams_text(backend: Backend) -> StreamsText | None:
+    """``backend`` as one that streams its text, if its capabilities say so."""
+    return cast(StreamsText, backend) if backend.capabilities.streams else None
+
+
+def takes_keys(backend: Backend) -> TakesKeys | None:
+    """``backend`` as one that can send another key, if its capabilities say so."""
+    return cast(TakesKeys, backend) if backend.capabilities.takes_keys else None
 
 
 def counts_tokens(backend: Backend) -> CountsTokens | None:

@@ -8,7 +8,9 @@ HTTP client refuses a reply over ``http_limits.MAX_REPLY_BYTES``.
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -82,6 +84,8 @@ class OpenAIChatBackend:
             max_concurrency=settings.max_concurrency,
             continues_assistant=continues_assistant,
             logprobs=MAX_TOP_LOGPROBS,
+            takes_keys=True,
+            streams=True,
         )
         self._client = client
         self._token_param: TokenParam = token_param
@@ -94,7 +98,63 @@ class OpenAIChatBackend:
         Strict mode would reject our schemas (``maxLength``, optional keys), so the schema
         guides the model and ``agents.structured`` validates the reply.
         """
+        body, prefix = self._body(request)
+        with self._limiter.slot(_estimate(request)) as reservation:
+            started = time.perf_counter()
+            reply = self._create(body)
+            completion = to_completion(reply, time.perf_counter() - started, self.where)
+            usage = completion.usage
+            reservation.settle(usage.prompt_tokens + usage.completion_tokens)
+        return continuation(completion, prefix)
+
+    def stream(self, request: Request) -> Iterator[str | Completion]:
+        """The reply's text as the server writes it, then its ``Completion``; closing stops it.
+
+        A continued answer, chat-template inputs or a JSON schema come whole (``complete``).
+        """
+        body, prefix = self._body(request)
+        if prefix or request.chat_template_kwargs or request.json_schema is not None:
+            completion = self.complete(request)
+            yield completion.text
+            yield completion
+            return
         openai = import_openai()
+        body.update(stream=True, stream_options={"include_usage": True})
+        with self._limiter.slot(_estimate(request)) as reservation:
+            started = time.perf_counter()
+            chunks = self._create(body)
+            texts: list[str] = []
+            finish, usage = None, None
+            try:
+                for chunk in chunks:
+                    usage = getattr(chunk, "usage", None) or usage
+                    for choice in chunk.choices or []:
+                        finish = choice.finish_reason or finish
+                        if choice.delta is not None and choice.delta.content:
+                            texts.append(choice.delta.content)
+                            yield choice.delta.content
+            except openai.OpenAIError as exc:
+                raise map_openai_error(exc, self.where, self._timeout) from exc
+            except Exception as exc:  # the connection broke mid-stream
+                raise TransientBackendError(f"{self.where}'s stream broke: {exc}") from exc
+            finally:
+                chunks.close()
+            spent = call_usage(usage, time.perf_counter() - started)
+            reservation.settle(spent.prompt_tokens + spent.completion_tokens)
+        yield Completion(text="".join(texts), usage=spent, finish_reason=finish)
+
+    def _create(self, body: dict[str, Any]) -> Any:
+        """The SDK's call, its failure mapped onto conli's error tree."""
+        openai = import_openai()
+        try:
+            return self._client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc, self.where, self._timeout) from exc
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise TransientBackendError(f"{self.where} sent an unreadable reply: {exc}") from exc
+
+    def _body(self, request: Request) -> tuple[dict[str, Any], str]:
+        """The request's body for the SDK, and the prefix a continuing server may echo."""
         messages = request.messages
         body: dict[str, Any] = {
             "model": self.model,
@@ -121,20 +181,13 @@ class OpenAIChatBackend:
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": request.json_schema, "strict": False},
             }
-        estimate = call_cost([m["content"] for m in messages], request.max_tokens)
-        with self._limiter.slot(estimate) as reservation:
-            started = time.perf_counter()
-            try:
-                reply = self._client.chat.completions.create(**body)
-            except openai.OpenAIError as exc:
-                raise map_openai_error(exc, self.where, self._timeout) from exc
-            except ValueError as exc:  # a 200 whose body is not JSON
-                raise TransientBackendError(
-                    f"{self.where} sent an unreadable reply: {exc}") from exc
-            completion = to_completion(reply, time.perf_counter() - started, self.where)
-            usage = completion.usage
-            reservation.settle(usage.prompt_tokens + usage.completion_tokens)
-        return continuation(completion, prefix)
+        return body, prefix
+
+    def with_key(self, key: str) -> OpenAIChatBackend:
+        """A copy sending ``key`` (a client's own, which the proxy forwards); it shares the pool."""
+        keyed = copy.copy(self)
+        keyed._client = self._client.with_options(api_key=key)
+        return keyed
 
     def close(self) -> None:
         """Close the SDK's HTTP connection pool."""
@@ -147,20 +200,30 @@ def to_completion(reply: Any, seconds: float, provider: str) -> Completion:
     if not choices or getattr(choices[0], "message", None) is None:
         raise TransientBackendError(f"{provider} returned a reply without choices")
     choice = choices[0]
-    usage = getattr(reply, "usage", None)
-    details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
         text=choice.message.content or "",
         finish_reason=choice.finish_reason,
         logprobs=_logprobs(getattr(choice, "logprobs", None)),
-        usage=CallUsage(
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            seconds=seconds,
-            **llama_cpp_split(getattr(reply, "timings", None)),  # llama-server's extra field
-        ),
+        usage=call_usage(getattr(reply, "usage", None), seconds,
+                         getattr(reply, "timings", None)),  # llama-server's extra field
     )
+
+
+def call_usage(usage: Any, seconds: float, timings: Any = None) -> CallUsage:
+    """Our ``CallUsage`` from the API's ``usage`` (and llama-server's ``timings``, if sent)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    return CallUsage(
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        seconds=seconds,
+        **llama_cpp_split(timings),
+    )
+
+
+def _estimate(request: Request) -> int:
+    """The tokens a call may cost, reserved against the rate limits before it is made."""
+    return call_cost([m["content"] for m in request.messages], request.max_tokens)
 
 
 def continuation(completion: Completion, prefix: str) -> Completion:

@@ -19,6 +19,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                         default="info", help="the lowest level logged (default info)")
     add_session_flags(parser)
+    parser.add_argument("--upstream", metavar="SPEC",
+                        help="also serve OpenAI's POST /v1/chat/completions, forwarding each chat "
+                        "to this backend spec and checking its reply (or CONLI_PROXY_UPSTREAM)")
     parser.add_argument("--open", action="store_true",
                         help="serve without API keys; only allowed on a loopback host")
     parser.set_defaults(handler=_serve)
@@ -27,5 +30,11 @@ def add_parser(subparsers: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from conli.service.app import serve
 
-    return serve(session_settings(args), host=args.host, port=args.port, open_access=args.open,
-                 log_format=args.log_format, log_level=args.log_level)
+    settings = session_settings(args, proxy_upstream=args.upstream)
+    mount = None
+    if settings.proxy_upstream is not None:
+        from conli.proxy.app import proxy_mount
+
+        mount = proxy_mount(settings)
+    return serve(settings, host=args.host, port=args.port, open_access=args.open,
+                 log_format=args.log_format, log_level=args.log_level, mount=mount)

@@ -27,15 +27,8 @@ from pydantic_settings import (
 from conli.errors import UnknownSettingWarning
 
 # The CoNLI paper's Azure Text Analytics categories (its Appendix B selection).
-PAPER_ENTITY_CATEGORIES: tuple[str, ...] = (
-    "Person",
-    "PersonType",
-    "Location",
-    "Event",
-    "Skill",
-    "DateTime",
-    "Quantity",
-)
+PAPER_ENTITY_CATEGORIES: tuple[str, ...] = ("Person", "PersonType", "Location", "Event", "Skill",
+                                             "DateTime", "Quantity")
 
 # The languages conli reads, by ISO 639-1 code (``conli.text.language`` says what each gets):
 # those pySBD splits and spaCy has stop words for, and Chinese and Japanese.
@@ -333,6 +326,26 @@ class ServiceSettings(BaseModel):
         "sending a word every ten seconds does not hold its slot")
 
 
+class ProxySettings(BaseModel):
+    """``conli serve --upstream`` (the OpenAI-compatible guard) and the drop-in client."""
+
+    proxy_upstream: str | None = Field(default=None, description="backend spec of the model that "
+        "answers POST /v1/chat/completions; CONLI_LLM's own spec shares its backend with the check")
+    proxy_on_flag: Literal["rewrite", "annotate", "block"] = Field(default="rewrite", description=
+        "a reply not supported goes out rewritten, as written beside its verdicts, or as the "
+        "refusal; a request's conli.on_flag may only be stricter (annotate < rewrite < block)")
+    proxy_refusal: str = Field(default="I could not give an answer that the source supports.",
+        min_length=1, description="sent in place of a blocked reply (finish_reason content_filter)")
+    proxy_no_source: Literal["refuse", "pass"] = Field(default="refuse", description="a request "
+        "with no source: refuse (422) or pass the reply marked unchecked")
+    proxy_on_check_error: Literal["refuse", "pass"] = Field(default="refuse", description="a check "
+        "that cannot run: refuse (its status, the reply unsent) or pass the reply marked unchecked")
+    proxy_system_as_source: bool = Field(default=False, description="with no conli.sources and no "
+        "tool message, check the reply against the system message")
+    proxy_forward_client_key: bool = Field(default=False, description="send the client's bearer "
+        "token to the upstream as its key (the proxy's key then comes in X-API-Key)")
+
+
 class BatchSettings(BaseModel):
     """``conli batch``, and the result cache it shares with ``conli check``."""
 
@@ -376,6 +389,7 @@ class Settings(
     RunSettings,
     GenerationSettings,
     ServiceSettings,
+    ProxySettings,
     BatchSettings,
     TelemetrySettings,
     BaseSettings,

@@ -93,7 +93,7 @@ class RunOptions(BaseModel):
                          if name != "tuning" or self.tuning)
 
 
-Door = Literal["cli", "service", "batch", "hook", "stream"]
+Door = Literal["cli", "service", "batch", "hook", "stream", "proxy"]
 # Which ``RunOptions`` fields each front door's caller may choose per call. A door sets the
 # others itself (its mode's steps, its deadline); a caller naming one is refused (``allowed``).
 DOOR_OPTIONS: dict[Door, frozenset[str]] = {
@@ -105,6 +105,7 @@ DOOR_OPTIONS: dict[Door, frozenset[str]] = {
     "hook": frozenset({"mitigate", "fix_coverage", "judge", "judge_raw", "judge_mode",
                        "detectors", "threshold", "max_response_sentences", "deadline_seconds"}),
     "stream": frozenset({"detectors", "threshold", "deadline_seconds"}),
+    "proxy": frozenset({"detectors", "threshold", "judge", "judge_mode"}),  # a body's conli
 }
 
 
@@ -118,7 +119,8 @@ def allowed(door: Door, given: Mapping[str, object] | RunOptions) -> None:
         "detectors" if name == "detector" else str(name) for name in given)
     barred = sorted(names - DOOR_OPTIONS[door])
     if barred:
-        takes = sorted("detector" if name == "detectors" and door == "service" else name
+        takes = sorted("detector" if name == "detectors" and door in ("service", "proxy")
+                       else name
                        for name in DOOR_OPTIONS[door])
         shown = ", ".join(repr(name) for name in barred)
         raise ConfigError(f"option {shown} cannot be set per request; the options are "

@@ -10,8 +10,9 @@ while it arrives and answers one NDJSON line per sentence as each completes (``s
 import asyncio
 import logging
 import logging.config
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -135,13 +136,29 @@ _STREAM_BODY = {"requestBody": {"required": True, "description": (
     }}}
 
 
+@dataclass(frozen=True)
+class Mount:
+    """Routes another front door adds to this app (``conli.proxy``'s), and how they are guarded.
+
+    ``add(app, runner, metrics)`` adds them and returns what to call at shutdown;
+    ``paths`` are refused in OpenAI's error shape; with ``bearer`` a key may come as
+    ``Authorization: Bearer`` too.
+    """
+
+    add: "Callable[[FastAPI, Runner, Metrics], Callable[[], None]]"
+    paths: frozenset[str] = frozenset()
+    bearer: bool = False
+
+
 def create_app(settings: Settings | None = None, backend: Backend | None = None, *,
-               open_access: bool = False, bind_host: str | None = None) -> "FastAPI":
+               open_access: bool = False, bind_host: str | None = None,
+               mount: Mount | None = None) -> "FastAPI":
     """Build the app and its checker once; ``backend`` overrides ``settings.llm`` (tests).
 
     Without ``settings.service_api_keys`` the app refuses to start unless ``open_access`` is set,
     and then it serves /v1 to loopback clients only, and nothing to a ``Host`` other than
     a loopback address (or ``bind_host``) or to a browser page from another origin.
+    ``mount`` adds another front door's routes (the proxy's) beside the service's.
     """
     _require_extra()
     settings = settings or Settings()
@@ -157,11 +174,14 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
     runner = Runner(settings, checker, inner, limit)
     metrics, readiness = Metrics(), Readiness(checker.endpoints())
     runner.observers += [metrics.outcome, readiness.outcome]
+    closing: list[Callable[[], None]] = []
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         runner.pool.shutdown(wait=False, cancel_futures=True)
+        for close in closing:  # the proxy's upstream
+            close()
         checker.close()  # the detectors' own servers too, and the backend
 
     # /docs and /redoc from the Swagger UI and ReDoc files fastapi-offline ships: no CDN
@@ -170,7 +190,9 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
                                      "that its source does not support, and score faithfulness "
                                      "1-5.")
     app.add_middleware(Guard, keys=list(settings.service_api_keys), open_access=open_access,
-                       max_body=settings.service_max_body_bytes, bind_host=bind_host)
+                       max_body=settings.service_max_body_bytes, bind_host=bind_host,
+                       bearer=mount is not None and mount.bearer,
+                       openai_paths=mount.paths if mount is not None else frozenset())
     app.add_middleware(Observe, metrics=metrics,  # outermost: it sees the guard's refusals
                        routes=lambda: {getattr(r, "path", "") for r in app.routes})
     install_error_handlers(app, settings)
@@ -217,6 +239,8 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         """Detect while the reply streams in: one NDJSON line per sentence as it completes."""
         return await _open_stream(runner, request, metrics)
 
+    if mount is not None:
+        closing.append(mount.add(app, runner, metrics))
     return app
 
 
@@ -235,14 +259,15 @@ def _require_extra() -> None:
 
 
 def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000,
-          open_access: bool = False, log_format: str = "text", log_level: str = "info") -> int:
-    """Build the app and run it under uvicorn; refuse ``open_access`` off loopback."""
+          open_access: bool = False, log_format: str = "text", log_level: str = "info",
+          mount: Mount | None = None) -> int:
+    """Build the app (and ``mount``'s routes), run it under uvicorn; ``open_access`` on loopback."""
     _require_extra()
     if open_access and not is_loopback(host):
         raise ConfigError(f"--open serves without keys and is allowed on loopback only, "
                           f"not {host}")
     logs = log_config(log_format, log_level)
     logging.config.dictConfig(logs)  # conli's own lines while the checker is built, too
-    app = create_app(settings, open_access=open_access, bind_host=host)
+    app = create_app(settings, open_access=open_access, bind_host=host, mount=mount)
     uvicorn.run(app, host=host, port=port, log_config=logs)
     return 0

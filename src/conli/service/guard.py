@@ -16,10 +16,11 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conli.errors import InputTooLargeError
-from conli.service.problems import problem_response
+from conli.service.problems import openai_error, problem_response
 
 API_KEY_HEADER = "X-API-Key"
 STREAM_PATH = "/v1/check/stream"
+_OPENAI_KINDS = {401: "authentication_error", 403: "permission_error"}
 
 
 def is_loopback(host: str | None) -> bool:
@@ -34,9 +35,14 @@ class Guard:
     """ASGI middleware: API key (or loopback in open mode) on /v1, and the body-size limit."""
 
     def __init__(self, app: ASGIApp, *, keys: list[str], open_access: bool,
-                 max_body: int, bind_host: str | None = None) -> None:
+                 max_body: int, bind_host: str | None = None, bearer: bool = False,
+                 openai_paths: frozenset[str] = frozenset()) -> None:
+        """With ``bearer`` a key may come as ``Authorization: Bearer`` too.
+
+        ``openai_paths`` (the proxy's routes) are refused in OpenAI's error shape.
+        """
         self.app, self.keys, self.open_access, self.max_body = app, keys, open_access, max_body
-        self.bind_host = bind_host
+        self.bind_host, self.bearer, self.openai_paths = bind_host, bearer, openai_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse, or pass the request on with its body counted (or read and replayed)."""
@@ -68,26 +74,41 @@ class Guard:
     def _refusal(self, scope: Scope) -> JSONResponse | None:
         path = scope["path"]
         if self.open_access and (why := self._web_page(scope)) is not None:
-            return problem_response(403, "forbidden", "refused in open mode", why, instance=path)
+            return self._refuse(403, "forbidden", "refused in open mode", why, path)
         if path.startswith("/v1/"):
             if self.open_access and not is_loopback((scope.get("client") or (None,))[0]):
-                return problem_response(403, "forbidden", "open mode serves loopback only",
-                                        instance=path)
+                return self._refuse(403, "forbidden", "open mode serves loopback only", "", path)
             if self.keys:
-                given = dict(scope["headers"]).get(API_KEY_HEADER.lower().encode())
+                given = self._key(dict(scope["headers"]))
                 if not given or not any(
                     hmac.compare_digest(given, key.encode()) for key in self.keys
                 ):
-                    return problem_response(401, "unauthorized", "missing or wrong API key",
-                                            f"send a valid key in the {API_KEY_HEADER} header",
-                                            instance=path)
+                    where = f"the {API_KEY_HEADER} header" + (
+                        " or as the bearer token" if self.bearer else "")
+                    return self._refuse(401, "unauthorized", "missing or wrong API key",
+                                        f"send a valid key in {where}", path)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             if not length.isdigit():
-                return problem_response(400, "bad-request", "invalid Content-Length", instance=path)
+                return self._refuse(400, "bad-request", "invalid Content-Length", "", path)
             if int(length) > self.max_body:
                 return self._too_large(path)
         return None
+
+    def _key(self, headers: dict[bytes, bytes]) -> bytes | None:
+        """The key given: ``X-API-Key``, else (where allowed) the bearer token."""
+        given = headers.get(API_KEY_HEADER.lower().encode())
+        if given is None and self.bearer:
+            scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+            given = token.strip() if scheme.lower() == b"bearer" else None
+        return given
+
+    def _refuse(self, status: int, slug: str, title: str, detail: str,
+                path: str) -> JSONResponse:
+        if path in self.openai_paths:
+            return openai_error(status, f"{title}: {detail}" if detail else title, code=slug,
+                                kind=_OPENAI_KINDS.get(status, "invalid_request_error"))
+        return problem_response(status, slug, title, detail, instance=path)
 
     def _web_page(self, scope: Scope) -> str | None:
         """Why a request may come from a web page rather than a local client (None: it does not).
@@ -141,5 +162,5 @@ class Guard:
         return capped
 
     def _too_large(self, path: str) -> JSONResponse:
-        return problem_response(413, "too-large", "request body too large",
-                                f"the limit is {self.max_body:,} bytes", instance=path)
+        return self._refuse(413, "too-large", "request body too large",
+                            f"the limit is {self.max_body:,} bytes", path)

@@ -69,6 +69,19 @@ def problem_response(status: int, slug: str, title: str, detail: str = "", *,
                         media_type=PROBLEM, headers=headers)
 
 
+def openai_error_body(message: str, *, kind: str, code: str | None = None,
+                      param: str | None = None) -> dict[str, Any]:
+    """An error in OpenAI's shape (``{"error": {...}}``), which OpenAI's SDKs read and raise."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error(status: int, message: str, *, kind: str, code: str | None = None,
+                 param: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An OpenAI-shaped error answer, for the OpenAI-compatible routes (``conli.proxy``)."""
+    return JSONResponse(openai_error_body(message, kind=kind, code=code, param=param),
+                        status_code=status, headers=headers)
+
+
 def error_problem(exc: BaseException, *, instance: str | None = None) -> Problem:
     """The problem for a failed check, through the one table (a batch item's error entry)."""
     answer = boundary(exc)
