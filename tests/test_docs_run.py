@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -52,7 +53,13 @@ class Provider:
     def __call__(self, request: Request) -> Reply:
         if request.path.endswith("/models"):
             return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
-        return Reply(200, openai_chat(self.model(request.body["messages"])))
+        messages = request.body["messages"]
+        if messages[-1]["content"] in APP_QUESTIONS:  # an app's chat, through the proxy
+            return Reply(200, openai_chat(DRAFT))
+        return Reply(200, openai_chat(self.model(messages)))
+
+
+APP_QUESTIONS = ("When did the library open?", "When did it open?")  # docs/proxy.md's
 
 
 @pytest.fixture(scope="module")
@@ -154,11 +161,17 @@ def test_each_pages_python_blocks_run_in_order(
         monkeypatch.setenv(name, value)
     sent: list[str | None] = []
     namespace: dict[str, Any] = {"__name__": "__docs__", **_reader(page, sent)}
-    for number, (_, code) in enumerate(b for b in _blocks("python") if b[0] == page):
-        # dont_inherit: as the reader's script, without this module's __future__ imports
-        exec(compile(code, f"{page}, block {number + 1}", "exec", dont_inherit=True),
-             namespace)
+    with ExitStack() as running:
+        proxy = running.enter_context(_proxy()) if page == "docs/proxy.md" else None
+        for number, (_, code) in enumerate(b for b in _blocks("python") if b[0] == page):
+            if proxy is not None:  # the reader's conli serve --upstream, where it listens
+                code = code.replace("http://127.0.0.1:8000", proxy)
+            # dont_inherit: as the reader's script, without this module's __future__ imports
+            exec(compile(code, f"{page}, block {number + 1}", "exec", dont_inherit=True),
+                 namespace)
     shown = capsys.readouterr().out
+    if page == "docs/proxy.md":  # each block printed the checked reply: 1963 never reached it
+        assert "hallucinated" in shown and "1963" not in shown
     if page == "README.md":
         assert sent == [None]  # the flagged sentence was removed: nothing left, declined
     if page == "docs/library.md":
@@ -170,6 +183,19 @@ def test_each_pages_python_blocks_run_in_order(
         assert checked["verdict"] == "hallucinated"
         assert checked["source_names"] == ["doc-7", "doc-9"]
         assert namespace["state"]["conli"]["source_names"] == ["doc-7", "doc-9"]
+
+
+def _proxy() -> Any:
+    """docs/proxy.md's server: the service with the proxy before the provider, key change-me."""
+    from conli.backends import get_backend
+    from conli.config import Settings
+    from conli.proxy.app import proxy_mount
+    from tests.test_service import serving
+
+    settings = Settings(service_api_keys=["change-me"],  # type: ignore[call-arg]
+                        proxy_upstream="openai:gpt-4o-mini")
+    return serving(settings, backend=get_backend(settings.llm, settings),
+                   mount=proxy_mount(settings))
 
 
 # --- shell: the blocks a reader can run on a laptop, in sessions ----------------------------
@@ -215,6 +241,10 @@ NOT_RUN: dict[str, str] = {
                                                          "(test_result_cache)",
     "conli report out.jsonl --marks": "needs two reviewers' marks (test_report_marks)",
     "# before: a worktree of c4c8e8c": "a start-up benchmark over two checkouts",
+    "CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --upstream": "starts a server "
+        "(test_proxy runs one; docs/proxy.md's Python is run against it)",
+    "pip install -e '.[service,openai]'": "installs packages and starts a server (test_proxy)",
+    "python eval/bench_proxy.py": "a benchmark (docs/benchmarks.md has its figures)",
 }
 
 
