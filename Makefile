@@ -26,14 +26,14 @@ demo: $(VENV)/.installed-local
 
 ## Lint, type-check, hold the import layering and run every test, real-model ones included.
 test: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests eval
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 ## The quick loop while working: lint, types, layering and every test but the real-model ones.
 quick: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests eval
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -m "not model"

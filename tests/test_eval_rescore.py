@@ -29,7 +29,7 @@ from conli.evaluation.metrics import detection_report
 from conli.evaluation.rewrite import corpus_bleu, overlap_scores, rouge_l, rouge_n
 from conli.files import read_log
 
-RESULTS = Path(__file__).resolve().parents[1] / "eval" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 # Every stored detection run; the first two are the tables of docs/benchmarks.md.
 RUNS = {

@@ -1,4 +1,4 @@
-"""Every script in eval/ imports and answers ``--help`` (a script that rots fails here)."""
+"""Every script in benchmarks/ imports and answers ``--help`` (a script that rots fails here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "eval").glob("*.py"))
+SCRIPTS = sorted((ROOT / "benchmarks").glob("**/*.py"))
 
 
 def test_eval_holds_scripts() -> None:
@@ -19,7 +19,7 @@ def test_eval_holds_scripts() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_the_script_answers_help(script: Path) -> None:
-    """Run as documented (``python eval/NAME.py``), with this checkout's package first."""
+    """Run as documented (``python benchmarks/.../NAME.py``), with this checkout's package first."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     done = subprocess.run([sys.executable, str(script), "--help"], cwd=ROOT, env=env,

@@ -1,4 +1,4 @@
-"""eval/injection.py: planted errors carrying injections, run through the real Checker.
+"""benchmarks/injection.py: planted errors carrying injections, run through the real Checker.
 
 Two scripted models answer the prompts: one follows our rules (including "judge only the
 [ tagged ] words"), one also obeys whatever the data tells it. The first must catch every
@@ -29,7 +29,7 @@ OBEY = ("supported", "entailment", "entailed", "ignore all previous", "fact-chec
 SCORE_5 = re.compile(r"score(?: of)?\W{0,3}5|scored 5", re.IGNORECASE)
 
 
-injection = load_script(ROOT / "eval" / "injection.py", "injection_eval")
+injection = load_script(ROOT / "benchmarks" / "injection.py", "injection_eval")
 
 
 def _block(text: str, tag: str) -> str:
@@ -130,7 +130,7 @@ def test_the_command_writes_the_table_and_its_provenance(tmp_path, monkeypatch):
                         lambda _arg, _settings: ScriptedBackend(
                             responder=model(obedient=True), judges_batches=True))
     cases = tmp_path / "cases.jsonl"
-    lines = (ROOT / "eval" / "injection" / "cases.jsonl").read_text().splitlines()
+    lines = (ROOT / "benchmarks" / "data" / "injection" / "cases.jsonl").read_text().splitlines()
     cases.write_text("\n".join(lines[:3]) + "\n")
     out = tmp_path / "out"
     assert injection.main(["--llm", "obedient", "--cases", str(cases), "--out", str(out)]) == 0
@@ -141,7 +141,8 @@ def test_the_command_writes_the_table_and_its_provenance(tmp_path, monkeypatch):
 
 
 def test_a_case_whose_injection_is_not_where_it_says_is_refused(tmp_path):
-    row = json.loads((ROOT / "eval" / "injection" / "cases.jsonl").read_text().splitlines()[0])
+    cases = ROOT / "benchmarks" / "data" / "injection" / "cases.jsonl"
+    row = json.loads(cases.read_text().splitlines()[0])
     (tmp_path / "bad.jsonl").write_text(json.dumps({**row, "where": "source"}) + "\n")
     with pytest.raises(ValueError, match="injection is not in the source"):
         injection.load_cases(tmp_path / "bad.jsonl")

@@ -1,4 +1,4 @@
-"""Two rewrite runs paired example by example (``eval/paired_rewrites.py``), by the rule."""
+"""Two rewrite runs paired example by example (``benchmarks/paired_rewrites.py``), by the rule."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_a_speed_change_holds_only_without_a_cost_beyond_a_point() -> None:
 def test_the_script_pairs_two_runs(tmp_path: Path) -> None:
     current = _run(tmp_path / "own", [False] * 12, [1] * 12)
     candidate = _run(tmp_path / "shared", [True] * 12, [5] * 12)
-    done = subprocess.run([sys.executable, str(ROOT / "eval" / "paired_rewrites.py"),
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "paired_rewrites.py"),
                            "--candidate", str(candidate), "--current", str(current),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)

@@ -1,4 +1,5 @@
-"""eval/train_detector.py and eval/calibration_gain.py: the held-out rows are really held out.
+"""train_detector.py and calibration_gain.py (benchmarks/experiments/issue-28-detector-training/):
+the held-out rows are really held out.
 
 The shipped weights' first held-out figure rests on knowing which dev examples they were
 trained on; the list is rebuilt from their manifest and must match the run they read.
@@ -25,13 +26,13 @@ DATA = ROOT.parent / "shared" / "data"
 
 
 def _load(name: str) -> ModuleType:
-    return load_script(ROOT / "eval" / f"{name}.py", name)
+    return load_script(next((ROOT / "benchmarks").glob(f"**/{name}.py")), name)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
 def test_the_shipped_weights_training_rows_are_the_run_they_read() -> None:
     seen = trained_on(load_model(FUSED_ARTIFACT), DATA)
-    run = ROOT / "eval" / "results" / "detect-default" / "predictions.jsonl"
+    run = ROOT / "benchmarks" / "results" / "detect-default" / "predictions.jsonl"
     order = [json.loads(line)["example_id"] for line in run.read_text().splitlines()]
     assert len(seen) == 291 and seen == set(order[:291])
 
@@ -43,7 +44,7 @@ def test_one_command_rebuilds_fused_v1s_recipe_byte_for_byte(
     monkeypatch.chdir(ROOT)  # the command as documented, from the checkout
     out = tmp_path / "fused.json"
     assert trainer.main(["rebuild-fused", "--out", str(out)]) == 0
-    stored = ROOT / "eval" / "results" / "fused-rebuild" / "fused.v2.json"
+    stored = ROOT / "benchmarks" / "results" / "fused-rebuild" / "fused.v2.json"
     assert out.read_bytes() == stored.read_bytes()
     # the shipped fused.v1, read from another output head, is the same model within 3%
     rebuilt, shipped = load_model(out), load_model(FUSED_ARTIFACT)
@@ -182,9 +183,9 @@ def test_v1_training_rows_take_nli_from_the_v1_run_and_the_reading_from_the_coll
 ) -> None:
     from conli.training.data import read_rows
 
-    _, rows = read_rows(ROOT / "eval" / "features" / "dev.jsonl")
+    _, rows = read_rows(ROOT / "benchmarks" / "data" / "features" / "dev.jsonl")
     rows = rows[:60]
-    v1_rows, unmatched = with_v1_nli(rows, ROOT / "eval" / "results" / "detect-default")
+    v1_rows, unmatched = with_v1_nli(rows, ROOT / "benchmarks" / "results" / "detect-default")
     assert unmatched == 0 and [r.example_id for r in v1_rows] == [r.example_id for r in rows]
     pairs = [(a, b) for r, v in zip(rows, v1_rows, strict=True)
              for a, b in zip(r.sentences, v.sentences, strict=True)]

@@ -84,7 +84,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", type=Path,
                      help="model-call cache (default: <CONLI_CACHE_DIR>/eval-calls)")
     run.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    run.add_argument("--out", type=Path, help="result folder (default eval/results/<kind>-<time>)")
+    run.add_argument("--out", type=Path, help="result folder (default "
+                     "benchmarks/results/<kind>-<time>)")
     run.add_argument("--progress", action="store_true", help="print progress to stderr")
 
     detect = kinds.add_parser("detect", parents=[common], help="F1, BAcc, AUROC of detection")

@@ -147,7 +147,7 @@ def read_predictions(run: Path, parse: Callable[[dict[str, Any]], Any] | None = 
                      ) -> list[Any]:
     """Every record of a detect run's ``predictions.jsonl`` in run order, each ``parse``d.
 
-    The one reader of that file: the run's resume, eval/'s scripts on stored runs. ``run``
+    The one reader of that file: the run's resume, benchmarks/' scripts on stored runs. ``run``
     is the run's folder (one without the file has no record yet) or the file itself, which
     must exist. Records come raw (dicts) unless ``parse`` is given, e.g.
     ``Outcome.from_json``; a crash's torn last line is cut off (``files.read_log``).

@@ -1,4 +1,4 @@
-"""eval/'s scripts on stored runs: a run's decisions paired with cot's on the features file.
+"""benchmarks/' scripts on stored runs: a run's decisions paired with cot's on the features file.
 
 ``per_set`` is a decision's balanced accuracy on each dev set; ``gain_interval`` its gain
 on the mean of sets over a baseline's, by the project's one paired bootstrap
@@ -155,7 +155,7 @@ def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
     """The options of a paired script: its run's predictions, the features file, --out."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--predictions", type=Path, required=True)
-    parser.add_argument("--features", type=Path, default=Path("eval/features/dev.jsonl"))
+    parser.add_argument("--features", type=Path, default=Path("benchmarks/data/features/dev.jsonl"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--exclude", type=Path, default=None,
                         help="another run's predictions.jsonl: leave its examples out")
