@@ -5,8 +5,8 @@
     python DIR/bench_batch.py --llm local --records 20 --concurrency 1 --actors 1
 
 Default: an OpenAI-compatible server on 127.0.0.1 answers every chat completion (NLI,
-editor, judge) with valid JSON after ``--delay`` seconds (``tests.scripted``'s answers, in
-``tests.http_fakes``'s wire format); conli reaches it as ``vllm:URL#bench``. It times
+editor, judge) with valid JSON after ``--delay`` seconds (``reading_responder``'s answers,
+in Chat Completions' wire format); conli reaches it as ``vllm:URL#bench``. It times
 ``rewrite`` mode on the same records: local batch at each ``--concurrency`` (1 is one
 worker), then Ray (a local Ray of ``--ray-cpus`` CPUs, started before the clock) with each
 of ``--actors`` at the best local concurrency per actor, and with 2 actors at half of it
@@ -32,26 +32,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from conli.backends import get_backend
+from conli.backends.base import Message
+from conli.backends.fake import reading_responder
+from conli.batch import local as batch
+from conli.batch import ray_actors
+from conli.batch import ray_engine as batch_ray
+from conli.batch.records import OutLog, Record
+from conli.batch.work import make_worker
+from conli.config import Settings
+from conli.evaluation.report import git_state
+
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))  # tests.scripted / tests.http_fakes: the scripted answers
-
-from tests import http_fakes, scripted  # noqa: E402
-
-from conli.backends import get_backend  # noqa: E402
-from conli.batch import local as batch  # noqa: E402
-from conli.batch import ray_actors  # noqa: E402
-from conli.batch import ray_engine as batch_ray  # noqa: E402
-from conli.batch.records import OutLog, Record  # noqa: E402
-from conli.batch.work import make_worker  # noqa: E402
-from conli.config import Settings  # noqa: E402
-from conli.evaluation.report import git_state  # noqa: E402
-
 SOURCE = (
     "The Riverside library opened in 1962 on the corner of Mill Street. The city council "
     "runs it with a staff of twelve, and it lends about 80,000 books a year. A new reading "
@@ -69,32 +68,56 @@ def records(n: int) -> list[dict[str, Any]]:
 
 
 class Server:
-    """The loopback server: every request answered after ``delay`` s, ``capacity`` at once."""
+    """The loopback server: every chat completion answered after ``delay`` s, ``capacity`` at once.
+
+    It speaks OpenAI's Chat Completions on 127.0.0.1, answering with
+    ``conli.backends.fake.reading_responder``'s JSON (valid NLI, editor and judge answers).
+    """
 
     def __init__(self, delay: float, capacity: int | None) -> None:
         self.delay = delay
         self.calls = 0
-        self._answer = scripted.responder()
-        self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(capacity) if capacity else None
-        self._fake = http_fakes.FakeServer(self._handle).start()
-        self.url = self._fake.url
+        answer = reading_responder()
+        lock = threading.Lock()
+        slots = threading.BoundedSemaphore(capacity) if capacity else None
+        outer = self
 
-    def _handle(self, request: http_fakes.Request) -> http_fakes.Reply:
-        with self._lock:
-            self.calls += 1
-        if self._slots is None:
-            return http_fakes.Reply(body=self._reply(request), delay=self.delay)
-        with self._slots:  # a server that runs only ``capacity`` requests at once
-            time.sleep(self.delay)
-            return http_fakes.Reply(body=self._reply(request))
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
 
-    def _reply(self, request: http_fakes.Request) -> dict[str, Any]:
-        messages = [{"role": m["role"], "content": m["content"]} for m in request.body["messages"]]
-        return http_fakes.openai_chat(str(self._answer(messages)))
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                with lock:
+                    outer.calls += 1
+                with slots or nullcontext():  # ``capacity`` requests at once
+                    time.sleep(outer.delay)
+                messages: list[Message] = [{"role": m["role"], "content": m["content"]}
+                                           for m in body["messages"]]
+                reply = {"id": "bench", "object": "chat.completion", "created": 0,
+                         "model": "bench", "usage": {"prompt_tokens": 100,
+                                                     "completion_tokens": 20,
+                                                     "total_tokens": 120},
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                             "role": "assistant", "content": str(answer(messages))}}]}
+                payload = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        host, port = self._http.server_address[:2]
+        self.url = f"http://{host}:{port}"
 
     def stop(self) -> None:
-        self._fake.stop()
+        self._http.shutdown()
+        self._http.server_close()
 
 
 @dataclass
@@ -255,7 +278,7 @@ def main() -> int:
         "commit": commit, "dirty": dirty,
         "date": started.isoformat(timespec="seconds"), "machine": machine(),
         "records": args.records, "mode": "rewrite", "llm": "embedded" if embedded else {
-            "server": "loopback OpenAI-compatible (tests.http_fakes)", "delay_s": args.delay,
+            "server": "loopback OpenAI-compatible (reading_responder)", "delay_s": args.delay,
             "capacity": args.capacity, "calls": server.calls if server else None},
         "ray": {"version": ray.__version__, "cpus": args.ray_cpus, "start_s": ray_start,
                 "cpus_per_actor": cpus},

@@ -2,8 +2,6 @@
 
     python benchmarks/experiments/issue-56-prompt-cache/bench_one_source.py \\
         --llm local --n 20 --seed 0 --out benchmarks/results/one-source
-    python benchmarks/experiments/issue-56-prompt-cache/bench_one_source.py \\
-        --llm fake     # the script itself, on a scripted one-slot model
 
 Issue 56.3: a 20-text audit against one source should read the source once, not 20 times.
 
@@ -27,8 +25,7 @@ wall seconds (the single runs' sum, the model's loading included, as N processes
 it; a real process's start-up is not, so the single arm is if anything low), seconds inside
 model calls, calls, prompt tokens prefilled anew and taken from the prompt cache (the
 results' ``usage``), generated tokens, and each candidate's score; then shared/single for
-wall and model seconds and tokens prefilled anew. ``--llm fake`` runs a scripted model whose
-cache holds one prompt (``tests.one_slot``) instead: it checks the script, not the speed.
+wall and model seconds and tokens prefilled anew.
 ``--layout`` sets ``CONLI_PROMPT_LAYOUT`` (default: as configured); in the ``own`` layout the
 judge's reasoning prompt does not open with the source, so it displaces the source from a
 one-prompt cache between candidates.
@@ -42,23 +39,18 @@ import json
 import os
 import platform
 import random
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))  # tests.one_slot / tests.conftest: the scripted model (--llm fake)
-
-from conli.cli import app as cli  # noqa: E402
-from conli.evaluation.loaders import load_halueval_summarization  # noqa: E402
-from conli.evaluation.report import git_state  # noqa: E402
-from conli.text.segment import sentence_spans  # noqa: E402
+from conli.cli import app as cli
+from conli.evaluation.loaders import load_halueval_summarization
+from conli.evaluation.report import git_state
+from conli.text.segment import sentence_spans
 
 DATA = "halueval/summarization_dev_500.jsonl"
-FAKE = "one-slot-bench"  # the backend spec --llm fake registers
 
 
 def spans(summary: str) -> list[str]:
@@ -130,22 +122,10 @@ def table(arms: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def register_fake() -> None:
-    """``--llm fake``: each backend built is a new scripted model with an empty one-prompt cache."""
-    from tests.conftest import rule_responder
-    from tests.one_slot import OneSlotCache
-
-    from conli.backends import register_backend
-
-    answer = rule_responder(bad=(" not ", " no ", "never"))
-    register_backend(FAKE, lambda _arg, _settings: OneSlotCache(responder=answer))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--llm", choices=["local", "fake"], default="local",
-                        help="local: the embedded model (default); fake: a scripted one-slot "
-                             "model, to check the script")
+    parser.add_argument("--llm", default="local",
+                        help="the backend spec (default local: the embedded model)")
     parser.add_argument("--n", type=int, default=20, help="candidate texts (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="draws the document and the order")
     parser.add_argument("--doc", type=int, help="the document's index in the file instead")
@@ -161,9 +141,6 @@ def main() -> int:
     if args.layout:
         os.environ["CONLI_PROMPT_LAYOUT"] = args.layout
     llm = args.llm
-    if llm == "fake":
-        register_fake()
-        llm = FAKE
     doc, source_text, texts = pick(args.data_dir, args.n, args.seed, args.doc,
                                    args.max_source_chars)
     print(f"document {doc}: {len(source_text):,} characters; {len(texts)} candidates",
