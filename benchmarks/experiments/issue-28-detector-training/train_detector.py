@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conli.evaluation.detection import PREDICTIONS, Outcome, read_predictions
+from conli.evaluation.detection import Outcome, predictions_digest, read_predictions
 from conli.evaluation.loaders import DATASETS, dataset_path, load_dataset
 from conli.evaluation.paired import (
     gain_interval,
@@ -146,7 +146,7 @@ def rebuild_fused(args: argparse.Namespace) -> int:
         "recipe": "the first 291 examples of the v1 run's order; NLI features from the v1 "
                   "run (v1_predictions), the reading from features_file",
         "v1_predictions": str(args.v1_predictions),
-        "v1_predictions_sha256": _sha256(args.v1_predictions / PREDICTIONS),
+        "v1_predictions_sha256": predictions_digest(args.v1_predictions),
         "features_file": str(args.features), "training_rows_sha256": digest,
         "data_files": meta.get("data_files", {}),
         "leave_one_dataset_out": held})
@@ -277,10 +277,6 @@ def shipped_lines(shipped: dict[str, Any]) -> list[str]:
 
 def _public(held: HeldOut) -> dict[str, Any]:
     return {k: v for k, v in held.__dict__.items() if k not in ("scores", "gold", "predicted")}
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

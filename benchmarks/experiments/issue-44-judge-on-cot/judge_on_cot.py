@@ -34,7 +34,6 @@ grounded score from its own sentences against the one derived here.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections import Counter
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conli.evaluation.detection import read_predictions
+from conli.evaluation.detection import predictions_digest, read_predictions
 from conli.evaluation.judge_eval import stored_grounded_scores
 from conli.evaluation.rule import Paired, decide, held_out
 from conli.judges.grounded import Scale, evidence, finding, load_scale
@@ -274,10 +273,6 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--predictions", type=Path, required=True,
@@ -313,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["python", SCRIPT, *argv]),
             "git_commit": commit, "git_dirty": dirty,
             "predictions": str(args.predictions),
-            "predictions_sha256": sha256(args.predictions),
+            "predictions_sha256": predictions_digest(args.predictions),
             "cot_run": str(args.cot_run) if args.cot_run else None,
             "features": str(args.features) if args.features else None,
             "rubric": str(args.rubric) if args.rubric else None,

@@ -34,7 +34,6 @@ verdicts) check that derivation where they overlap; ``--data-dir`` re-derives ev
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections import Counter
@@ -43,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conli.evaluation.detection import read_predictions
+from conli.evaluation.detection import predictions_digest, read_predictions
+from conli.evaluation.metrics import flag
 from conli.gate import response_verdict
 
 SCRIPT = "/".join(Path(__file__).resolve().parts[-4:])  # as run from the checkout
@@ -150,13 +150,6 @@ def read_records(path: Path, categories: Sequence[str]) -> list[Record]:
     return records
 
 
-def flag(predicted: str, gold: bool) -> float:
-    """The prediction as a BAcc flag; ``unverified`` is the wrong class for its gold label."""
-    if predicted == "unverified":
-        return float(not gold)
-    return float(predicted == "hallucinated")
-
-
 Verdicts = Callable[[Sentence], str]
 DETECTORS: dict[str, Verdicts] = {"fused": lambda s: s.fused or "unverified",
                                   "cot": lambda s: s.cot}
@@ -227,7 +220,7 @@ def evaluate(records: Sequence[Record], verdict_of: Verdicts, draws: int) -> dic
             for name, mine in sets.items():
                 done = [(apply(r, verdict_of, parts, action), r.gold) for r in mine]
                 gold = [g for _, g in done]
-                paired[name] = Paired(gold, [flag(a.after, g) for a, g in done],
+                paired[name] = Paired(gold, [flag(a.after, g) for a, g in done],  # the one flag
                                       [flag(a.before, g) for a, g in done])
                 moves = Counter(f"{'hallucinated' if g else 'faithful'}: {a.before} -> {a.after}"
                                 for a, g in done if a.before != a.after)
@@ -365,10 +358,9 @@ def recheck(predictions: Path, data_dir: Path) -> dict[str, int]:
 
     sources = {e.id: e.source for name in DATASETS for e in load_dataset(name, data_dir)}
     counts: Counter[str] = Counter()
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        raw = json.loads(line) if line.strip() else None
-        if not raw or not raw.get("result") or raw["example_id"] not in sources:
-            counts["examples without a source"] += bool(raw)
+    for raw in read_predictions(predictions):
+        if not raw.get("result") or raw["example_id"] not in sources:
+            counts["examples without a source"] += 1
             continue
         mentions = SourceMentions(sources[raw["example_id"]])
         for sentence in raw["result"]["sentences"]:
@@ -496,10 +488,6 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def provenance(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     from conli.evaluation.report import git_state
 
@@ -509,10 +497,10 @@ def provenance(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     return {"command": " ".join(["python", SCRIPT, *argv]),
             "git_commit": commit, "git_dirty": dirty,
             "predictions": str(args.predictions),
-            "predictions_sha256": sha256(args.predictions),
+            "predictions_sha256": predictions_digest(args.predictions),
             "run_command": ran.get("command"), "run_commit": ran.get("git_commit"),
             "cot_run": str(args.cot_run) if args.cot_run else None,
-            "cot_run_sha256": sha256(args.cot_run) if args.cot_run else None,
+            "cot_run_sha256": predictions_digest(args.cot_run) if args.cot_run else None,
             "features": str(args.features) if args.features else None,
             "data_dir": str(args.data_dir) if args.data_dir else None,
             "skip": args.skip, "categories": list(args.categories), "draws": args.draws}
