@@ -41,6 +41,7 @@ SCRIPTS = {p.name: p.relative_to(ROOT).as_posix() for p in BENCH.glob("experimen
 BECAME = {"injection.py": ["conli", "eval", "injection", "--cases",
                            "benchmarks/data/injection/cases.jsonl"]}
 NOT_A_FIGURE = ("--out", "--cache-dir")  # where a run writes and caches change no figure
+CONFIG = re.compile(r"benchmarks/runs/[\w.-]+\.toml")
 
 
 def _ids(paths: Iterable[Path]) -> list[str]:
@@ -168,17 +169,70 @@ def test_the_lock_pins_every_run_as_it_is(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def _cited(text: str) -> set[str]:
-    """The runs a page cites: benchmarks/results/<run>, benchmarks/runs/<run>.toml, and in the
-    history pages the runs' former place, eval/results/<run> (a * ends a prefix)."""
-    found = re.findall(r"(?:benchmarks|eval)/results/([\w.*-]+)", text)
-    found += re.findall(r"benchmarks/runs/([\w.*-]+)\.toml", text)
+    """The runs a page cites.
+
+    benchmarks/results/<run> and benchmarks/runs/<run>.toml, and in the history pages the
+    runs' former place, eval/results/<run>; a name ending in * or - (a shell variable
+    followed) is a prefix.
+    """
+    found = re.findall(r"(?:benchmarks|eval)/results/(\w[\w.*-]*)", text)
+    found += re.findall(r"benchmarks/runs/(\w[\w.*-]*)\.toml", text)
     return {name.rstrip(".") for name in found}
 
 
 def _unresolved(names: set[str], locked: dict[str, Any]) -> set[str]:
     return {name for name in names
-            if not (name in locked or (name.endswith("*") and any(
-                run.startswith(name[:-1]) for run in locked)))}
+            if not (name in locked or (name.endswith(("*", "-")) and any(
+                run.startswith(name.rstrip("*")) for run in locked)))}
+
+
+def _cited(text: str) -> set[str]:
+    """The runs a page cites.
+
+    benchmarks/results/<run> and benchmarks/runs/<run>.toml, and in the history pages the
+    runs' former place, eval/results/<run>; a name ending in * or - (a shell variable
+    followed) is a prefix.
+    """
+    found = re.findall(r"(?:benchmarks|eval)/results/(\w[\w.*-]*)", text)
+    found += re.findall(r"benchmarks/runs/(\w[\w.*-]*)\.toml", text)
+    return {name.rstrip(".") for name in found}
+
+
+def _unresolved(names: set[str], locked: dict[str, Any]) -> set[str]:
+    return {name for name in names
+            if not (name in locked or (name.endswith(("*", "-")) and any(
+                run.startswith(name.rstrip("*")) for run in locked)))}
+
+
+def test_every_run_the_docs_cite_resolves_through_the_lock() -> None:
+    locked = lock.read_lock(BENCH / lock.LOCK)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), BENCH / "README.md",
+             *sorted(BENCH.glob("experiments/*/README.md"))]
+    cited = {page.relative_to(ROOT).as_posix(): _cited(page.read_text("utf-8"))
+             for page in pages}
+    assert sum(map(len, cited.values())) >= 60
+    assert {page: _unresolved(names, locked) for page, names in cited.items()
+            if _unresolved(names, locked)} == {}
+    assert _unresolved({"detect-gone", "injection-round9-*"}, locked) == {
+        "detect-gone", "injection-round9-*"}  # the check can fail
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
+    assert len(benchmarks.splitlines()) <= 400
+    assert "eval/" not in benchmarks.replace("conli eval", "")
+
+
+def test_every_table_of_the_benchmarks_names_the_runs_it_comes_from() -> None:
+    """Each row names its run config, or the paragraph over the table names them all."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
+    unnamed = []
+    for block in re.split(r"\n\n", text):
+        lines = block.splitlines()
+        rows = [line for line in lines if line.startswith("|")][2:]
+        if not rows:
+            continue
+        caption = text[:text.index(block)].rstrip().rsplit("\n\n", 1)[-1]
+        if not CONFIG.search(caption) and not all(CONFIG.search(row) for row in rows):
+            unnamed.append(lines[0])
+    assert unnamed == []
 
 
 def test_the_results_stay_under_their_size_budget() -> None:
@@ -288,6 +342,29 @@ def test_a_record_is_shown_not_run_and_a_decision_does_not_resume(
     (tmp_path / "results" / "pick" / "results.json").write_text("{}")
     assert main(["eval", "run", str(decide), "--resume"]) == 2
     assert "a decide run does not resume" in capsys.readouterr().err
+
+
+# --- the decisions the docs cite, reproduced from the stored runs -------------------------
+
+CITED = {  # config -> a figure docs/benchmarks.md prints for it, as `conli eval decide` does
+    "judge-decision": "**+18.7 [+10.3, +27.7]**",
+    "paired-minicheck-vs-fused-v3": "**-5.1 [-12.2, +1.8]**",
+    "scale-decision": "**-1.7 [-2.6, -0.7]**",
+    "score-fallback": "**+3.4 [-3.9, +10.6]**",
+    "paired-rewrite-layout": "**-2.7 [-15.0, +9.6]**",
+    "paired-looks3-v3": "**+0.7 [-4.4, +5.7]**",
+}
+
+
+@pytest.mark.parametrize("name", list(CITED))
+def test_a_stored_decision_reproduces_the_figure_the_docs_cite(
+        name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["eval", "decide", f"benchmarks/runs/{name}.toml"]) == 0
+    assert CITED[name] in capsys.readouterr().out
+    rows = [line for line in (ROOT / "docs" / "benchmarks.md").read_text("utf-8").splitlines()
+            if f"benchmarks/runs/{name}.toml" in line]
+    assert any(CITED[name].strip("*") in row for row in rows), rows
 
 
 def test_the_runner_runs_the_conli_command_as_its_dry_run_shows_it() -> None:
