@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test quick install wheel settings-doc clean
+.PHONY: demo test quick install wheel settings-doc benchmarks-lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,14 +26,14 @@ demo: $(VENV)/.installed-local
 
 ## Lint, type-check, hold the import layering and run every test, real-model ones included.
 test: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests eval
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 ## The quick loop while working: lint, types, layering and every test but the real-model ones.
 quick: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests eval
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -m "not model"
@@ -48,6 +48,12 @@ wheel: | $(BIN)/python
 settings-doc: $(VENV)/.installed-local
 	$(BIN)/python -c 'import conli.settings_doc as c; print(c.settings_reference(), end="")' \
 		> docs/settings.md.tmp && mv docs/settings.md.tmp docs/settings.md
+
+## Rewrite benchmarks/lock.json from the run configs and results as they are (each run's config
+## and results hashed, its commit kept; a test fails while the lock and the files differ).
+benchmarks-lock: $(VENV)/.installed-local
+	$(BIN)/python -c 'from pathlib import Path; import conli.evaluation.lock as l; \
+		l.write_relocked(Path("benchmarks/lock.json"), Path("benchmarks/runs"))'
 
 clean:
 	rm -rf $(VENV)

@@ -1,7 +1,7 @@
 """A scripted model whose prompt cache holds one prompt, as the embedded model's one slot does.
 
 Used by the tests that count how often a source is read anew (``test_shared_prefix``,
-``test_batch_sources``) and by ``eval/bench_one_source.py --llm fake``.
+``test_batch_sources``).
 """
 
 from __future__ import annotations

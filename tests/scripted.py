@@ -1,26 +1,25 @@
-"""Test helper: a ScriptedBackend responder that answers every conli prompt by reading it.
+"""Test helper: a ScriptedBackend answering every conli prompt by reading it.
 
-Claims containing a flag word (default ``FALSE``) are contradicted, the rest entailed; the
-editor replaces the flag word; the judge gives 2 when the text still holds it, else 5.
-Also registers a ``fake`` backend spec when ``CONLI_TEST_FAKE`` is set, for subprocesses
-(never part of the production registry).
+The answers are ``conli.backends.fake.reading_responder``'s: claims containing a flag word
+(default ``FALSE``) are contradicted, the rest entailed; the editor replaces the flag word;
+the judge gives 2 when the text still holds it, else 5. Also registers a ``fake`` backend
+spec when ``CONLI_TEST_FAKE`` is set, for subprocesses (never part of the production
+registry).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import time
 
 from pydantic import BaseModel, Field
 
 from conli.backends import register_backend
-from conli.backends.base import Backend, Message
-from conli.backends.fake import Responder, ScriptedBackend
+from conli.backends.base import Backend
+from conli.backends.fake import FLAG, ScriptedBackend
+from conli.backends.fake import reading_responder as responder
 from conli.config import Settings
 
-FLAG = "FALSE"
+__all__ = ["FLAG", "JudgeAnswer", "backend", "responder"]
 
 
 class JudgeAnswer(BaseModel):
@@ -28,36 +27,6 @@ class JudgeAnswer(BaseModel):
 
     reasoning: str = Field(max_length=4000)
     score: int = Field(ge=1, le=5)
-
-
-def responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
-    """Answer NLI, mitigation and judge prompts deterministically, after ``sleep`` seconds."""
-
-    def respond(messages: list[Message]) -> str:
-        if sleep:
-            time.sleep(sleep)
-        system, last = messages[0]["content"], messages[-1]["content"]
-        if "You write the reasoning" in system:
-            return json.dumps({"reasoning": "Detection found a statement the source contradicts."})
-        if "You grade how faithful" in system:
-            text = last.split("<text>")[-1].split("</text>")[0]
-            wrong = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if flag in s]
-            return json.dumps({"errors": [{"sentence": s, "problem": "contradicted by the "
-                                           "source", "source": ""} for s in wrong],
-                               "score": 2 if wrong else 5})
-        if "You are an editor" in system:
-            found = re.findall(r'<sentence id="(\d+)">(.*?)</sentence>', last, re.S)
-            return json.dumps({"rewrites": [
-                {"id": int(i), "fix": "x", "action": "rewrite", "text": t.replace(flag, "true")}
-                for i, t in found]})
-        claims = re.findall(r'<claim id="(\d+)">(.*?)</claim>', last, re.S)
-        return json.dumps({"judgements": [
-            {"id": int(i), "evidence": "the source says so" if flag not in t else "quoted source",
-             "reasoning": "contradicted by the source" if flag in t else "stated in the source",
-             "label": "contradiction" if flag in t else "entailment"}
-            for i, t in claims]})
-
-    return respond
 
 
 def backend(*, sleep: float = 0.0, concurrency: int = 1) -> ScriptedBackend:

@@ -1,4 +1,4 @@
-"""Import a script that is not part of the package (eval/, examples/) as a module."""
+"""Import a script that is not part of the package (benchmarks/, examples/) as a module."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ def test_long_source_is_chunked_and_the_best_chunk_is_the_evidence() -> None:
 @pytest.mark.parametrize("detector", ["minicheck", "granite-guardian"])
 def test_injection_cases_through_the_checkers_defuse_forged_markup(detector: str) -> None:
     rows = [json.loads(line) for line in
-            (ROOT / "eval" / "injection" / "cases.jsonl").read_text().splitlines()]
+            (ROOT / "benchmarks" / "data" / "injection" / "cases.jsonl").read_text().splitlines()]
     planted: list[str] = []
 
     def answer(messages: list[Message]) -> Completion:

@@ -138,8 +138,6 @@ def _commands() -> list[tuple[str, list[str]]]:
     """Each ``conli ...`` command of a shell block: its arguments, shell syntax removed."""
     found = []
     for page, code in _blocks("sh"):
-        if page == "docs/benchmarks.md":
-            continue  # a record of past runs: some flags it shows are gone (and it is the lead's)
         for line in code.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             segment: list[str] = []

@@ -244,7 +244,8 @@ NOT_RUN: dict[str, str] = {
     "CONLI_SERVICE_API_KEYS='[\"change-me\"]' conli serve --upstream": "starts a server "
         "(test_proxy runs one; docs/proxy.md's Python is run against it)",
     "pip install -e '.[service,openai]'": "installs packages and starts a server (test_proxy)",
-    "python eval/bench_proxy.py": "a benchmark (docs/benchmarks.md has its figures)",
+    "python benchmarks/experiments/issue-66-proxy/bench_proxy.py": "a benchmark "
+                                                                   "(docs/benchmarks.md)",
 }
 
 

@@ -24,12 +24,16 @@ from typing import Any
 
 import pytest
 
-from conli.evaluation.detection import Outcome, score_outcomes
+from conli.evaluation.detection import (
+    Outcome,
+    predictions_file,
+    read_predictions,
+    score_outcomes,
+)
 from conli.evaluation.metrics import detection_report
 from conli.evaluation.rewrite import corpus_bleu, overlap_scores, rouge_l, rouge_n
-from conli.files import read_log
 
-RESULTS = Path(__file__).resolve().parents[1] / "eval" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 # Every stored detection run; the first two are the tables of docs/benchmarks.md.
 RUNS = {
@@ -48,11 +52,12 @@ def load_outcomes(run: str, tmp_path: Path, *, with_result: bool = False) -> lis
     Scoring reads only the outcome's own fields, never the stored ``CheckResult``, so the
     metric tests leave it out; ``with_result`` loads the whole record.
     """
-    copy = tmp_path / "predictions.jsonl"
-    shutil.copyfile(RESULTS / run / "predictions.jsonl", copy)
+    stored = predictions_file(RESULTS / run)  # a large log is stored gzipped
+    copy = tmp_path / stored.name
+    shutil.copyfile(stored, copy)
     if with_result:
-        return read_log(copy, Outcome.from_json)
-    return read_log(copy, lambda record: Outcome.from_json(
+        return read_predictions(copy, Outcome.from_json)
+    return read_predictions(copy, lambda record: Outcome.from_json(
         {key: value for key, value in record.items() if key != "result"}))
 
 

@@ -1,4 +1,5 @@
-"""eval/evidence_rule.py: a supported sentence whose quoted evidence is absent is caught."""
+"""evidence_rule.py (benchmarks/experiments/issue-51-defences/): a supported sentence whose
+quoted evidence is absent is caught."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "experiments" / "issue-51-defences" / "evidence_rule.py"
 SOURCE_QUOTE = "Six men were arrested in Minneapolis"
 
 
@@ -44,7 +46,7 @@ def _write(path: Path) -> Path:
 
 
 def test_a_supported_sentence_with_an_absent_quote_is_changed(tmp_path: Path) -> None:
-    script = load_script(ROOT / "eval" / "evidence_rule.py", "evidence_rule")
+    script = load_script(SCRIPT, "evidence_rule")
     predictions = _write(tmp_path / "predictions.jsonl")
     out = tmp_path / "out"
     assert script.main(["--predictions", str(predictions), "--skip", "0", "--draws", "50",
@@ -78,7 +80,7 @@ def test_a_supported_sentence_with_an_absent_quote_is_changed(tmp_path: Path) ->
 
 
 def test_an_absent_decisive_number_is_caught_but_not_a_description(tmp_path: Path) -> None:
-    script = load_script(ROOT / "eval" / "evidence_rule.py", "evidence_rule")
+    script = load_script(SCRIPT, "evidence_rule")
     raw = _sentence(0, "Seven Americans left.", SOURCE_QUOTE, True, [
         {"text": "Seven", "label": "CARDINAL", "category": "Quantity", "start": 0, "end": 5,
          "in_source": False},

@@ -3,9 +3,10 @@
 A response that copies its source word for word is checked against it by an obedient
 model (it entails every claim), so only the rules can flag a sentence: the unstated names,
 numbers and dates. The sources are the kinds the word list used to hide and flag: forms,
-affidavits, reviews, legal notices, news about AI rules (eval/injection/benign.jsonl), the
-standard library's docstrings ("Return True if ..."), and conli's own docs. The
-measurement over whole corpora is ``eval/addressing_dev.py`` (docs/benchmarks.md).
+affidavits, reviews, legal notices, news about AI rules
+(benchmarks/data/injection/benign.jsonl), the standard library's docstrings ("Return True
+if ..."), and conli's own docs. The measurement over whole corpora is
+``benchmarks/experiments/issue-51-defences/addressing_dev.py`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from tests.conftest import rule_responder
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-overfiring = load_script(ROOT / "eval" / "addressing_dev.py", "addressing_dev")
+overfiring = load_script(
+    ROOT / "benchmarks" / "experiments" / "issue-51-defences" / "addressing_dev.py",
+    "addressing_dev")
 SAMPLE = ("genericpath.py", "string.py", "textwrap.py")  # stdlib modules, read with ast
 
 

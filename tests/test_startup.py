@@ -3,7 +3,7 @@
 ``import conli; conli.Checker`` and ``conli check --help`` load no NLTK (its ``__init__``
 pulls SciPy, scikit-learn and pandas), no LangGraph (loaded when a graph is built) and no
 model library, each in a fresh interpreter. How long a start takes is a benchmark's figure
-(``eval/bench_startup.py``), never a test's.
+(``benchmarks/experiments/issue-64-start-up/bench_startup.py``), never a test's.
 """
 
 from __future__ import annotations

@@ -2,10 +2,15 @@
 
 It sits behind the same contract as real backends, so tests drive every node and the
 whole graph without a model, and can script failures (exceptions) at any call.
+``reading_responder`` answers every conli prompt by reading it (the tests' and the
+benchmarks' stand-in for a model that follows the prompts).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -65,3 +70,40 @@ class ScriptedBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+FLAG = "FALSE"  # the word that makes ``reading_responder`` contradict a claim
+
+
+def reading_responder(*, sleep: float = 0.0, flag: str = FLAG) -> Responder:
+    """Answer NLI, rewrite and judge prompts by reading them, after ``sleep`` seconds.
+
+    Claims holding ``flag`` are contradicted, the rest entailed; the editor replaces the
+    flag word; the judge gives 2 while the text still holds it, else 5.
+    """
+
+    def respond(messages: list[Message]) -> str:
+        if sleep:
+            time.sleep(sleep)
+        system, last = messages[0]["content"], messages[-1]["content"]
+        if "You write the reasoning" in system:
+            return json.dumps({"reasoning": "Detection found a statement the source contradicts."})
+        if "You grade how faithful" in system:
+            text = last.split("<text>")[-1].split("</text>")[0]
+            wrong = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if flag in s]
+            return json.dumps({"errors": [{"sentence": s, "problem": "contradicted by the "
+                                           "source", "source": ""} for s in wrong],
+                               "score": 2 if wrong else 5})
+        if "You are an editor" in system:
+            found = re.findall(r'<sentence id="(\d+)">(.*?)</sentence>', last, re.S)
+            return json.dumps({"rewrites": [
+                {"id": int(i), "fix": "x", "action": "rewrite", "text": t.replace(flag, "true")}
+                for i, t in found]})
+        claims = re.findall(r'<claim id="(\d+)">(.*?)</claim>', last, re.S)
+        return json.dumps({"judgements": [
+            {"id": int(i), "evidence": "the source says so" if flag not in t else "quoted source",
+             "reasoning": "contradicted by the source" if flag in t else "stated in the source",
+             "label": "contradiction" if flag in t else "entailment"}
+            for i, t in claims]})
+
+    return respond

@@ -100,7 +100,7 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "Measure detection, rewriting, the judge, decoding and coverage on labelled data "
         "(the [eval] extra): every model call is cached, and each run writes its figures "
         "and provenance to --out.",
-        ("conli eval detect --file mine.jsonl --out eval/results/mine",
+        ("conli eval detect --file mine.jsonl --out benchmarks/results/mine",
          "conli eval judge --dataset conli_summeval --limit 30")),
     "bench": (
         "Time the reference call pattern against conli's on the same examples.",

@@ -14,7 +14,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("eval/results/speed"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/speed"))
     parser.add_argument(
         "--score-first", action="store_true", help="B reads labels from one token first"
     )

@@ -3,6 +3,8 @@
     conli eval detect  --dataset NAME ... [--ablation hierarchical] [--limit N --seed S]
     conli eval rewrite --dataset NAME ... [--hallucinated-only]
     conli eval judge   --dataset NAME ... [--max-sentences 5] [--modes grounded rubric]
+    conli eval run CONFIG [--resume] [--dry-run]     # and compare, decide, injection:
+                                                     # conli.cli.eval_runs
 
 Every model call goes through a disk cache (``--cache-dir``), so a re-run costs nothing.
 Each run writes ``results.json`` and ``results.md`` (and ``predictions.jsonl`` for detect)
@@ -21,6 +23,7 @@ from typing import Any
 
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
+from conli.cli import eval_runs
 from conli.cli.eval_args import (
     Recorded,
     base_settings,
@@ -83,7 +86,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", type=Path,
                      help="model-call cache (default: <CONLI_CACHE_DIR>/eval-calls)")
     run.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    run.add_argument("--out", type=Path, help="result folder (default eval/results/<kind>-<time>)")
+    run.add_argument("--out", type=Path, help="result folder (default "
+                     "benchmarks/results/<kind>-<time>)")
     run.add_argument("--progress", action="store_true", help="print progress to stderr")
 
     detect = kinds.add_parser("detect", parents=[common], help="F1, BAcc, AUROC of detection")
@@ -144,6 +148,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     cover.add_argument("--no-model", action="store_true",
                        help="word overlap only (no paraphrase, NLI or semantic word scores)")
     cover.set_defaults(handler=run_coverage)
+    eval_runs.add_parsers(kinds)
     parser.set_defaults(
         handler=lambda args: parser.error("choose an evaluation: " + ", ".join(kinds.choices)))
     return parser
@@ -213,6 +218,7 @@ def _resume(out: Path, settings: Settings, args: argparse.Namespace) -> list[det
                 **({"no_question": True} if args.no_question else {}),
                 "settings": json.loads(settings.model_dump_json(exclude={"cache_dir"}))}
     claim_run_folder(out, manifest)
+    detection.expand_predictions(out)  # a stored run's gzipped log: appends go to it unzipped
     return detection.read_predictions(out, detection.Outcome.from_json)
 
 

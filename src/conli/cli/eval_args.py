@@ -82,11 +82,11 @@ def base_settings(args: argparse.Namespace) -> Settings:
 
 
 def out_dir(args: argparse.Namespace, kind: str) -> Path:
-    """``--out``, or a fresh time-stamped folder under eval/results."""
+    """``--out``, or a fresh time-stamped folder under benchmarks/results."""
     if args.out:
         return Path(args.out)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path("eval/results") / f"{kind}-{stamp}"
+    return Path("benchmarks/results") / f"{kind}-{stamp}"
 
 
 def meta(args: argparse.Namespace, backend: Backend | Recorded, settings: Settings,

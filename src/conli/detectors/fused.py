@@ -4,7 +4,8 @@ Chain-of-thought NLI on the embedded model ranks sentences poorly (its label pro
 is near 1 for most of them), while the share of a sentence's tokens that the source makes
 *less* likely (``pmi_low``, seed 002's context influence) ranks well but has no reason to
 give. A small logistic regression over both, per sentence, trained on the dev sets
-(``eval/train_detector.py``), decides; its artifact is ``signals/fused.v1.json``.
+(``benchmarks/experiments/issue-28-detector-training/train_detector.py``), decides; its
+artifact is ``signals/fused.v1.json``.
 
 It runs after ``sentence_nli`` and ``entity_nli`` and supersedes them: its judgement keeps
 their reasoning and quoted evidence, so a rewrite still has a model-written reason. A

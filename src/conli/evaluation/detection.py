@@ -9,6 +9,9 @@ are counted as ``uncovered``).
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 import random
 import sys
 import time
@@ -22,7 +25,7 @@ from conli.config import Settings
 from conli.errors import InputError
 from conli.evaluation.loaders import Example
 from conli.evaluation.metrics import average_reports, detection_report
-from conli.files import read_log
+from conli.files import atomic_path, read_log
 from conli.models import CheckResult, SentenceResult, Verdict
 from conli.run.plan import adjusted
 
@@ -136,6 +139,7 @@ class Outcome:
 
 
 PREDICTIONS = "predictions.jsonl"  # a detect run's log: one ``Outcome`` a line, in run order
+COMPRESSED = PREDICTIONS + ".gz"  # a stored run's log, gzipped to keep the repository small
 T = TypeVar("T")
 
 
@@ -145,17 +149,83 @@ def read_predictions(run: Path) -> list[dict[str, Any]]: ...
 def read_predictions(run: Path, parse: Callable[[dict[str, Any]], T]) -> list[T]: ...
 def read_predictions(run: Path, parse: Callable[[dict[str, Any]], Any] | None = None
                      ) -> list[Any]:
-    """Every record of a detect run's ``predictions.jsonl`` in run order, each ``parse``d.
+    """Every record of a detect run's predictions in run order, each ``parse``d.
 
-    The one reader of that file: the run's resume, eval/'s scripts on stored runs. ``run``
-    is the run's folder (one without the file has no record yet) or the file itself, which
-    must exist. Records come raw (dicts) unless ``parse`` is given, e.g.
-    ``Outcome.from_json``; a crash's torn last line is cut off (``files.read_log``).
+    The one reader of that log: the run's resume, the comparer and the benchmarks' scripts.
+    ``run`` is the run's folder (one without a log has no record yet) or the log itself,
+    ``predictions.jsonl`` or its gzipped copy (a stored run's; either name finds it).
+    Records come raw (dicts) unless ``parse`` is given, e.g. ``Outcome.from_json``; a
+    crash's torn last line is cut off (``files.read_log``).
     """
-    path = run / PREDICTIONS if run.is_dir() else run
-    if not run.is_dir() and not path.exists():
-        raise InputError(f"{run} is neither a detect run's folder nor its {PREDICTIONS}")
+    path = predictions_file(run)
+    if path.name.endswith(".gz"):
+        return [(parse or _record)(record) for record in _gzipped_records(path)]
     return read_log(path, parse or _record)
+
+
+def predictions_file(run: Path) -> Path:
+    """The file holding a run's predictions: plain, else gzipped; refuses both or neither.
+
+    A folder with neither has no prediction yet (its plain path is returned); a file named
+    that exists in neither form is an error, as is a run holding both forms (one would
+    silently shadow the other).
+    """
+    folder, name = (run, PREDICTIONS) if run.is_dir() else (run.parent, run.name)
+    plain = folder / name.removesuffix(".gz")
+    packed = plain.with_name(plain.name + ".gz")
+    if plain.exists() and packed.exists():
+        raise InputError(f"{folder} holds both {plain.name} and {packed.name}; keep one")
+    if packed.exists():
+        return packed
+    if not plain.exists() and not run.is_dir():
+        raise InputError(f"{run} is neither a detect run's folder nor its {PREDICTIONS}")
+    return plain
+
+
+def predictions_bytes(run: Path) -> bytes:
+    """The run's predictions log as written, decompressed if stored gzipped."""
+    path = predictions_file(run)
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def predictions_digest(run: Path) -> str:
+    """SHA-256 of the run's predictions log as written (the same stored gzipped or not)."""
+    return hashlib.sha256(predictions_bytes(run)).hexdigest()
+
+
+def expand_predictions(run: Path) -> None:
+    """Unzip a stored run's log in place before a run appends to it (resume)."""
+    path = predictions_file(run)
+    if path.name.endswith(".gz"):
+        with atomic_path(run / PREDICTIONS) as tmp:
+            tmp.write_bytes(predictions_bytes(run))
+        path.unlink()
+
+
+def compress_predictions(run: Path, over: int) -> bool:
+    """Gzip a finished run's log when it is over ``over`` bytes; whether it did.
+
+    ``mtime=0`` keeps the bytes the same for the same log, so a results hash is stable.
+    """
+    path = run / PREDICTIONS
+    if not path.exists() or path.stat().st_size <= over:
+        return False
+    with atomic_path(run / COMPRESSED) as tmp:
+        tmp.write_bytes(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+    path.unlink()
+    return True
+
+
+def _gzipped_records(path: Path) -> list[Any]:
+    records = []
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            try:
+                records.append(json.loads(line)) if line.strip() else None
+            except ValueError as exc:
+                raise InputError(f"line {number} of {path} is not a result record") from exc
+    return records
 
 
 def _record(value: Any) -> dict[str, Any]:

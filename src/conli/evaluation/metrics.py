@@ -76,6 +76,18 @@ def confusion(gold: Sequence[bool], predicted: Sequence[Verdict]) -> Confusion:
     return Confusion(**counts)
 
 
+def flag(predicted: str, gold: bool, *, errored: bool = False) -> float:
+    """A response's prediction as a flag for balanced accuracy (1.0: hallucinated).
+
+    The one reading of a stored prediction: ``unverified``, or an example whose check
+    errored, is the wrong class for its gold label, as ``Confusion.as_wrong`` scores it;
+    nothing is dropped.
+    """
+    if errored or predicted == "unverified":
+        return 0.0 if gold else 1.0
+    return 1.0 if predicted == "hallucinated" else 0.0
+
+
 # What the [eval] extra brings, by import name: checked before an evaluation's first model call.
 EVAL_MODULES = ("sklearn", "scipy", "rouge_score", "sacrebleu", "matplotlib")
 

@@ -32,7 +32,8 @@ FUSED_FEATURES = ("pmi_low", "nli_support", "nli_flagged")
 # does not (a swapped figure barely moves pmi_low; 67.5 against 67.4 BAcc without the rule)
 FUSED_KEEP = ("novel_numbers",)
 # the levers of issue 28, each a feature set (and the NLI flags it never overrules) scored
-# leave-one-dataset-out beside the shipped one by ``eval/train_detector.py fit``
+# leave-one-dataset-out beside the shipped one by ``train_detector.py fit``
+# (benchmarks/experiments/issue-28-detector-training/)
 ALIGN = ("align_min", "align_mean")  # hidden-state alignment of the sentence to the source
 CONTEXT = ("has_question", "log_response_words", "log_claims")  # what kind of response
 FUSED_CANDIDATES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
