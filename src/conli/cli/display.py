@@ -26,8 +26,6 @@ from conli.models import (
 # isolates, and lone surrogates (no encoding can write them)
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
                        "\ud800-\udfff]")
-# what XML 1.0 cannot hold: C0 controls but tab, newline and CR; lone surrogates; U+FFFE, U+FFFF
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -49,11 +47,6 @@ def inline(text: str) -> str:
     For a name in a list (a record's id), where a newline would start a line of its own.
     """
     return printable(text).replace("\t", "\\t").replace("\n", "\\n")
-
-
-def xml_text(text: str) -> str:
-    r"""``text`` with what XML 1.0 cannot hold (controls, lone surrogates, U+FFFE) as escapes."""
-    return _NOT_XML.sub(_visible, text)
 
 
 # --- coverage and word scores (seed 001), as ``conli check`` prints them ----------------------
