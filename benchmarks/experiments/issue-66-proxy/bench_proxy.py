@@ -60,7 +60,8 @@ def main() -> int:
                         "a scripted checker taking --check-delay per call")
     parser.add_argument("--check-delay", type=float, default=0.0)
     parser.add_argument("--flagged", action="store_true", help="one sentence to rewrite")
-    parser.add_argument("--out", type=Path, help="also write the JSON report here")
+    parser.add_argument("--out", type=Path, help="also write the JSON report here (a .json "
+                        "file, or a folder for results.json)")
     args = parser.parse_args()
     reply = SUPPORTED + (FLAGGED if args.flagged else "")
     with serve(chat_handler(reply, delay=args.delay)) as upstream:
@@ -79,9 +80,10 @@ def main() -> int:
                "date": datetime.now(UTC).isoformat(timespec="seconds")}
     text = json.dumps(report, indent=2)
     print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if args.out:  # a .json file, or a folder (a run's out) to hold results.json
+        out = args.out if args.out.suffix == ".json" else args.out / "results.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
     return 0
 
 
