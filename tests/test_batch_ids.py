@@ -48,7 +48,7 @@ def test_odd_ids_keep_junit_xml_the_failing_ids_line_and_the_report_whole(
     assert len(names) == len(ids) and all(case.find("failure") is not None for case in cases)
     assert names[:len(ODD)] == ["esc\\x1b[31mred", "nul\\x00byte", "new\nline", "bell\\x07",
                                 "non\\ufffechar", "non\\uffffchar", "lone\\ud800surrogate",
-                                "bidi\u202eevil"]
+                                "bidi\\u202eevil"]  # a bidi override shown, not obeyed
     (line,) = [x for x in err.splitlines() if "failing id(s)" in x]
     assert line.startswith("conli: 18 failing id(s): esc\\x1b[31mred, nul\\x00byte, "
                            "new\\nline, bell\\x07")

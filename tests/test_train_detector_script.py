@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from conli.evaluation.detection import read_predictions
 from conli.evaluation.paired import gain_interval, trained_on, with_v1_nli
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow
@@ -32,7 +33,7 @@ def _load(name: str) -> ModuleType:
 def test_the_shipped_weights_training_rows_are_the_run_they_read() -> None:
     seen = trained_on(load_model(FUSED_ARTIFACT), DATA)
     run = ROOT / "benchmarks" / "results" / "detect-default" / "predictions.jsonl"
-    order = [json.loads(line)["example_id"] for line in run.read_text().splitlines()]
+    order = [record["example_id"] for record in read_predictions(run)]  # stored gzipped
     assert len(seen) == 291 and seen == set(order[:291])
 
 

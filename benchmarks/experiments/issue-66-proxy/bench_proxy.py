@@ -22,27 +22,30 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import socket
 import statistics
-import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import openai
+import uvicorn
 
 from conli.backends import get_backend
+from conli.backends.base import Backend
+from conli.backends.fake import ScriptedBackend, reading_responder
 from conli.config import Settings
 from conli.evaluation.report import git_state
 from conli.proxy.app import proxy_mount
+from conli.service.app import create_app
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))  # tests.*: the loopback upstream, the scripted checker, uvicorn
-from tests import scripted  # noqa: E402
-from tests.http_fakes import serve  # noqa: E402
-from tests.proxy_fakes import chat_handler  # noqa: E402
-from tests.test_service import KEY, serving  # noqa: E402
-
+KEY = "bench-key"  # the proxy's service key
 SOURCE = (ROOT / "examples" / "source.txt").read_text()
 SUPPORTED = ("Millbrook opened a new public swimming pool on Saturday, June 14. The pool cost "
              "2.4 million dollars to build. It has six lanes and a separate shallow pool for "
@@ -64,14 +67,15 @@ def main() -> int:
                         "file, or a folder for results.json)")
     args = parser.parse_args()
     reply = SUPPORTED + (FLAGGED if args.flagged else "")
-    with serve(chat_handler(reply, delay=args.delay)) as upstream:
+    with upstream_serving(reply, args.delay) as upstream_url:
         settings = Settings(service_api_keys=[KEY], llm="local" if args.llm == "fake" else args.llm,
-                            proxy_upstream=f"vllm:{upstream.url}/v1#hosted",
+                            proxy_upstream=f"vllm:{upstream_url}/v1#hosted",
                             service_timeout_seconds=1800, check_deadline_seconds=1800)
-        checker = scripted.backend(sleep=args.check_delay, concurrency=2) if args.llm == "fake" \
-            else get_backend(settings.llm, settings)
-        with serving(settings, backend=checker, mount=proxy_mount(settings)) as base:
-            report = measure(openai.OpenAI(base_url=f"{upstream.url}/v1", api_key="x"),
+        checker: Backend = ScriptedBackend(
+            responder=reading_responder(sleep=args.check_delay), judges_batches=True,
+            max_concurrency=2) if args.llm == "fake" else get_backend(settings.llm, settings)
+        with proxy_serving(settings, checker) as base:
+            report = measure(openai.OpenAI(base_url=f"{upstream_url}/v1", api_key="x"),
                              openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, timeout=1800),
                              args)
     report |= {"delay": args.delay, "llm": args.llm, "check_delay": args.check_delay,
@@ -85,6 +89,77 @@ def main() -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n", encoding="utf-8")
     return 0
+
+
+def _chunks(reply: str) -> Iterator[bytes]:
+    """``reply`` as Chat Completions stream events, a word each, then the finish and [DONE]."""
+    base = {"id": "up", "object": "chat.completion.chunk", "created": 1, "model": "hosted"}
+    for i, word in enumerate(reply.split(" ")):
+        delta = {"content": word if i == 0 else f" {word}"}
+        yield b"data: " + json.dumps({**base, "choices": [
+            {"index": 0, "delta": delta, "finish_reason": None}]}).encode() + b"\n\n"
+    yield b"data: " + json.dumps({**base, "choices": [
+        {"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode() + b"\n\n"
+    yield b"data: [DONE]\n\n"
+
+
+@contextmanager
+def upstream_serving(reply: str, delay: float) -> Iterator[str]:
+    """A loopback OpenAI-compatible model answering every chat with ``reply`` after ``delay``."""
+
+    class Upstream(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # /v1/models
+            self._send(json.dumps({"object": "list", "data": [
+                {"id": "hosted", "object": "model", "created": 0, "owned_by": "bench"}]}).encode())
+
+        def do_POST(self) -> None:  # /v1/chat/completions
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            time.sleep(delay)
+            if body.get("stream"):
+                self._send(b"".join(_chunks(reply)), "text/event-stream")
+                return
+            self._send(json.dumps({
+                "id": "up", "object": "chat.completion", "created": 1, "model": "hosted",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": reply}}],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 40,
+                          "total_tokens": 70}}).encode())
+
+        def _send(self, data: bytes, kind: str = "application/json") -> None:
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@contextmanager
+def proxy_serving(settings: Settings, checker: Backend) -> Iterator[str]:
+    """``conli serve --upstream``'s app on uvicorn in a thread, on a loopback port."""
+    app = create_app(settings, backend=checker, mount=proxy_mount(settings))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 def measure(direct: openai.OpenAI, proxy: openai.OpenAI, args: argparse.Namespace

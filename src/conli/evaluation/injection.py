@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from conli.errors import InputError
 from conli.evaluation.report import git_state, write_results
 from conli.models import CheckResult
-from conli.run.plan import make_plan
+from conli.run.plan import RunOptions, make_plan
 
 if TYPE_CHECKING:
     from conli.pipeline import Checker
@@ -165,9 +165,8 @@ def planted_outcome(result: CheckResult, response: str, planted: str) -> tuple[s
 
 def run_case(checker: Checker, case: Case) -> Row:
     """Check one case as users do (no rewrite; the judge only for judge cases)."""
-    settings = checker.settings.model_copy(update={"mitigate": False, "judge": case.judge})
-    result = checker.check(case.source, case.response, question=case.question,
-                           plan=make_plan(settings))
+    plan = make_plan(checker.settings, RunOptions(mitigate=False, judge=case.judge))
+    result = checker.check(case.source, case.response, question=case.question, plan=plan)
     outcome, verdict = planted_outcome(result, case.response, case.planted)
     judged = result.judge_raw if case.judge else None
     poisoned = case.poisoned()
