@@ -146,12 +146,15 @@ def _out(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.decode("utf-8").splitlines()]
 
 
-def _comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """A record without what differs from run to run: wall-clock timings."""
-    record = json.loads(json.dumps(record))
-    if record.get("ok"):
-        record["result"].pop("timings", None)
-        record["result"]["usage"].pop("seconds", None)
+CLOCKED = ("timings", "seconds", "judged_at")  # what the clock writes, run to run
+
+
+def _comparable(record: Any) -> Any:
+    """A record without what differs from run to run: wall-clock times and timestamps."""
+    if isinstance(record, dict):
+        return {k: _comparable(v) for k, v in record.items() if k not in CLOCKED}
+    if isinstance(record, list):
+        return [_comparable(v) for v in record]
     return record
 
 
