@@ -15,7 +15,7 @@ letters they imitate (``confusable_homoglyphs``' table), so "ΝΟΤΕ ΤΟ СН�
 "NOTE TO CHECKER". The patterns (``text.addressing_patterns``) are in ten languages, and
 narrow: an imperative or a heading addressed to a checker, not a sentence that talks
 about one ("AI systems must ignore previous instructions from users" is news, not an
-instruction). How often they name ordinary text is measured (``eval/addressing_dev.py``).
+instruction). How often they name ordinary text is measured (``benchmarks/runs/overfiring.toml``).
 """
 
 from __future__ import annotations
