@@ -186,24 +186,6 @@ def _unresolved(names: set[str], locked: dict[str, Any]) -> set[str]:
                 run.startswith(name.rstrip("*")) for run in locked)))}
 
 
-def _cited(text: str) -> set[str]:
-    """The runs a page cites.
-
-    benchmarks/results/<run> and benchmarks/runs/<run>.toml, and in the history pages the
-    runs' former place, eval/results/<run>; a name ending in * or - (a shell variable
-    followed) is a prefix.
-    """
-    found = re.findall(r"(?:benchmarks|eval)/results/(\w[\w.*-]*)", text)
-    found += re.findall(r"benchmarks/runs/(\w[\w.*-]*)\.toml", text)
-    return {name.rstrip(".") for name in found}
-
-
-def _unresolved(names: set[str], locked: dict[str, Any]) -> set[str]:
-    return {name for name in names
-            if not (name in locked or (name.endswith(("*", "-")) and any(
-                run.startswith(name.rstrip("*")) for run in locked)))}
-
-
 def test_every_run_the_docs_cite_resolves_through_the_lock() -> None:
     locked = lock.read_lock(BENCH / lock.LOCK)
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), BENCH / "README.md",

@@ -26,23 +26,15 @@ from conli.batch.records import Record, shown_id
 from conli.batch.summary import Summary, outcome
 from conli.gate import FailOn, GateTally, ranking_score, record_outcome, why_not_passed
 from conli.models import FLAGGED
+from conli.text.escapes import escaped
 from conli.version import __version__
 
 FORMAT = "conli-batch-summary-1"
 SHOWN = 20  # ids a human-facing view lists; the JSON summary lists them all
 ANNOTATED = 10  # GitHub shows ten error annotations a step
-# C0 and C1 controls (tab and newline aside), bidi overrides and isolates: shown as escapes,
-# as the terminal shows them (cli.display.printable); XML 1.0 cannot hold most of them
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
-
-
 def plain(text: object) -> str:
     r"""``text`` with its control characters as visible escapes (``\x1b``), safe in any format."""
-    def visible(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-    return _CONTROLS.sub(visible, str(text)).encode("utf-8", "backslashreplace").decode()
+    return escaped(str(text), xml=True)
 
 
 def flagged_lines(result: Mapping[str, Any], threshold: float | None) -> list[str]:

@@ -9,7 +9,6 @@ every input-derived string through ``printable``; they are plain text, never col
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from conli.models import (
@@ -21,16 +20,7 @@ from conli.models import (
     SentenceResult,
     WordScore,
 )
-
-# C0 controls except tab and newline, DEL, C1 controls, bidi embeddings/overrides and
-# isolates, and lone surrogates (no encoding can write them)
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-                       "\ud800-\udfff]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+from conli.text.escapes import escaped
 
 
 def printable(text: str) -> str:
@@ -38,7 +28,7 @@ def printable(text: str) -> str:
 
     Newline, tab and every other character, ASCII or not, are returned unchanged.
     """
-    return _CONTROLS.sub(_visible, text)
+    return escaped(text)
 
 
 def inline(text: str) -> str:
