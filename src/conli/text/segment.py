@@ -12,8 +12,10 @@ long documents). In every other language pySBD cuts each line (``text.pysbd_spli
 "4,2 Mio. Euro" and "ca. 12.000" end no sentence; the rules and the parser are then the
 fallback. List markers are left outside the sentence span. Every cut ends a sentence at a
 Chinese or Japanese full stop (。！？) with no space after it, and none in a German date
-("am 3. Oktober"). Segments that carry no factual claim (headings, lead-ins ending in ':',
-questions, fragments) are kept in the output but not checked.
+("am 3. Oktober"), and data in a format of its own after a stop (a JSON object, a tag) is a
+segment of its own, so no claim is judged with it glued on. Segments that carry no factual
+claim (headings, lead-ins ending in ':', questions, fragments) are kept in the output but not
+checked.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ MIN_CLAIM_WORDS = 3
 WIDE_STOPS = "。！？｡"  # ideographic full stop, full-width ! and ?, half-width 。
 _CLOSERS = "\"'”’)\\]）」』》〉】"  # what may follow a sentence's stop inside it
 _WIDE_END = re.compile(rf"[{WIDE_STOPS}][.!?{WIDE_STOPS}]*[{_CLOSERS}]*")
+# a stop, white space, then data in a format of its own (a JSON object or array, a markup tag):
+# the data is a segment of its own, whatever its words, so it is never judged as part of a claim
+_DATA_AFTER_STOP = re.compile(
+    rf'[.!?…{WIDE_STOPS}][{_CLOSERS}]*(?=\s+(?:\{{|\[\s*[{{\["]|<[A-Za-z/!]))')
 FINAL_STOP = re.compile(rf"[.!?…{WIDE_STOPS}][{_CLOSERS}]*$")  # text ends a sentence
 # sources, by rules: a run of . ! ? or a line break ends a sentence; "2.4" does not
 _RULE_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d))+[.!?]*")
@@ -95,7 +101,11 @@ def _cut_in_date(text: str, before: Span, after: Span) -> bool:
 
 
 def _refined(text: str, spans: list[Span]) -> list[Span]:
-    """Rules every cut shares: join a German date cut at its day, cut at 。！？ inside a span."""
+    """Rules every cut shares: join a German date cut at its day, cut inside a span.
+
+    A span is cut after 。！？, and before data in a format of its own (a JSON object or
+    array, a markup tag) that follows a sentence's stop.
+    """
     joined: list[Span] = []
     for span in spans:
         if joined and _cut_in_date(text, joined[-1], span):
@@ -104,7 +114,9 @@ def _refined(text: str, spans: list[Span]) -> list[Span]:
             joined.append(span)
     out: list[Span] = []
     for start, end in joined:
-        for stop in _WIDE_END.finditer(text, start, end):
+        stops = sorted([*_WIDE_END.finditer(text, start, end),
+                        *_DATA_AFTER_STOP.finditer(text, start, end)], key=lambda m: m.end())
+        for stop in stops:
             if stop.end() < end and (cut := _trimmed(text, start, stop.end())):
                 out.append(cut)
                 start = stop.end()
