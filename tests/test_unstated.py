@@ -18,9 +18,11 @@ from conli.detectors.base import Detection, DetectionContext
 from conli.detectors.fused import FusedDetector
 from conli.models import Judgement
 from conli.ner.grounding import SourceMentions
+from conli.ner.swaps import swaps_of
 from conli.ner.values import states, values_of
 from conli.pipeline import Checker
 from conli.text.addressing import addressed
+from conli.text.language import stop_words
 from tests.conftest import rule_responder
 from tests.readers import ReadingBackend
 
@@ -130,6 +132,56 @@ def test_the_entities_say_whether_the_source_states_them() -> None:
     assert mentions.states("2.4 million dollars", "Quantity")
     assert not mentions.states("1913", "DateTime")
     assert mentions.states("Harbor Street", "Location")
+
+
+# --- two numbers or names in each other's places (issue 64.2, opt-in) ---------------------
+
+FILM = ("The film has booked more than 10,500 screens in 63 territories. Leon Yeaman, 55, was "
+        "hit by Phillip Pama, 28, on Monday. Chelsea beat Manchester United 1-0. England will "
+        "tour South Africa next month. The squad of Italy, Holland and Spain met in May.")
+
+
+@pytest.mark.parametrize(("sentence", "quoted"), [
+    ("It has booked more than 63 screens in 10,500 territories.", "10,500 screens in 63"),
+    ("It has booked more than 63 screens in 10,500 cinemas.", "10,500 screens in 63"),
+    ("Leon Yeaman, 28, was hit by Phillip Pama, 55, on Monday.", "Yeaman, 55"),
+    ("Chelsea beat Manchester United 0-1.", "1-0"),
+    ("South Africa will tour England next month.", "England will tour"),
+])
+def test_two_values_or_names_in_each_others_places_are_found(sentence: str, quoted: str) -> None:
+    found = swaps_of(FILM, stop_words("en")).swap(sentence)
+    assert found is not None and quoted in found.reason
+
+
+@pytest.mark.parametrize("sentence", [
+    "It has booked more than 10,500 screens in 63 territories.",  # as the source has it
+    "Leon Yeaman, 55, was hit by Phillip Pama, 28, on Monday.",
+    "The squad of Holland, Spain and Italy met in May.",  # a list in another order
+    "Phillip Pama, 28, hit Leon Yeaman, 55.",  # the values stay with their names
+    "The film reached 63 territories and more than 10,500 screens.",  # said otherwise
+])
+def test_the_source_as_written_lists_and_paraphrases_pass(sentence: str) -> None:
+    assert swaps_of(FILM, stop_words("en")).swap(sentence) is None
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_the_swap_rule_flags_only_when_asked(setting: bool, pass_all: None) -> None:
+    settings = Settings(_env_file=None, detectors=["pass_all"], judge=False,  # type: ignore[call-arg]
+                        mitigate=False, swap_rule=setting)
+    with Checker(settings, backend=ScriptedBackend(responder=rule_responder())) as checker:
+        first, second = checker.check(FILM, "It has booked more than 63 screens in 10,500 "
+                                      "territories. England will tour South Africa.").sentences
+    assert second.verdict == "supported"
+    if not setting:
+        assert first.verdict == "supported"  # every value is stated: the default passes it
+        return
+    assert first.verdict == "hallucinated" and first.detector == "swapped_values"
+    assert first.reasons == ['the source writes "booked more than 10,500 screens in 63": this '
+                             'sentence has "63" and "10,500" the other way round']
+
+
+def test_the_swap_rule_is_off_by_default() -> None:
+    assert Settings(_env_file=None).swap_rule is False  # type: ignore[call-arg]
 
 
 # --- text addressed to the checker -------------------------------------------------------

@@ -17,7 +17,7 @@ from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import InputTooLargeError
 from conli.graph.coverage import coverage_block
 from conli.graph.deps import Deps, deps_of
-from conli.graph.grounding import chunk_support_rule, unstated_rule
+from conli.graph.grounding import chunk_support_rule, swap_rule, unstated_rule
 from conli.graph.sources import evidence_of
 from conli.graph.state import CheckState
 from conli.judges import Provenance, judge_text
@@ -94,7 +94,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
     that would pass while a name, number or date of it is one the source never states is
     flagged whatever the detectors said (``grounding.unstated_rule``); with
     ``chunk_support``, so is one whose support is quoted from no source that states it
-    (``grounding.chunk_support_rule``).
+    (``grounding.chunk_support_rule``); with ``swap_rule``, one with two numbers or names
+    in each other's places (``grounding.swap_rule``).
     """
     judgements = state.get("judgements", {})
     entities = state.get("entities", {})
@@ -122,6 +123,8 @@ def merge(state: CheckState, runtime: Runtime[Deps]) -> dict[str, Any]:
             if deps.settings.chunk_support:
                 result = chunk_support_rule(result, state["source"], mentions, where,
                                             state.get("language", "en"))
+            if deps.settings.swap_rule:
+                result = swap_rule(result, state["source"], state.get("language", "en"))
             result.evidence = evidence_of(result, state["source"], mentions, where)
         results.append(result)
     return {"sentences": results}
