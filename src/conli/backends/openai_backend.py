@@ -22,6 +22,7 @@ from conli.backends.base import (
     TokenLogprob,
     llama_cpp_split,
 )
+from conli.backends.endpoints import endpoint_of
 from conli.backends.http_errors import error_for_status, server_label, transport_error
 from conli.backends.http_limits import capped_http_client
 from conli.backends.limits import CallLimiter, call_cost, shared_limiter
@@ -93,6 +94,11 @@ class OpenAIChatBackend:
         self._token_param: TokenParam = token_param
         self._timeout = settings.request_timeout
         self._limiter: CallLimiter = shared_limiter(settings)
+
+    @property
+    def endpoint(self) -> str:
+        """The server this backend calls, as its client resolved it (``endpoint_of``)."""
+        return endpoint_of(self._client.base_url, self._client.default_query)
 
     def complete(self, request: Request) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
