@@ -191,7 +191,7 @@ def example_of(i: str, sets: Mapping[str, str], gold: Mapping[str, bool],
     kept = {f["index"] for f in new["flagged"]}
     causes = sorted({f"sentence {f['index']}: " + (
         f"its names not compared (read as {new['skipped'][str(f['index'])]})"
-        if str(f["index"]) in new["skipped"] else "the source states it in another form")
+        if str(f["index"]) in new["skipped"] else "found stated by the new comparison")
         for f in sides["old"][i]["flagged"] if f["index"] not in kept})
     return {"id": i, "dataset": sets[i], "hallucinated": gold[i], "why": causes,
             **{f"{side} flags": [{"sentence": f["index"], "text": f["text"][:300],
