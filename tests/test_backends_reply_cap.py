@@ -261,3 +261,26 @@ def test_sdk_wrapped_cap_error_is_mapped_back_to_it():
     plain = openai.APIConnectionError(request=request)
     plain.__cause__ = ConnectionResetError("reset")
     assert isinstance(map_openai_error(plain, "vllm", 5.0), TransientBackendError)
+
+
+def test_a_transport_error_names_the_server_by_its_name_and_url_given_apart():
+    """The backend's name and its server's URL reach the message apart, never parsed back."""
+    import openai
+
+    from conli.backends.http_errors import transport_error
+    from conli.backends.openai_backend import map_openai_error
+
+    with openai.DefaultHttpxClient() as http:
+        request = http.build_request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    refused = openai.APIConnectionError(request=request)
+    # the request's URL says more than the base URL
+    assert str(transport_error(openai, "vllm", refused, 5.0, url="http://127.0.0.1:9/v1")
+               ).startswith("could not reach vllm at http://127.0.0.1:9/v1/chat/completions:")
+    late = openai.APITimeoutError(request=request)
+    assert str(map_openai_error(late, "llamacpp", 0.5, url="http://box:8080/v1")) == \
+        "llamacpp at http://box:8080/v1 did not answer within 0.5s"
+    assert str(map_openai_error(late, "openai", 0.5)) == "openai did not answer within 0.5s"
+    no_request = openai.APIConnectionError(request=request)
+    no_request.request = None  # type: ignore[assignment]
+    assert str(transport_error(openai, "vllm", no_request, 5.0, url="http://h:1/v1")
+               ).startswith("could not reach vllm at http://h:1/v1:")

@@ -119,6 +119,30 @@ def test_junit_carries_each_checks_time_and_every_flagged_sentence(
     assert cases["7"].get("time") == "0.000"
 
 
+def test_the_reports_share_one_read_of_out_after_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures, --summary and --junit come from one read of OUT after the run.
+
+    The mode check reads it once before the run (OUT grows during it); nothing else here.
+    """
+    from conli.cli import batch
+
+    reads: list[Path] = []
+    real = batch.out_records
+
+    def counted(path: Path) -> Any:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(batch, "out_records", counted)
+    junit, summary = tmp_path / "conli.xml", tmp_path / "summary.json"
+    out = _batch(tmp_path, "out", RECORDS, "--junit", str(junit), "--summary", str(summary))
+    assert reads == [out, out]
+    (suite,) = ElementTree.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+    assert json.loads(summary.read_text("utf-8"))["records"] == 3
+
+
 # --- conli diff ------------------------------------------------------------------------------
 
 OLD = [{"id": "stays", "source": SOURCE, "response": GOOD},

@@ -143,6 +143,44 @@ def test_another_model_makes_calls_again(tmp_path: Path,
     assert calls > 0 and result["model"] == "model-b" and not result["usage"]["cached"]
 
 
+def test_the_same_llm_behind_another_server_is_another_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server a backend calls, as resolved from the environment, is in the key; no key is.
+
+    ``--llm openai:M`` reads ``OPENAI_BASE_URL`` and ``azure:DEPLOYMENT`` its endpoint and
+    api-version: the same setting behind another server must not be answered from the cache.
+    """
+    from conli.backends import get_backend
+    from conli.run.cache import canonical
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-secret")
+    cache = ResultCache(tmp_path, 1_000_000)
+
+    def key(llm: str, **environment: str) -> tuple[str, bytes]:
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        settings = Settings()
+        backend = get_backend(llm, settings)
+        try:
+            found = identity.model_identity(backend, settings)
+        finally:
+            backend.close()
+        return cache.key(found, "the texts"), canonical(found)
+
+    one = key("openai:gpt-test", OPENAI_BASE_URL="http://one.example/v1")
+    assert key("openai:gpt-test", OPENAI_BASE_URL="http://one.example/v1") == one
+    assert key("openai:gpt-test", OPENAI_BASE_URL="http://two.example/v1")[0] != one[0]
+    hidden = key("openai:gpt-test", OPENAI_BASE_URL="http://user:pw-secret@one.example/v1?k=q")
+    assert hidden[0] == one[0]  # the URL's user, password and query: no part of the key
+    azure = key("azure:deployment", AZURE_OPENAI_ENDPOINT="https://one.openai.azure.com")
+    assert key("azure:deployment", AZURE_OPENAI_ENDPOINT="https://two.openai.azure.com"
+               )[0] != azure[0]
+    assert key("azure:deployment", CONLI_AZURE_OPENAI_API_VERSION="2025-01-01")[0] != azure[0]
+    for _, shown in (one, hidden, azure):
+        assert b"secret" not in shown and b"pw" not in shown and b"k=q" not in shown
+
+
 def test_no_cache_and_the_setting_turn_it_off(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch,
                                               cache_on: Path) -> None:

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
+from conli.backends.endpoints import endpoint_of
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
 from conli.backends.limits import CallLimiter, call_cost, shared_limiter
@@ -62,6 +63,11 @@ class AnthropicBackend:
         except anthropic.AnthropicError as exc:
             http_client.close()
             raise AuthenticationError(f"anthropic: {exc}; set ANTHROPIC_API_KEY") from exc
+
+    @property
+    def endpoint(self) -> str:
+        """The server this backend calls (``ANTHROPIC_BASE_URL`` or Anthropic's own)."""
+        return endpoint_of(self._client.base_url)
 
     def complete(self, request: Request) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""

@@ -83,6 +83,12 @@ class CachedBackend:
         self.misses = 0
         self.replayed_seconds = 0.0  # what the hits took when first made (to cost a method)
 
+    @property
+    def endpoint(self) -> str | None:
+        """The server the inner backend calls, if it calls one (``graph.identity``)."""
+        endpoint = getattr(self.inner, "endpoint", None)
+        return None if endpoint is None else str(endpoint)
+
     def count_tokens(self, text: str) -> int:
         """The inner backend's count, so windows are sized as they are without the cache."""
         counter = counts_tokens(self.inner)

@@ -5,12 +5,16 @@ each plan builds its own detectors. A detector with a server of its own (a speci
 checker's ``llm``) takes that server's backend from here, so every plan naming the same
 server (and key) shares one backend, one connection pool, however many plans come and go.
 Each holder ``acquire``s it and ``release``s it; the last release closes it.
+
+``endpoint_of`` names the server an SDK client calls, as the client resolved it: what
+the result cache keys on besides ``--llm`` (``graph.identity``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 from conli.backends.base import Backend
 
@@ -47,3 +51,25 @@ class Endpoints:
             backends, self._held = [backend for backend, _ in self._held.values()], {}
         for backend in backends:
             backend.close()
+
+
+# the query parameters that choose what a server answers (Azure's api-version); any other
+# is left out of an endpoint's name, as it may hold a key
+_CHOOSING = ("api-version",)
+
+
+def endpoint_of(base_url: object, query: Mapping[str, object] | None = None) -> str:
+    """The server a client calls: its base URL, with no user or password, and api-version.
+
+    ``base_url`` as the SDK resolved it (``OPENAI_BASE_URL``, Azure's endpoint and
+    deployment, a compatible server's URL, ``ANTHROPIC_BASE_URL``); ``query`` the client's
+    default query. Never a credential: the URL's user and password, and its query other
+    than the api-version, are dropped.
+    """
+    parts = urlsplit(str(base_url))
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    chosen = "&".join(f"{name}={query[name]}" for name in _CHOOSING if query and name in query)
+    return urlunsplit((parts.scheme, netloc, parts.path, chosen, ""))

@@ -75,25 +75,34 @@ def error_for_status(
     return BadRequestError(detail)
 
 
-def transport_error(sdk: Any, provider: str, exc: Exception, timeout: float) -> BackendError | None:
+def server_label(name: str, url: str | None = None) -> str:
+    """How a message names a server: its backend's name, and where it is when told."""
+    return name if url is None else f"{name} at {url}"
+
+
+def transport_error(sdk: Any, provider: str, exc: Exception, timeout: float, *,
+                    url: str | None = None) -> BackendError | None:
     """The error for a call that got no HTTP status, or None: the caller maps the rest.
 
-    ``sdk`` is the provider's SDK module; openai and anthropic share these exception
-    classes (timeouts are connection errors, so they are tested first). An over-cap reply
-    raises ``ReplyTooLargeError`` in the HTTP client, and SDKs that wrap every transport
-    failure in ``APIConnectionError`` would hide it: it is unwrapped, not called transient.
+    ``sdk`` is the provider's SDK module; ``provider`` the backend's name and ``url`` the
+    server's base URL where the backend was given one (``vllm`` at ``http://host:8000/v1``).
+    openai and anthropic share these exception classes (timeouts are connection errors, so
+    they are tested first). An over-cap reply raises ``ReplyTooLargeError`` in the HTTP
+    client, and SDKs that wrap every transport failure in ``APIConnectionError`` would hide
+    it: it is unwrapped, not called transient.
     """
+    where = server_label(provider, url)
     too_large = reply_cap_error(exc)
     if too_large is not None:
         return ReplyTooLargeError(str(too_large))
     if isinstance(exc, sdk.APITimeoutError):
-        return TransientBackendError(f"{provider} did not answer within {timeout:g}s")
+        return TransientBackendError(f"{where} did not answer within {timeout:g}s")
     if isinstance(exc, sdk.APIConnectionError):
-        url = getattr(getattr(exc, "request", None), "url", None)
-        if url is None:
-            return TransientBackendError(f"could not reach {provider}: {exc}")
-        name = provider.partition(" at ")[0]  # "vllm at BASE": the request's URL says more
-        return TransientBackendError(f"could not reach {name} at {url}: {exc}")
+        requested = getattr(getattr(exc, "request", None), "url", None)
+        if requested is None:
+            return TransientBackendError(f"could not reach {where}: {exc}")
+        # the request's URL says more than the base URL: the name, then it
+        return TransientBackendError(f"could not reach {provider} at {requested}: {exc}")
     if isinstance(exc, sdk.APIResponseValidationError):
-        return TransientBackendError(f"{provider} sent a malformed reply: {exc}")
+        return TransientBackendError(f"{where} sent a malformed reply: {exc}")
     return None

@@ -22,7 +22,8 @@ from conli.backends.base import (
     TokenLogprob,
     llama_cpp_split,
 )
-from conli.backends.http_errors import error_for_status, transport_error
+from conli.backends.endpoints import endpoint_of
+from conli.backends.http_errors import error_for_status, server_label, transport_error
 from conli.backends.http_limits import capped_http_client
 from conli.backends.limits import CallLimiter, call_cost, shared_limiter
 from conli.config import BackendSettings
@@ -69,15 +70,17 @@ class OpenAIChatBackend:
         token_param: TokenParam = "max_completion_tokens",
         context_window: int | None = None,
         continues_assistant: bool = False,
-        where: str | None = None,
+        url: str | None = None,
     ) -> None:
         """One endpoint; ``continues_assistant`` for servers that continue a last assistant message.
 
         They are asked to with ``CONTINUE_FINAL_MESSAGE`` (vLLM, llama-server; not OpenAI).
-        ``where`` names the endpoint in errors (``vllm at http://host:8000/v1``; default: ``name``).
+        ``url``: the server's base URL where the spec gave one; errors name the server by
+        ``name`` and it (``vllm at http://host:8000/v1``), else by ``name`` alone.
         """
         self.name = name
-        self.where = where or name
+        self.url = url
+        self.where = server_label(name, url)
         self.model = model
         self.capabilities = Capabilities(
             context_window=context_window,
@@ -91,6 +94,11 @@ class OpenAIChatBackend:
         self._token_param: TokenParam = token_param
         self._timeout = settings.request_timeout
         self._limiter: CallLimiter = shared_limiter(settings)
+
+    @property
+    def endpoint(self) -> str:
+        """The server this backend calls, as its client resolved it (``endpoint_of``)."""
+        return endpoint_of(self._client.base_url, self._client.default_query)
 
     def complete(self, request: Request) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
@@ -134,7 +142,7 @@ class OpenAIChatBackend:
                             texts.append(choice.delta.content)
                             yield choice.delta.content
             except openai.OpenAIError as exc:
-                raise map_openai_error(exc, self.where, self._timeout) from exc
+                raise map_openai_error(exc, self.name, self._timeout, url=self.url) from exc
             except Exception as exc:  # the connection broke mid-stream
                 raise TransientBackendError(f"{self.where}'s stream broke: {exc}") from exc
             finally:
@@ -149,7 +157,7 @@ class OpenAIChatBackend:
         try:
             return self._client.chat.completions.create(**body)
         except openai.OpenAIError as exc:
-            raise map_openai_error(exc, self.where, self._timeout) from exc
+            raise map_openai_error(exc, self.name, self._timeout, url=self.url) from exc
         except ValueError as exc:  # a 200 whose body is not JSON
             raise TransientBackendError(f"{self.where} sent an unreadable reply: {exc}") from exc
 
@@ -246,12 +254,17 @@ def _logprobs(logprobs: Any) -> tuple[TokenLogprob, ...]:
     )
 
 
-def map_openai_error(exc: Exception, provider: str, timeout: float) -> BackendError:
-    """Translate an ``openai`` exception into conli's error tree (the one place)."""
+def map_openai_error(exc: Exception, provider: str, timeout: float, *,
+                     url: str | None = None) -> BackendError:
+    """Translate an ``openai`` exception into conli's error tree (the one place).
+
+    ``provider`` is the backend's name, ``url`` its server's base URL where it has one.
+    """
     openai = import_openai()
-    unanswered = transport_error(openai, provider, exc, timeout)
+    unanswered = transport_error(openai, provider, exc, timeout, url=url)
     if unanswered is not None:
         return unanswered
+    provider = server_label(provider, url)
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error", body)

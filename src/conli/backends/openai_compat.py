@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+from conli.backends.http_errors import server_label
 from conli.backends.openai_backend import (
     OpenAIChatBackend,
     build_client,
@@ -119,11 +120,10 @@ def compat_backend(arg: str, settings: BackendSettings, name: str = "vllm",
     ``api_key``: the server's own key; without one, ``key_for`` decides.
     """
     url, model = parse_compat_spec(arg, name)
-    where = f"{name} at {url}"
     openai = import_openai()
     client = build_client(
         openai.OpenAI,
-        where,
+        server_label(name, url),
         base_url=url,
         api_key=key_for(url, settings, api_key) or "not-needed",
         timeout=settings.request_timeout,
@@ -133,7 +133,7 @@ def compat_backend(arg: str, settings: BackendSettings, name: str = "vllm",
             listed = [m.id for m in client.models.list()]
         except openai.OpenAIError as exc:
             client.close()
-            raise map_openai_error(exc, where, settings.request_timeout) from exc
+            raise map_openai_error(exc, name, settings.request_timeout, url=url) from exc
         if not listed:
             client.close()
             raise ConfigError(f"{url} lists no models; name one: {name}:{url}#<model>")
@@ -141,5 +141,5 @@ def compat_backend(arg: str, settings: BackendSettings, name: str = "vllm",
     # vLLM and llama.cpp read max_tokens; not every server knows max_completion_tokens.
     return OpenAIChatBackend(
         client, name=name, model=model, settings=settings, token_param="max_tokens",
-        continues_assistant=True, where=where,
+        continues_assistant=True, url=url,
     )

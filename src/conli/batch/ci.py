@@ -1,8 +1,9 @@
 """What a CI job or a nightly run reads of a batch: JUnit XML, a JSON summary, GitHub's views.
 
-Each reads OUT whole (``records.out_records``), so it speaks for every record there, held to
-this run's threshold as the gate is (``conli.gate``): ``junit_xml``, one testcase a record
-with its time and every flagged sentence; ``Figures``, the counts, pass rate, mean scores,
+Each reads every record of OUT (``records.out_records``, a record at a time, so one read
+serves them all), held to this run's threshold as the gate is (``conli.gate``):
+``JUnitSuite``, one testcase a record with its time and every flagged sentence; ``Figures``,
+the counts, pass rate, mean scores,
 reasons, failing ids and timings of ``--summary FILE.json``; ``step_summary`` and
 ``github_annotations``, what GitHub Actions shows (its job summary, ``::error`` lines) when
 ``GITHUB_STEP_SUMMARY`` and ``GITHUB_ACTIONS`` are set. Text from a record is data: control
@@ -64,42 +65,62 @@ def check_seconds(record: Record) -> float | None:
     return float(seconds) if isinstance(seconds, int | float) else None
 
 
-def junit_xml(records: Iterable[Record], threshold: float | None) -> str:
-    """OUT as JUnit XML: one testcase a record; ``failure`` did not pass, ``error`` did not run.
+class JUnitSuite:
+    """OUT as JUnit XML, a record at a time (``add``), so it shares one read of OUT.
 
-    A record that ran and did not pass (hallucinated, below the threshold, or unverified) is
-    a failure whose message says why (``gate.why_not_passed``) and whose text lists every
-    sentence that kept it from passing; one that failed to run (``ok: false``) is an error
-    with its error's type and message. Each testcase has its check's seconds as its time.
+    One testcase a record: ``failure`` did not pass, ``error`` did not run. A record that
+    ran and did not pass (hallucinated, below the threshold, or unverified) is a failure
+    whose message says why (``gate.why_not_passed``) and whose text lists every sentence
+    that kept it from passing; one that failed to run (``ok: false``) is an error with its
+    error's type and message. Each testcase has its check's seconds as its time.
     """
-    suite = ElementTree.Element("testsuite", name="conli batch")
-    counts = {"tests": 0, "failures": 0, "errors": 0}
-    total = 0.0
-    for record in records:
-        counts["tests"] += 1
+
+    def __init__(self, threshold: float | None) -> None:
+        self.threshold = threshold
+        self._suite = ElementTree.Element("testsuite", name="conli batch")
+        self._counts = {"tests": 0, "failures": 0, "errors": 0}
+        self._total = 0.0
+
+    def add(self, record: Record) -> None:
+        """One record of OUT as its testcase."""
+        self._counts["tests"] += 1
         seconds = check_seconds(record) or 0.0
-        total += seconds
-        case = ElementTree.SubElement(suite, "testcase", classname="conli.batch",
+        self._total += seconds
+        case = ElementTree.SubElement(self._suite, "testcase", classname="conli.batch",
                                       name=plain(shown_id(record)), time=f"{seconds:.3f}")
         result = record.get("result")
         if not record.get("ok") or not isinstance(result, dict):
             error = record.get("error")
             error = error if isinstance(error, dict) else {}
-            counts["errors"] += 1
+            self._counts["errors"] += 1
             ElementTree.SubElement(case, "error", type=plain(error.get("type", "Error")),
                                    message=plain(error.get("message", "the record failed")))
-            continue
-        if record_outcome(result, threshold) in ("failed", "unverified"):
-            counts["failures"] += 1
-            failure = ElementTree.SubElement(case, "failure", type=plain(result.get("verdict")),
-                                             message=plain(why_not_passed(result, threshold)))
-            failure.text = plain("\n".join(flagged_lines(result, threshold)))
-    suite.attrib.update({key: str(value) for key, value in counts.items()}, time=f"{total:.3f}")
-    root = ElementTree.Element("testsuites", {key: str(v) for key, v in counts.items()},
-                               time=f"{total:.3f}")
-    root.append(suite)
-    ElementTree.indent(root)
-    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+            return
+        if record_outcome(result, self.threshold) in ("failed", "unverified"):
+            self._counts["failures"] += 1
+            failure = ElementTree.SubElement(
+                case, "failure", type=plain(result.get("verdict")),
+                message=plain(why_not_passed(result, self.threshold)))
+            failure.text = plain("\n".join(flagged_lines(result, self.threshold)))
+
+    def xml(self) -> str:
+        """The document: the suite with its counts and total time, in ``testsuites``."""
+        counts, total = self._counts, f"{self._total:.3f}"
+        suite = self._suite
+        suite.attrib.update({key: str(value) for key, value in counts.items()}, time=total)
+        root = ElementTree.Element("testsuites", {key: str(v) for key, v in counts.items()},
+                                   time=total)
+        root.append(suite)
+        ElementTree.indent(root)
+        return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_xml(records: Iterable[Record], threshold: float | None) -> str:
+    """``records`` (OUT) as JUnit XML (``JUnitSuite``)."""
+    suite = JUnitSuite(threshold)
+    for record in records:
+        suite.add(record)
+    return suite.xml()
 
 
 def _reason_of(sentence: Mapping[str, Any]) -> tuple[str, str, str]:

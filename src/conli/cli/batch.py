@@ -14,9 +14,9 @@ from conli.backends import get_backend
 from conli.batch.ci import (
     SHOWN,
     Figures,
+    JUnitSuite,
     append_step_summary,
     github_annotations,
-    junit_xml,
     step_summary,
 )
 from conli.batch.local import ENGINES, run
@@ -133,12 +133,15 @@ def run_batch(args: argparse.Namespace) -> int:
         summary = _run_engine(args, settings, str(in_path))
     print(summary.format(), file=sys.stderr)
     figures = Figures(threshold=settings.threshold, fail_on=args.fail_on, mode=args.mode)
-    for record in out_records(args.output):
+    junit = JUnitSuite(settings.threshold) if args.junit else None
+    for record in out_records(args.output):  # OUT after the run, read once for every report
         figures.add(record)
+        if junit is not None:
+            junit.add(record)
     code = summary.exit_code
     if args.mode != "judge" and not summary.interrupted:
         code = _gate(args, settings, figures, code)
-    _reports(args, settings, figures, summary, code)
+    _reports(args, figures, junit, summary, code)
     return code
 
 
@@ -198,11 +201,14 @@ def _gate(args: argparse.Namespace, settings: Settings, figures: Figures, code: 
     return EXIT_GATE_FAILED
 
 
-def _reports(args: argparse.Namespace, settings: Settings, figures: Figures, run: Summary,
-             code: int) -> None:
-    """Write what CI reads: ``--junit``, ``--summary``, and GitHub's summary and annotations."""
-    if args.junit:
-        write_atomically(args.junit, junit_xml(out_records(args.output), settings.threshold))
+def _reports(args: argparse.Namespace, figures: Figures, junit: JUnitSuite | None,
+             run: Summary, code: int) -> None:
+    """Write what CI reads: ``--junit``, ``--summary``, and GitHub's summary and annotations.
+
+    ``figures`` and ``junit`` were made in one read of OUT after the run.
+    """
+    if junit is not None:
+        write_atomically(args.junit, junit.xml())
     if args.summary:
         files = {"input": str(args.input), "output": str(args.output)}
         write_atomically(args.summary, json.dumps(

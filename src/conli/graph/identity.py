@@ -2,10 +2,10 @@
 
 A run's identity is its resolved settings (every one that can change a result or refuse a
 text), its mode, the contents of the files those settings name, the prompt templates and
-trained artifacts conli ships, each detector's class and version, the model (the backend
-and the model it serves, the embedded model's digest) and conli's version and commit. Two
-runs of one identity on the same texts give the same result, so ``run.cache`` may answer
-the second from the first.
+trained artifacts conli ships, each detector's class and version, the model (the backend,
+the server it calls as resolved from the environment, the model it serves, the embedded
+model's digest) and conli's version and commit. Two runs of one identity on the same texts
+give the same result, so ``run.cache`` may answer the second from the first.
 """
 
 from __future__ import annotations
@@ -52,11 +52,17 @@ def run_identity(plan: Plan, deps: Deps, digest: Digest) -> dict[str, object]:
 
 
 def model_identity(backend: Backend, settings: Settings) -> dict[str, str]:
-    """The backend and the model it serves; the embedded model's shipped digest.
+    """The backend, the server it calls and the model it serves; the embedded model's digest.
 
-    A ``local_model`` file is in the identity's ``files`` by its contents.
+    A backend that calls a server names it in ``endpoint`` (as its client resolved it:
+    ``OPENAI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT`` with the deployment and api-version, a
+    compatible server's URL; never a key), so the same ``--llm`` behind another server is
+    another identity. A ``local_model`` file is in the identity's ``files`` by its contents.
     """
     found = {"backend": backend.name, "model": backend.model}
+    endpoint = getattr(backend, "endpoint", None)
+    if endpoint is not None:
+        found["endpoint"] = str(endpoint)
     if backend.name == "local" and settings.local_model is None:
         found["sha256"] = MODEL_SHA256
     return found
