@@ -105,3 +105,15 @@ def test_a_checker_prepares_each_distinct_plan_once() -> None:
         other = checker.prepare(plan_for(checker.settings, "check", more={"judge_mode": "rubric"}))
         assert other.deps is not first.deps
         assert checker.prepare(checker.plan) is checker.prepare()
+
+
+def test_the_two_requests_old_name_still_works_with_a_warning() -> None:
+    """``RunRequest`` (a check's) and ``CompletionRequest`` (a backend's) were both ``Request``."""
+    from conli import backends
+    from conli.backends import base
+    from conli.run import request
+
+    for module, new in ((request, request.RunRequest), (base, base.CompletionRequest),
+                        (backends, base.CompletionRequest)):
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert module.Request is new  # type: ignore[attr-defined]

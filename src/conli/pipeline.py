@@ -37,7 +37,7 @@ from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
 from conli.run.many import Pair, ProgressChoice, check_many, pairs_of
 from conli.run.plan import Plan, applied, make_plan, options, plan_for
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from conli.run.table import PairResults
 from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
@@ -99,7 +99,7 @@ class Checker:
         """The checker's own plan: its settings, resolved for its backend."""
         return self._prepared.plan
 
-    def run(self, request: Request, *, within: float | None = None,
+    def run(self, request: RunRequest, *, within: float | None = None,
             progress: Progress | None = None) -> CheckResult | JudgeOnlyResult:
         """The one method a front door calls: run ``request`` on this checker's plan.
 
@@ -146,13 +146,13 @@ class Checker:
                           stacklevel=2)
             plan = plan if plan is not None else make_plan(settings)
         ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
-        request = Request.of(source, response, limits=ready.plan.settings, question=question,
-                             points=points)
+        request = RunRequest.of(source, response, limits=ready.plan.settings, question=question,
+                                points=points)
         return self.run_graph(request.texts, plan=ready)
 
     def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
                   progress: Progress | None = None) -> CheckResult:
-        """Run the graph on texts already validated (``Request``): the whole ``CheckResult``.
+        """Run the graph on texts already validated (``RunRequest``): the whole ``CheckResult``.
 
         A ``Prepared`` plan runs on the run context it was prepared with, built nothing again.
         """

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
+from conli.backends.base import CallUsage, Capabilities, Completion, CompletionRequest, Message
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
 from conli.backends.limits import CallLimiter, call_cost, shared_limiter
@@ -63,7 +63,7 @@ class AnthropicBackend:
             http_client.close()
             raise AuthenticationError(f"anthropic: {exc}; set ANTHROPIC_API_KEY") from exc
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
         anthropic = _import_anthropic()
         system, turns = to_anthropic_messages(request.messages)

@@ -37,7 +37,7 @@ from conli.files import ensure_appendable
 from conli.pipeline import Checker
 from conli.run.cache import ResultCache
 from conli.run.doors import Mode, plan_for
-from conli.run.request import Request
+from conli.run.request import RunRequest
 
 Worker = Callable[[Record], Record]
 
@@ -66,7 +66,7 @@ def make_worker(
         if null:
             verb = "is" if len(null) == 1 else "are"
             raise InputError(f"the record's {' and '.join(null)} {verb} null; give the text")
-        return checker.run(Request.of(
+        return checker.run(RunRequest.of(
             record["source"], record["response"], question=record.get("question"),
             points=record.get("points"), limits=checker.plan.settings))
 

@@ -32,7 +32,7 @@ from conli.run.doors import (
 )
 from conli.run.inputs import MAX_POINTS_FILE_CHARS, read_input, read_points, read_sources
 from conli.run.plan import Plan, allowed, make_plan, options
-from conli.run.request import Request
+from conli.run.request import RunRequest
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -143,7 +143,7 @@ def run_check(args: argparse.Namespace) -> int:
     settings = plan.settings
     if args.output:
         ensure_writable(args.output)
-    request = Request.of(
+    request = RunRequest.of(
         read_sources(args.source, max_chars=settings.max_source_chars),
         read_input(args.response, "response", max_chars=settings.max_response_chars),
         question=args.question,

@@ -31,7 +31,7 @@ from conli.run.doors import (
 )
 from conli.run.inputs import read_input, read_sources
 from conli.run.plan import plan_for
-from conli.run.request import Request
+from conli.run.request import RunRequest
 
 
 def add_parser(subparsers: Any) -> None:
@@ -76,12 +76,12 @@ def run_judge(args: argparse.Namespace) -> int:
 
 
 def _candidate(source: str | list[str], path: str, args: argparse.Namespace,
-               settings: Settings) -> Request:
+               settings: Settings) -> RunRequest:
     """One ``--response`` read and validated; among several, a refusal names which one."""
     try:
-        return Request.of(source, read_input(path, "response",
-                                             max_chars=settings.max_response_chars),
-                          question=args.question, limits=settings)
+        return RunRequest.of(source, read_input(path, "response",
+                                                max_chars=settings.max_response_chars),
+                             question=args.question, limits=settings)
     except InputError as exc:
         if len(args.response) == 1 or str(path) in str(exc):
             raise

@@ -35,7 +35,7 @@ from conli.pipeline import Checker
 from conli.proxy.verdicts import Policy, Verdicts, unchecked
 from conli.proxy.wire import NO_SOURCE, Turn
 from conli.run.plan import make_plan
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from conli.streaming import DoneEvent, total_usage
 from conli.version import __version__, source_commit
 
@@ -201,9 +201,9 @@ class _Release:
 
     async def _rewritten(self, sentence: SentenceResult, written: str) -> str | None:
         """The sentence's verified rewrite ("" when removed); None (and blocked) if it failed."""
-        request = Request.of(self.turn.sources, written, limits=self.settings,
-                             question=self.turn.question,
-                             options=self.options.model_copy(update={"judge": False}))
+        request = RunRequest.of(self.turn.sources, written, limits=self.settings,
+                                question=self.turn.question,
+                                options=self.options.model_copy(update={"judge": False}))
         work = functools.partial(contextvars.copy_context().run, self.checker.run, request,
                                  within=self._left())
         result = await asyncio.get_running_loop().run_in_executor(None, work)

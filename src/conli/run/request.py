@@ -1,13 +1,18 @@
-"""One request: the validated texts of one check and the caller's per-call options.
+"""One run request: the validated texts of one check and the caller's per-call options.
 
-Every front door (``conli check`` and ``judge``, the service, batch, the hook, the library's
-``Checker.check``) parses its wire format into ``Request``s here, so the texts' limits are
-checked in this one place (``inputs.check_input``), then calls ``Checker.run`` once each.
+``RunRequest`` is what a front door asks of the run room (a backend's own request, one
+completion, is ``backends.base.CompletionRequest``). Every front door (``conli check`` and
+``judge``, the service, batch, the hook, the library's ``Checker.check``) parses its wire
+format into ``RunRequest``s here, so the texts' limits are checked in this one place
+(``inputs.check_input``), then calls ``Checker.run`` once each. ``Request``, its old name,
+still works with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from conli.config import Settings
 from conli.run.inputs import CheckInput, check_input
@@ -15,7 +20,7 @@ from conli.run.plan import RunOptions
 
 
 @dataclass(frozen=True)
-class Request:
+class RunRequest:
     """A check's texts, validated (``CheckInput``), and its per-call ``RunOptions``."""
 
     texts: CheckInput
@@ -24,10 +29,19 @@ class Request:
     @classmethod
     def of(cls, source: object, response: object, *, limits: Settings,
            question: object = None, points: object = None,
-           options: RunOptions | None = None) -> Request:
+           options: RunOptions | None = None) -> RunRequest:
         """Validate the texts within ``limits``' character limits; ``InputError`` if unusable."""
         texts = check_input(source, response, question=question, points=points,
                             name_key=limits.source_name_key,
                             max_source_chars=limits.max_source_chars,
                             max_response_chars=limits.max_response_chars)
         return cls(texts, options if options is not None else RunOptions())
+
+
+def __getattr__(name: str) -> Any:
+    """``Request``, ``RunRequest``'s old name, with a ``DeprecationWarning``."""
+    if name == "Request":
+        warnings.warn("conli.run.request.Request is deprecated: use RunRequest (the same "
+                      "class)", DeprecationWarning, stacklevel=2)
+        return RunRequest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from conli.errors import ConfigError, InputError
 from conli.pipeline import Checker
 from conli.run.doors import JudgedText, JudgedTexts, Mode
 from conli.run.plan import RunOptions, make_plan
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest, TextsRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
@@ -81,8 +81,8 @@ class Runner:
                                "(CONLI_SERVICE_BATCH_MAX_ITEMS)")
 
         def run(due: float) -> BaseModel:
-            requests = [Request.of(body.source, text, question=body.question, points=points,
-                                   limits=self.settings, options=chosen) for text in texts]
+            requests = [RunRequest.of(body.source, text, question=body.question, points=points,
+                                      limits=self.settings, options=chosen) for text in texts]
             try:
                 results = [checker.run(one, within=_left(due)) for one in requests]
             except ConfigError as exc:
