@@ -32,10 +32,10 @@ from langgraph.runtime import Runtime
 
 from conli import Checker, check_node
 from conli.backends.base import Backend, CompletionRequest, Message
+from conli.cli.flags import add_session_flags, session_settings
 from conli.errors import ConliError, boundary
 from conli.hook import reply_text
 from conli.models import Mitigation, SentenceResult, Verdict
-from conli.run.doors import add_session_flags, session_settings
 from conli.run.inputs import read_input
 
 ANSWER_SYSTEM = (

@@ -64,6 +64,22 @@ def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
     assert copies == []
 
 
+def test_the_run_room_knows_no_argparse() -> None:
+    """The command line's flags are ``cli.flags``'; the run room is every door's, not argv's."""
+    import ast
+    from pathlib import Path
+
+    import conli.run
+
+    imported = {path.name: alias.name for path in Path(conli.run.__file__).parent.glob("*.py")
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in (node.names if isinstance(node, ast.Import)
+                              else [ast.alias(node.module or "")])
+                if alias.name.split(".")[0] == "argparse"}
+    assert imported == {}
+
+
 def test_judge_is_a_mode_of_the_plan_with_its_own_steps() -> None:
     plan = plan_for(Settings(mitigate=True, judge_raw=True, fix_coverage=True), "judge")
     chosen = plan.settings

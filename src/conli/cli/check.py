@@ -16,20 +16,20 @@ from typing import Any, get_args
 
 from conli.agents.reasoning import WRITER
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.cli.flags import add_judge_mode_flag
+from conli.cli.flags import (
+    add_cache_flag,
+    add_fail_on_flag,
+    add_judge_mode_flag,
+    add_session_flags,
+    add_threshold_flag,
+    session_settings,
+)
 from conli.config import LanguageSetting
 from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.gate import against_threshold, fails, gate_line
 from conli.models import CheckResult
 from conli.run.cache import ResultCache
-from conli.run.doors import (
-    add_cache_flag,
-    add_fail_on_flag,
-    add_session_flags,
-    add_threshold_flag,
-    session_settings,
-)
 from conli.run.inputs import MAX_POINTS_FILE_CHARS, read_input, read_points, read_sources
 from conli.run.plan import Plan, allowed, make_plan, options
 from conli.run.request import RunRequest

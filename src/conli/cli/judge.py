@@ -18,17 +18,13 @@ from typing import Any
 
 from conli.agents.reasoning import WRITER
 from conli.cli.display import printable
-from conli.cli.flags import add_judge_mode_flag
+from conli.cli.flags import add_judge_mode_flag, add_session_flags, session_settings
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.files import ensure_writable, write_atomically
 from conli.models import CheckResult, JudgeResult
 from conli.pipeline import Checker
-from conli.run.doors import (
-    JudgeOnlyResult,
-    add_session_flags,
-    session_settings,
-)
+from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import read_input, read_sources
 from conli.run.plan import plan_for
 from conli.run.request import RunRequest
