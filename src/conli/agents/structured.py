@@ -22,7 +22,8 @@ from pydantic import BaseModel, ValidationError
 from conli.backends.base import Backend, Completion, CompletionRequest, Message
 from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.errors import validation_problems
-from conli.prompts import defuse, render
+from conli.prompts import render
+from conli.prompts.boundary import defuse
 from conli.prompts.spotlight import marked, unmarked
 
 # CallRecord and usage_of live in backends.calls; kept importable here
