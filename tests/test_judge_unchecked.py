@@ -58,7 +58,7 @@ def _judged(garbled: tuple[str, ...] | None, mode: str) -> tuple[JudgeResult, Sc
     request = RunRequest.of(SOURCE, RESPONSE, limits=checker.settings,
                             options=RunOptions.for_mode("judge"))
     try:
-        judged = checker.run(request)
+        judged = checker.run_judge(request)
         assert isinstance(judged, JudgeOnlyResult)
         return judged.judge, backend
     finally:

@@ -46,7 +46,7 @@ def _judged(respond: Any, mode: str, response: str = RESPONSE) -> Any:
     request = RunRequest.of(SOURCE, response, limits=checker.settings,
                             options=RunOptions.for_mode("judge"))
     try:
-        judged = checker.run(request)
+        judged = checker.run_judge(request)
         assert isinstance(judged, JudgeOnlyResult)
         return judged.judge
     finally:

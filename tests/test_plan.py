@@ -123,6 +123,37 @@ def test_a_checker_prepares_each_distinct_plan_once() -> None:
         assert checker.prepare(checker.plan) is checker.prepare()
 
 
+def test_a_mode_sets_its_steps_over_a_requests_other_choices() -> None:
+    chosen = options(judge=True, threshold=0.5).in_mode("check")
+    assert (chosen.mode, chosen.mitigate, chosen.judge, chosen.threshold) == (
+        "check", False, True, 0.5)
+    with pytest.raises(ConfigError, match="decides mitigate"):
+        options(mitigate=True).in_mode("judge")
+    with pytest.raises(ConfigError, match="another mode"):
+        options(mode="judge").in_mode("rewrite")
+
+
+def test_each_mode_has_a_typed_entrance_and_run_refuses_to_guess_one() -> None:
+    from conli.backends.fake import ScriptedBackend
+    from conli.models import CheckResult
+    from conli.pipeline import Checker
+    from conli.run.doors import JudgeOnlyResult
+    from conli.run.request import RunRequest
+    from tests.conftest import rule_responder
+
+    backend = ScriptedBackend(responder=rule_responder(bad=("1963",)))
+    with Checker(Settings(word_scores="off"), backend=backend) as checker:
+        request = RunRequest.of("It opened in 1962.", "It opened in 1963.",
+                                limits=checker.settings)
+        checked, rewritten = checker.run_check(request), checker.run_rewrite(request)
+        assert isinstance(checked, CheckResult) and checked.mitigation.status == "disabled"
+        assert isinstance(rewritten, CheckResult) and rewritten.mitigation.status != "disabled"
+        assert isinstance(checker.run_judge(request), JudgeOnlyResult)
+        assert isinstance(checker.run(request), CheckResult)  # the plan's own steps
+        with pytest.raises(ConfigError, match="run_judge"):
+            checker.run(RunRequest(request.texts, options(mode="judge")))
+
+
 def test_the_two_requests_old_name_still_works_with_a_warning() -> None:
     """``RunRequest`` (a check's) and ``CompletionRequest`` (a backend's) were both ``Request``."""
     from conli import backends

@@ -15,48 +15,49 @@ from typing import Any, Self
 from conli import detectors, judges, telemetry
 from conli.agents.nli import warm_up
 from conli.agents.nli_prompts import for_backend
-from conli.agents.structured import CallRecord, usage_of
 from conli.agents.windows import MIN_WINDOW_TOKENS
 from conli.backends import get_backend
 from conli.backends.base import Backend
-from conli.backends.calls import usage_by_step
 from conli.backends.endpoints import Endpoints
-from conli.calibration import Applied, ensure_applies, load_calibration
+from conli.calibration import calibration_for
 from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
-from conli.gate import passes, response_verdict, supported_share
+from conli.gate import passes
 from conli.graph import Deps
 from conli.graph.identity import run_identity
 from conli.graph.runner import KeptPlans, Prepared
-from conli.models import SCORE_METHODS, CheckResult, Mitigation
+from conli.graph.state import result_of
+from conli.models import CheckResult
 from conli.ner import get_recognizer
 from conli.run.cache import ResultCache, cached_run
 from conli.run.context import Progress, scope
 from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
 from conli.run.many import Pair, ProgressChoice, check_many, pairs_of
-from conli.run.plan import Plan, applied, make_plan, options, plan_for
+from conli.run.plan import Plan, RunOptions, applied, make_plan, options, plan_for
 from conli.run.request import RunRequest
 from conli.run.table import PairResults
 from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
-from conli.version import __version__, source_commit
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 PREPARED_KEPT = 32  # distinct per-call settings whose detectors a checker keeps built
 
 
 class Checker:
-    """Holds a backend, the NER, the detectors and the compiled graph; ``run`` runs a request.
+    """Holds a backend, the NER, the detectors and the compiled graph; runs requests.
 
     Built from a ``Plan`` (``conli.run.plan``: settings with a run's choices, its deadline
     and mode) or from ``Settings`` alone. The plan is resolved once here (``for_backend``):
     ``auto`` becomes the concrete NLI prompt for this backend, and the detector presets
     become the list the graph is built from. A per-call plan is prepared once for equal
     settings (``prepare``): its detectors built and its calibration read once, not per call.
-    With a ``result_cache`` (``conli.run.cache``), ``run`` answers a check already made from it.
+    A front door calls one typed entrance with a ``RunRequest``: ``run`` (the plan's own
+    steps), ``run_check``, ``run_rewrite`` (each a ``CheckResult``) or ``run_judge`` (a
+    ``JudgeOnlyResult``). With a ``result_cache`` (``conli.run.cache``), each answers a
+    check already made from it.
     """
 
     def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None,
@@ -100,27 +101,50 @@ class Checker:
         return self._prepared.plan
 
     def run(self, request: RunRequest, *, within: float | None = None,
-            progress: Progress | None = None) -> CheckResult | JudgeOnlyResult:
-        """The one method a front door calls: run ``request`` on this checker's plan.
+            progress: Progress | None = None) -> CheckResult:
+        """Run ``request`` on the checker's own plan (its mode, if built for one): the whole result.
 
-        The request's options (``RunOptions``) apply over the checker's plan; ``within`` is the
-        door's own time limit (seconds). A ``judge`` plan answers the judge's score alone
-        (``JudgeOnlyResult``); every other mode the whole result. A check the checker's
-        ``result_cache`` holds is answered from it, with no model call (``usage.cached``).
+        One typed entrance a mode (``run_check``, ``run_rewrite``, ``run_judge``), and this
+        one for the plan's own steps: a front door calls the one it is. The request's options
+        (``RunOptions``) apply over the checker's plan; naming a mode there is a
+        ``ConfigError`` (its entrance chooses it). ``within`` is the door's own time limit
+        (seconds). A check the checker's ``result_cache`` holds is answered from it, with no
+        model call (``usage.cached``).
         """
-        plan = applied(self.plan, request.options)
-        if within is not None:
-            plan = plan.within(within)
-        ready = self.prepare(plan)
-        result = cached_run(self.result_cache,
-                            lambda digest: run_identity(ready.plan, ready.deps, digest),
-                            request.texts,
-                            lambda: self.run_graph(request.texts, plan=ready, progress=progress))
-        if plan.mode != "judge":
-            return result
+        if request.options.mode is not None:
+            raise ConfigError(f"a request's mode is chosen by its entrance: call "
+                              f"run_{request.options.mode}")
+        return self._whole(request, request.options, within, progress)
+
+    def run_check(self, request: RunRequest, *, within: float | None = None,
+                  progress: Progress | None = None) -> CheckResult:
+        """``check`` mode: detect only (and the judge, where the request's options ask it)."""
+        return self._whole(request, request.options.in_mode("check"), within, progress)
+
+    def run_rewrite(self, request: RunRequest, *, within: float | None = None,
+                    progress: Progress | None = None) -> CheckResult:
+        """``rewrite`` mode: detect, then rewrite the unsupported sentences."""
+        return self._whole(request, request.options.in_mode("rewrite"), within, progress)
+
+    def run_judge(self, request: RunRequest, *, within: float | None = None,
+                  progress: Progress | None = None) -> JudgeOnlyResult:
+        """``judge`` mode: the 1-5 score of the response alone, and what it cost."""
+        result = self._whole(request, request.options.in_mode("judge"), within, progress)
         if result.judge_refined is None:
             raise ConfigError("the judge did not run")
         return JudgeOnlyResult(judge=result.judge_refined, usage=result.usage)
+
+    def _whole(self, request: RunRequest, given: RunOptions, within: float | None,
+               progress: Progress | None) -> CheckResult:
+        """``request``'s texts run on the checker's plan with ``given`` over it (cached)."""
+        plan = applied(self.plan, given)
+        if within is not None:
+            plan = plan.within(within)
+        ready = self.prepare(plan)
+        return cached_run(self.result_cache,
+                          lambda digest: run_identity(ready.plan, ready.deps, digest),
+                          request.texts,
+                          lambda: self.run_graph(request.texts, plan=ready, progress=progress))
 
     def check(
         self,
@@ -170,7 +194,7 @@ class Checker:
             if self._telemetry is not None:
                 self._telemetry.failure(error, list(deps.detectors))
             raise
-        result = _to_result(state, self.backend, time.perf_counter() - started)
+        result = result_of(state, self.backend, time.perf_counter() - started)
         result.source_names = list(checked.source_map.names)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
@@ -351,50 +375,6 @@ class Checker:
                 f"a source window, but {self.backend.name} holds {window:,}; nothing was "
                 "checked and nothing was truncated. Shorten the response or use a larger context."
             )
-
-
-def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> Applied | None:
-    """The calibration ``settings`` name, checked against this backend and detector list."""
-    if settings.calibration is None:
-        return None
-    applied = load_calibration(settings.calibration)
-    ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
-                   detectors=names, nli_prompt=settings.nli_prompt)
-    return applied
-
-
-def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
-    calls: list[CallRecord] = state.get("calls", [])
-    sentences = state["sentences"]
-    templates = sorted(
-        {c.template for c in calls}
-        | {j.template for s in sentences for j in s.judgements if j.template is not None}
-    )
-    scores = [s.score for s in sentences if s.score is not None]
-    methods = {s.score_method for s in sentences if s.score_method is not None}
-    return CheckResult(
-        verdict=response_verdict(s.verdict for s in sentences),
-        support_score=min(scores) if scores else None,
-        supported_share=supported_share(sentences),
-        score_method=max(methods, key=SCORE_METHODS.index) if methods else None,
-        backend=backend.name,
-        model=backend.model,
-        sentences=sentences,
-        refined_text=state["refined_text"],
-        mitigation=state.get("mitigation") or Mitigation(status="disabled"),
-        judge_raw=state.get("judge_raw"),
-        judge_refined=state.get("judge_refined"),
-        usage=usage_of(calls),
-        usage_by_step=usage_by_step(calls),
-        timings={**state.get("timings", {}), "total": seconds},
-        templates=templates,
-        coverage=state.get("coverage"),
-        word_scores=state.get("word_scores", []),
-        language=state.get("language", "en"),
-        notes=state.get("notes", []),
-        conli_version=__version__,
-        commit=source_commit(),
-    )
 
 
 def check(

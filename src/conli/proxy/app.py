@@ -24,7 +24,6 @@ from conli.backends.base import Backend, CallUsage, Completion, takes_keys
 from conli.backends.base import CompletionRequest as Ask
 from conli.config import Settings
 from conli.errors import ConfigError, ConliError
-from conli.models import CheckResult
 from conli.proxy.release import UpstreamFailed, released
 from conli.proxy.shapes import DONE, Answer, Stage, error_answer, sse
 from conli.proxy.upstream import Reading
@@ -175,14 +174,14 @@ class _Proxy:
         check = RunRequest.of(turn.sources, reply, limits=self.settings, question=turn.question,
                             options=policy.options(turn, self.settings.service_max_sentences))
         try:
-            result = self.runner.checker.run(check, within=max(due - time.monotonic(), 1e-3))
+            result = policy.run(self.runner.checker, check,
+                                within=max(due - time.monotonic(), 1e-3))
         except ConliError as exc:
             if policy.on_check_error == "refuse":
                 raise
             self.runner.observe(exc)
             return reply, unchecked(f"the check failed, the reply went out unchecked: "
                                     f"{type(exc).__name__}: {exc}", policy, turn.found_in)
-        assert isinstance(result, CheckResult)  # a check or rewrite run answers the whole
         self.runner.observe(result)
         return decided(result, reply, policy, turn.found_in)
 

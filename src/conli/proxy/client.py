@@ -145,9 +145,7 @@ class GuardedOpenAI(_Guard):
         outcome: CheckResult | ConliError | None = None
         if reply is not None:
             try:
-                ran = self.checker.run(self.request(turn, policy, reply))
-                assert isinstance(ran, CheckResult)
-                outcome = ran
+                outcome = policy.run(self.checker, self.request(turn, policy, reply))
             except ConliError as exc:
                 outcome = exc
         return self.settled(response, turn, policy, outcome)
@@ -181,10 +179,8 @@ class AsyncGuardedOpenAI(_Guard):
         outcome: CheckResult | ConliError | None = None
         if reply is not None:
             try:
-                ran = await on_pool(self.checker.executor(), functools.partial(
-                    self.checker.run, self.request(turn, policy, reply)))
-                assert isinstance(ran, CheckResult)
-                outcome = ran
+                outcome = await on_pool(self.checker.executor(), functools.partial(
+                    policy.run, self.checker, self.request(turn, policy, reply)))
             except ConliError as exc:
                 outcome = exc
         return self.settled(response, turn, policy, outcome)

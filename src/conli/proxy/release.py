@@ -129,7 +129,7 @@ class _Release:
         self.checker, self.turn, self.policy, self.settings = checker, turn, policy, settings
         self.reply = reply
         self.options = policy.options(turn, max_sentences)
-        self.plan = make_plan(settings, self.options)
+        self.plan = make_plan(settings, self.options.in_mode(policy.mode))
         if within is not None:
             self.plan = self.plan.within(within)
         self.started = time.monotonic()
@@ -204,10 +204,9 @@ class _Release:
         request = RunRequest.of(self.turn.sources, written, limits=self.settings,
                                 question=self.turn.question,
                                 options=self.options.model_copy(update={"judge": False}))
-        work = functools.partial(contextvars.copy_context().run, self.checker.run, request,
-                                 within=self._left())
+        work = functools.partial(contextvars.copy_context().run, self.checker.run_rewrite,
+                                 request, within=self._left())
         result = await asyncio.get_running_loop().run_in_executor(None, work)
-        assert isinstance(result, CheckResult)  # a rewrite run answers the whole result
         self.usages.append(result.usage)
         status = result.mitigation.status
         if status != "rewritten":

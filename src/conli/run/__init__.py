@@ -4,6 +4,7 @@
 options (``RunOptions``, one model, with each front door's allow-list ``DOOR_OPTIONS``) and
 the deployment's settings into a ``Plan`` (its mode among them); ``context`` carries the
 deadline, cancel flag and progress through a check; ``inputs`` validates texts; ``doors``
-holds what every front door shares; ``many`` fans many pairs out. ``conli.Checker.run``
-is the one method a front door calls with a ``RunRequest``.
+holds what every front door shares; ``many`` fans many pairs out. A front door calls one
+of ``conli.Checker``'s typed entrances with a ``RunRequest``: ``run`` (the plan's own
+steps), ``run_check``, ``run_rewrite`` or ``run_judge``.
 """

@@ -4,9 +4,10 @@ Each front door (check, batch, service, eval, hook) builds its settings the same
 (``settings_from``: its own choices over ``CONLI_*``; the command line's flags for them
 are ``cli.flags``', so the run room knows no argparse), validates its texts once
 (``run.request.RunRequest``) and reports errors through one table (``errors.boundary``).
-Batch, service and hook offer the same three modes on the same graph
-(``run.plan.RunOptions.for_mode``): ``check`` detects only, ``rewrite`` detects and
-rewrites, ``judge`` scores 1-5 only (``Checker.run`` answers a ``JudgeOnlyResult``).
+Batch, service and the proxy offer the same three modes on the same graph
+(``run.plan.RunOptions.for_mode``), each through its own ``Checker`` entrance: ``check``
+detects only (``run_check``), ``rewrite`` detects and rewrites (``run_rewrite``), ``judge``
+scores 1-5 only (``run_judge`` answers a ``JudgeOnlyResult``).
 """
 
 from __future__ import annotations

@@ -76,16 +76,32 @@ class RunOptions(BaseModel):
                  more: Mapping[str, object] | None = None) -> RunOptions:
         """The steps of a mode: ``check`` detects only, ``rewrite`` detects and rewrites.
 
-        ``with_judge`` adds the rubric judge to either. ``check`` turns ``fix_coverage``
-        off, so detect only never adds a sentence; ``rewrite`` keeps it as configured.
-        ``judge`` is detection and the judge only (``JUDGE_ONLY_STEPS``), in the configured
-        ``judge_mode``; its run answers the judge's score alone (``JudgeOnlyResult``).
+        ``with_judge`` (or ``judge`` in ``more``) adds the judge to either. ``check`` turns
+        ``fix_coverage`` off, so detect only never adds a sentence; ``rewrite`` keeps it as
+        configured. ``judge`` is detection and the judge only (``JUDGE_ONLY_STEPS``), in
+        the configured ``judge_mode``; its run answers the judge's score alone
+        (``JudgeOnlyResult``). ``more`` holds further choices (None: not given); one that
+        names another mode, or a step the mode decides with another value, is a
+        ``ConfigError`` naming it.
         """
+        chosen = {name: value for name, value in (more or {}).items() if value is not None}
+        if chosen.pop("mode", mode) != mode:
+            raise ConfigError(f"options for the {mode} mode name another mode")
+        if mode != "judge" and "judge" in chosen:
+            with_judge = bool(chosen.pop("judge"))
         steps: dict[str, object] = dict(JUDGE_ONLY_STEPS) if mode == "judge" else {
             "mitigate": mode == "rewrite", "judge": with_judge}
         if mode == "check":
             steps["fix_coverage"] = False
-        return options(mode=mode, **steps, **(more or {}))
+        clash = sorted(name for name in steps.keys() & chosen.keys() if chosen[name] != steps[name])
+        if clash:
+            raise ConfigError(f"the {mode} mode decides {', '.join(clash)}; a request in it "
+                              "cannot set them otherwise")
+        return options(**{**chosen, **steps, "mode": mode})
+
+    def in_mode(self, mode: Mode) -> RunOptions:
+        """These options (a request's) run in ``mode``: its steps, the other choices kept."""
+        return RunOptions.for_mode(mode, more=self.model_dump(include=set(self.chosen())))
 
     def chosen(self) -> frozenset[str]:
         """The fields given a value (what a door's allow-list is checked against)."""

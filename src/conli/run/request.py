@@ -4,8 +4,9 @@
 completion, is ``backends.base.CompletionRequest``). Every front door (``conli check`` and
 ``judge``, the service, batch, the hook, the library's ``Checker.check``) parses its wire
 format into ``RunRequest``s here, so the texts' limits are checked in this one place
-(``inputs.check_input``), then calls ``Checker.run`` once each. ``Request``, its old name,
-still works with a ``DeprecationWarning``.
+(``inputs.check_input``), then calls its mode's ``Checker`` entrance once each (``run``,
+``run_check``, ``run_rewrite``, ``run_judge``). ``Request``, its old name, still works with
+a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
