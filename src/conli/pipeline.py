@@ -36,9 +36,9 @@ from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
 from conli.run.many import Pair, ProgressChoice, check_many, pairs_of
 from conli.run.plan import Plan, RunOptions, applied, make_plan, options, plan_for
-from conli.run.request import RunRequest
+from conli.run.request import RunRequest, StreamRequest
 from conli.run.table import PairResults
-from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
+from conli.streaming import Busy, DoneEvent, Events, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
 
@@ -56,8 +56,9 @@ class Checker:
     settings (``prepare``): its detectors built and its calibration read once, not per call.
     A front door calls one typed entrance with a ``RunRequest``: ``run`` (the plan's own
     steps), ``run_check``, ``run_rewrite`` (each a ``CheckResult``) or ``run_judge`` (a
-    ``JudgeOnlyResult``). With a ``result_cache`` (``conli.run.cache``), each answers a
-    check already made from it.
+    ``JudgeOnlyResult``); a stream calls ``run_stream`` with a ``StreamRequest``. With a
+    ``result_cache`` (``conli.run.cache``), each but the stream answers a check already
+    made from it.
     """
 
     def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None,
@@ -100,21 +101,21 @@ class Checker:
         """The checker's own plan: its settings, resolved for its backend."""
         return self._prepared.plan
 
-    def run(self, request: RunRequest, *, within: float | None = None,
-            progress: Progress | None = None) -> CheckResult:
-        """Run ``request`` on the checker's own plan (its mode, if built for one): the whole result.
+    def run(self, request: RunRequest, *, plan: Plan | Prepared | None = None,
+            within: float | None = None, progress: Progress | None = None) -> CheckResult:
+        """Run ``request`` on ``plan``'s own steps (default: the checker's): the whole result.
 
         One typed entrance a mode (``run_check``, ``run_rewrite``, ``run_judge``), and this
-        one for the plan's own steps: a front door calls the one it is. The request's options
-        (``RunOptions``) apply over the checker's plan; naming a mode there is a
-        ``ConfigError`` (its entrance chooses it). ``within`` is the door's own time limit
-        (seconds). A check the checker's ``result_cache`` holds is answered from it, with no
-        model call (``usage.cached``).
+        one for a plan's own steps (a library call's per-call plan, ``conli check``'s): a
+        front door calls the one it is. The request's options (``RunOptions``) apply over
+        the plan; naming a mode there is a ``ConfigError`` (its entrance chooses it).
+        ``within`` is the door's own time limit (seconds). A check the checker's
+        ``result_cache`` holds is answered from it, with no model call (``usage.cached``).
         """
         if request.options.mode is not None:
             raise ConfigError(f"a request's mode is chosen by its entrance: call "
                               f"run_{request.options.mode}")
-        return self._whole(request, request.options, within, progress)
+        return self._whole(request, request.options, within, progress, plan)
 
     def run_check(self, request: RunRequest, *, within: float | None = None,
                   progress: Progress | None = None) -> CheckResult:
@@ -135,12 +136,13 @@ class Checker:
         return JudgeOnlyResult(judge=result.judge_refined, usage=result.usage)
 
     def _whole(self, request: RunRequest, given: RunOptions, within: float | None,
-               progress: Progress | None) -> CheckResult:
-        """``request``'s texts run on the checker's plan with ``given`` over it (cached)."""
-        plan = applied(self.plan, given)
+               progress: Progress | None, plan: Plan | Prepared | None = None) -> CheckResult:
+        """``request``'s texts run on ``plan`` (the checker's) with ``given`` over it (cached)."""
+        ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
+        if given.chosen():
+            ready = self.prepare(applied(ready.plan, given))
         if within is not None:
-            plan = plan.within(within)
-        ready = self.prepare(plan)
+            ready = ready.within(within)
         return cached_run(self.result_cache,
                           lambda digest: run_identity(ready.plan, ready.deps, digest),
                           request.texts,
@@ -162,7 +164,8 @@ class Checker:
         response must cover. ``plan`` (``conli.run.plan.make_plan``) overrides this
         checker's for one call (e.g. detect only), reusing the same backend and NER
         (``settings`` does too, deprecated). A backend that cannot be used raises
-        ``BackendError``: the check failed, it did not find the text supported.
+        ``BackendError``: the check failed, it did not find the text supported. The texts
+        become a ``RunRequest`` run by ``run`` (so a ``result_cache`` answers it too).
         """
         if settings is not None:
             warnings.warn("Checker.check(settings=...) is deprecated: pass "
@@ -172,7 +175,7 @@ class Checker:
         ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
         request = RunRequest.of(source, response, limits=ready.plan.settings, question=question,
                                 points=points)
-        return self.run_graph(request.texts, plan=ready)
+        return self.run(request, plan=ready)
 
     def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
                   progress: Progress | None = None) -> CheckResult:
@@ -281,7 +284,18 @@ class Checker:
         reading and starts no further check (one already running finishes first). Each
         sentence's check runs inside ``busy()`` (the service's idle clock stops then).
         """
-        return stream_check(self, source, chunks, question=question, plan=plan, busy=busy)
+        limits = (plan if plan is not None else self.plan).settings
+        return self.run_stream(StreamRequest.of(source, chunks, limits=limits, question=question),
+                               plan=plan, busy=busy)
+
+    def run_stream(self, request: StreamRequest, *, plan: Plan | None = None,
+                   within: float | None = None, busy: Busy = nullcontext) -> Events:
+        """The stream's entrance: ``request``'s reply checked sentence by sentence (``astream``).
+
+        Detect only; the request's options apply over ``plan`` (default: the checker's), and
+        ``within`` is the door's own time limit (seconds).
+        """
+        return stream_check(self, request, plan=plan, within=within, busy=busy)
 
     def prepare(self, plan: Plan | None = None) -> Prepared:
         """The run context and graph for a per-call ``plan`` (None: this checker's own).

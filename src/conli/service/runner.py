@@ -22,8 +22,8 @@ from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.pipeline import Checker
 from conli.run.doors import JudgedText, JudgedTexts
-from conli.run.plan import RunOptions, make_plan, options
-from conli.run.request import RunRequest
+from conli.run.plan import RunOptions, options
+from conli.run.request import RunRequest, StreamRequest
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest, TextsRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
@@ -230,9 +230,6 @@ class Runner:
 
         Each sentence's check runs inside ``busy()``.
         """
-        return self.observed(self.checker.astream(opening.source, chunks,
-                                                  question=opening.question,
-                                                  plan=make_plan(self.settings,
-                                                                 self.options_for().in_mode(
-                                                                     "check")),
-                                                  busy=busy))
+        request = StreamRequest.of(opening.source, chunks, limits=self.settings,
+                                   question=opening.question, options=self.options_for())
+        return self.observed(self.checker.run_stream(request, busy=busy))
