@@ -31,7 +31,7 @@ from conli.gate import against_threshold, fails, gate_line
 from conli.models import CheckResult
 from conli.run.cache import ResultCache
 from conli.run.inputs import MAX_POINTS_FILE_CHARS, read_input, read_points, read_sources
-from conli.run.plan import Plan, allowed, make_plan, options
+from conli.run.plan import Plan, make_plan, options
 from conli.run.request import RunRequest
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
@@ -130,7 +130,6 @@ def _plan(args: argparse.Namespace) -> Plan:
                      judge=False if args.no_judge else None,
                      fix_coverage=True if args.fix_coverage else None,
                      tuning={name: value for name, value in tuning.items() if value is not None})
-    allowed("cli", chosen)
     return make_plan(session_settings(args, result_cache=False if args.no_cache else None),
                      chosen)
 
