@@ -31,11 +31,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from conli import Checker, check_node
-from conli.backends.base import Backend, Message, Request
+from conli.backends.base import Backend, CompletionRequest, Message
+from conli.cli.flags import add_session_flags, session_settings
 from conli.errors import ConliError, boundary
 from conli.hook import reply_text
 from conli.models import Mitigation, SentenceResult, Verdict
-from conli.run.doors import add_session_flags, session_settings
 from conli.run.inputs import read_input
 
 ANSWER_SYSTEM = (
@@ -73,7 +73,7 @@ def answer(state: ChatState, runtime: Runtime[AppContext]) -> dict[str, Any]:
         {"role": "user", "content": f"<source>\n{state['source']}\n</source>\n"
                                     f"<question>{state['question']}</question>"},
     ]
-    request = Request(messages, max_tokens=runtime.context.max_answer_tokens)
+    request = CompletionRequest(messages, max_tokens=runtime.context.max_answer_tokens)
     draft = runtime.context.chat.complete(request)
     return {"response": draft.text.strip()}
 

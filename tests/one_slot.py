@@ -10,7 +10,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from conli.backends.base import Completion, Message, Request
+from conli.backends.base import Completion, CompletionRequest, Message
 from conli.backends.fake import ScriptedBackend
 
 
@@ -38,7 +38,7 @@ class OneSlotCache(ScriptedBackend):
         self.last, self.prefilled = "", []
         self._lock = threading.Lock()  # one slot: one call at a time, as the embedded model
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         with self._lock:
             prompt = flat(list(request.messages))
             cached = common(prompt, self.last)

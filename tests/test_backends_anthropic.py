@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conli.agents.nli import Hypothesis
-from conli.backends import Request as ModelRequest
+from conli.backends import CompletionRequest as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings

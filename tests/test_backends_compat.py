@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conli.backends import Request as ModelRequest
+from conli.backends import CompletionRequest as ModelRequest
 from conli.backends import get_backend
 from conli.backends.base import Message
 from conli.cli import app as cli

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends import Request, get_backend
+from conli.backends import CompletionRequest, get_backend
 from conli.config import Settings
 from conli.errors import BadRequestError
 
@@ -67,7 +67,7 @@ def test_vllm_spec_reaches_real_server_with_json_schema(llama_server):
             "required": ["answer"],
             "additionalProperties": False,
         }
-        completion = backend.complete(Request(
+        completion = backend.complete(CompletionRequest(
             [{"role": "system", "content": "Answer in JSON."},
              {"role": "user", "content": "Is Paris in France?"}],
             max_tokens=16, json_schema=schema,
@@ -88,7 +88,8 @@ def test_real_server_rejection_is_a_bad_request_not_retried(llama_server):
     backend = get_backend(f"vllm:{llama_server}/v1#any", Settings(request_timeout=120))
     try:
         with pytest.raises(BadRequestError):  # 400: prompt exceeds the 1024-token context
-            backend.complete(Request([{"role": "user", "content": "word " * 3000}], max_tokens=8))
+            backend.complete(CompletionRequest([{"role": "user", "content": "word " * 3000}],
+                                               max_tokens=8))
     finally:
         backend.close()
 
@@ -98,7 +99,7 @@ def test_llamacpp_spec_continues_a_prefilled_answer_on_the_real_server(llama_ser
     backend = get_backend(f"llamacpp:{llama_server}/v1#any", Settings(request_timeout=120))
     try:
         assert backend.name == "llamacpp" and backend.capabilities.continues_assistant
-        completion = backend.complete(Request(
+        completion = backend.complete(CompletionRequest(
             [{"role": "user", "content": "In one sentence: what is the capital of France?"},
              {"role": "assistant", "content": "The capital of France is"}],
             max_tokens=6,

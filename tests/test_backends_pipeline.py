@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conli.backends import Request as ModelRequest
+from conli.backends import CompletionRequest as ModelRequest
 from conli.backends import get_backend
 from conli.config import Settings
 from conli.errors import BadRequestError

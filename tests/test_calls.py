@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conli.backends.base import CallUsage, Completion, Message, Request
+from conli.backends.base import CallUsage, Completion, CompletionRequest, Message
 from conli.backends.calls import CallRecord, call_model, usage_by_step
 from conli.backends.fake import ScriptedBackend
 from conli.errors import (
@@ -26,7 +26,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 def ask(backend: ScriptedBackend, step: str = "nli") -> tuple[Completion, CallRecord]:
-    return call_model(backend, Request(MESSAGES, max_tokens=8), step=step, template="t.v1")
+    return call_model(backend, CompletionRequest(MESSAGES, max_tokens=8), step=step,
+                      template="t.v1")
 
 
 def test_transient_errors_are_retried_and_counted_in_the_usage(clock: FakeClock) -> None:

@@ -291,7 +291,7 @@ def test_ollama_spec_is_its_openai_compatible_endpoint() -> None:
 
 def test_chat_template_inputs_are_refused_where_no_served_template_reads_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from conli.backends import Request as ModelRequest
+    from conli.backends import CompletionRequest as ModelRequest
     from conli.backends import get_backend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -5,7 +5,7 @@ Slow (about a minute on 2 cores); marked ``model`` so ``pytest -m "not model"`` 
 
 import pytest
 
-from conli.backends import Request
+from conli.backends import CompletionRequest
 from conli.config import Settings
 from conli.errors import ContextOverflowError
 
@@ -63,7 +63,7 @@ def test_the_forced_json_opening_is_prefilled_not_generated(checker):
     prompt = render("nli_sentence.v2", source=SOURCE, hypotheses=["It opened in 1998."], cot=True)
     schema = exact_items_schema(NLIReasonedAnswer, "judgements", "NLIReasonedItem", [0])
     reply = checker.backend.complete(
-        Request(prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1)
+        CompletionRequest(prompt.messages, max_tokens=200, json_schema=schema, top_logprobs=1)
     )
     assert reply.text.startswith('{"judgements": [{"id": 0, "reasoning": "')
     assert parse_json_model(reply.text, NLIReasonedAnswer).judgements[0].label == "entailment"
@@ -85,7 +85,7 @@ def test_real_backend_counts_tokens_to_size_source_windows(checker):
 def test_real_backend_reports_context_overflow_as_an_input_error(checker):
     messages = [{"role": "user", "content": "word " * 5000}]
     with pytest.raises(ContextOverflowError, match="holds 4096"):
-        checker.backend.complete(Request(messages, max_tokens=4))
+        checker.backend.complete(CompletionRequest(messages, max_tokens=4))
 
 
 def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
@@ -107,8 +107,8 @@ def test_a_saved_prefix_state_is_restored_by_a_fresh_backend(tmp_path):
 
     second = LocalBackend(settings)  # nothing cached in this server until the restore
     second.prime(prefix)
-    reply = second.complete(Request([system, {"role": "user", "content": "<source>x</source>"}],
-                                    max_tokens=1))
+    reply = second.complete(CompletionRequest(
+        [system, {"role": "user", "content": "<source>x</source>"}], max_tokens=1))
     second.close()
     assert reply.usage.cached_tokens >= 200  # the system prompt is in the KV cache...
     again = saved[0].stat()  # ...restored from disk: a re-prefill would have saved anew
@@ -126,12 +126,14 @@ def test_a_reading_leaves_the_slot_holding_the_last_completions_prompt(tmp_path)
     backend = LocalBackend(settings)
     source = [{"role": "system", "content": "You check facts against a source."},
               {"role": "user", "content": f"<source>{SOURCE * 6}</source> Claim: "}]
-    first = backend.complete(Request([*source[:1], {"role": "user", "content": source[1]["content"]
-                                                    + "It opened in 1998."}], max_tokens=1))
+    first = backend.complete(CompletionRequest(
+        [*source[:1], {"role": "user", "content": source[1]["content"] + "It opened in 1998."}],
+        max_tokens=1))
     reading = backend.read_tokens(backend.tokenize(SOURCE + RESPONSE), 5)
     assert len(reading.logp) == len(backend.tokenize(SOURCE + RESPONSE)) - 5
-    after = backend.complete(Request([*source[:1], {"role": "user", "content": source[1]["content"]
-                                                    + "It is 240 metres long."}], max_tokens=1))
+    after = backend.complete(CompletionRequest(
+        [*source[:1], {"role": "user", "content": source[1]["content"] + "It is 240 metres long."}],
+        max_tokens=1))
     swaps = list((tmp_path / "prefix-states").glob("swap-*.bin"))
     backend.close()
     assert first.usage.prompt_tokens > 200
@@ -184,8 +186,8 @@ def test_samples_with_distinct_seeds_differ(checker):
     messages = [{"role": "user", "content": "Write one short sentence about a river."}]
 
     def draw(seed: int) -> str:
-        return checker.backend.complete(Request(messages, max_tokens=16, temperature=0.8,
-                                                seed=seed)).text
+        return checker.backend.complete(CompletionRequest(messages, max_tokens=16, temperature=0.8,
+                                                          seed=seed)).text
 
     assert len({draw(1), draw(2), draw(3)}) >= 2  # not one sample drawn three times
 
@@ -217,12 +219,12 @@ def test_the_cached_reading_scores_as_the_forward_pass_and_keeps_the_source(tmp_
     opening = f"<source>{SOURCE * 6}</source>\n\n"
     nli = [system, {"role": "user", "content": opening + "Claim: It opened in 1998."}]
     reading = [system, {"role": "user", "content": opening + "Write a response."}]
-    first = backend.complete(Request(nli, max_tokens=1))
+    first = backend.complete(CompletionRequest(nli, max_tokens=1))
     ids = backend.tokenize(RESPONSE)
     scored = backend.score_continuation(reading, ids)
     plain = backend.score_continuation([system, {"role": "user", "content": "Respond."}], ids,
                                        aside=True)
-    after = backend.complete(Request(nli, max_tokens=1))
+    after = backend.complete(CompletionRequest(nli, max_tokens=1))
     prefix = backend.tokenize(backend.apply_template(reading, generation_prompt=True),
                               special=True)
     forward = backend.read_tokens(prefix + ids, len(prefix))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conli.backends import get_backend
-from conli.backends.base import Request as ModelRequest
+from conli.backends.base import CompletionRequest as ModelRequest
 from conli.backends.openai_compat import ollama_url
 from conli.config import Settings
 from conli.config.credentials import load_env_file

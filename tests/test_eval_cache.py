@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends.base import Backend, CallUsage, Completion, Message, Request
+from conli.backends.base import Backend, CallUsage, Completion, CompletionRequest, Message
 from conli.backends.cache import CachedBackend, cache_key
 from conli.backends.fake import ScriptedBackend
 from conli.errors import TransientBackendError
 
 MESSAGES: list[Message] = [{"role": "user", "content": "hello"}]
-ASK = Request(MESSAGES, max_tokens=10)
+ASK = CompletionRequest(MESSAGES, max_tokens=10)
 
 
 def test_second_identical_call_is_served_from_disk(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_a_hit_costs_nothing_but_remembers_what_the_call_first_took(tmp_path: Pa
     assert hit.usage.seconds == 0.0 and cached.replayed_seconds == 2.5
 
 
-KEYED = Request(MESSAGES, 5, json_schema={"type": "object"})
+KEYED = CompletionRequest(MESSAGES, 5, json_schema={"type": "object"})
 CHANGED = {"messages": [{"role": "user", "content": "hello!"}], "max_tokens": 6,
            "json_schema": {"type": "array"}, "temperature": 0.5, "top_logprobs": 5, "seed": 7}
 
@@ -55,15 +55,16 @@ def test_key_depends_on_every_input(change: str) -> None:
 
 
 def test_keys_stay_the_names_stored_caches_were_written_under() -> None:
-    """Digests computed by the keyword-argument ``cache_key``, before ``Request``."""
+    """Digests computed by the keyword-argument ``cache_key``, before ``CompletionRequest``."""
     messages: list[Message] = [
         {"role": "system", "content": "Rules: judge each claim.", "stable_prefix": 6},
         {"role": "user", "content": '<claim id="0">Paris est la capitale.</claim>'},
     ]
-    assert cache_key("fake", "scripted", Request(messages, 64)) == (
+    assert cache_key("fake", "scripted", CompletionRequest(messages, 64)) == (
         "a66537e75016f55721a4385974fe9c0c3030ff5dc92985d3658ae94fcb00df48")
     schema = {"type": "object", "properties": {"verdict": {"type": "string"}}}
-    sampled = Request(messages, 64, json_schema=schema, temperature=0.7, top_logprobs=5, seed=42)
+    sampled = CompletionRequest(messages, 64, json_schema=schema, temperature=0.7, top_logprobs=5,
+                                seed=42)
     assert cache_key("fake", "scripted", sampled) == (
         "a1252b35a63e0da89da0f844f40dadee18da138cfb1f495459fa80e095a00402")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conli.backends import register_backend
-from conli.backends.base import Backend, CallUsage, Completion, Message, Request
+from conli.backends.base import Backend, CallUsage, Completion, CompletionRequest, Message
 from conli.backends.fake import ScriptedBackend
 from conli.cli.app import main
 from conli.config import Settings
@@ -32,7 +32,7 @@ class _Tracked(ScriptedBackend):
         self.label = "A" if not cache else "B"
         EVENTS.append(f"open {self.label}")
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         done = super().complete(request)
         generated = min(done.usage.completion_tokens, request.max_tokens)
         prefill, decode = done.usage.prompt_tokens / 500, generated / 20

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conli.backends.base import CallUsage, Completion, Request
+from conli.backends.base import CallUsage, Completion, CompletionRequest
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
 from conli.config import Settings
@@ -38,7 +38,7 @@ class Writer(ScriptedBackend):
         self.prefixes: list[str] = []
         self.seeds: list[int | None] = []
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         messages = request.messages
         self.calls.append(list(messages))
         self.seeds.append(request.seed)
@@ -106,12 +106,12 @@ def test_fod_abstains_when_nothing_faithful_can_be_written() -> None:
     writer = Writer(["It is FALSE."])
     greedy = "It cost FALSE money."
 
-    def only_bad(request: Request) -> Completion:
+    def only_bad(request: CompletionRequest) -> Completion:
         return Completion(greedy, CallUsage(1, 1, 0.0), "stop")
 
     original = writer.complete
 
-    def complete(request: Request) -> Completion:
+    def complete(request: CompletionRequest) -> Completion:
         if "You answer" in request.messages[0]["content"] and request.temperature == 0.0:
             return only_bad(request)
         return original(request)
@@ -144,7 +144,7 @@ class Flaky(Writer):
         self.clock, self.failures, self.took = clock, failures, took
         self.attempts = 0
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         self.attempts += 1
         self.clock.advance(self.took)
         if self.attempts <= self.failures:

@@ -168,7 +168,7 @@ def test_errors_the_rubric_judge_invents_are_dropped_and_counted() -> None:
 def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
     from conli.batch.work import make_worker
     from conli.run.plan import RunOptions
-    from conli.run.request import Request
+    from conli.run.request import RunRequest
 
     nli = rule_responder(bad=("charity",))
 
@@ -182,12 +182,12 @@ def test_judge_mode_front_doors_use_the_configured_judge(tmp_path: Any) -> None:
     source, response = "The library opened in 1962.", "It opened in 1962. It is run by a charity."
     checker = _checker(respond)
     judge = RunOptions.for_mode("judge")
-    graded = checker.run(Request.of(source, response, limits=checker.settings, options=judge))
+    graded = checker.run_judge(RunRequest.of(source, response, limits=checker.settings,
+                                             options=judge))
     assert graded.judge.mode == "grounded" and graded.judge.score == load_scale()(0.375)
     assert graded.usage.calls >= 2  # detection, then the reasoning
-    rubric = checker.run(Request.of(source, response, limits=checker.settings,
-                                    options=RunOptions.for_mode("judge", more={
-                                        "judge_mode": "rubric"})))
+    rubric = checker.run_judge(RunRequest.of(source, response, limits=checker.settings,
+                                             options=RunOptions(judge_mode="rubric")))
     # the rubric says 5, but detection flagged a sentence: bounded at 4
     assert rubric.judge.mode == "rubric" and rubric.judge.score == 4
     assert rubric.judge.bounded_from == 5

@@ -34,7 +34,8 @@ from conli.evaluation.detection import predict
 from conli.evaluation.loaders import Example
 from conli.ner.grounding import SourceMentions
 from conli.pipeline import Checker
-from conli.prompts import defuse, render
+from conli.prompts import render
+from conli.prompts.boundary import defuse
 from tests import scripted
 from tests.conftest import rule_responder
 from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve

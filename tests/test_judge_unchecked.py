@@ -23,7 +23,7 @@ from conli.models import JudgeResult
 from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from tests.conftest import REASONING, claims_of, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,10 +55,10 @@ def _judged(garbled: tuple[str, ...] | None, mode: str) -> tuple[JudgeResult, Sc
     backend = ScriptedBackend(responder=_respond(garbled))
     checker = Checker(Settings(judge_mode=mode, word_scores="off"),  # type: ignore[arg-type]
                       backend=backend)
-    request = Request.of(SOURCE, RESPONSE, limits=checker.settings,
-                         options=RunOptions.for_mode("judge"))
+    request = RunRequest.of(SOURCE, RESPONSE, limits=checker.settings,
+                            options=RunOptions.for_mode("judge"))
     try:
-        judged = checker.run(request)
+        judged = checker.run_judge(request)
         assert isinstance(judged, JudgeOnlyResult)
         return judged.judge, backend
     finally:

@@ -16,7 +16,7 @@ from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from tests.conftest import REASONING, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,10 +43,10 @@ def _rubric_says(score: int, bad: tuple[str, ...] = ("two dollars",)) -> Any:
 def _judged(respond: Any, mode: str, response: str = RESPONSE) -> Any:
     checker = Checker(Settings(judge_mode=mode, word_scores="off"),  # type: ignore[arg-type]
                       backend=ScriptedBackend(responder=respond))
-    request = Request.of(SOURCE, response, limits=checker.settings,
-                         options=RunOptions.for_mode("judge"))
+    request = RunRequest.of(SOURCE, response, limits=checker.settings,
+                            options=RunOptions.for_mode("judge"))
     try:
-        judged = checker.run(request)
+        judged = checker.run_judge(request)
         assert isinstance(judged, JudgeOnlyResult)
         return judged.judge
     finally:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conli.prompts import TEMPLATE_DIR, defuse, render
+from conli.prompts import TEMPLATE_DIR, render
+from conli.prompts.boundary import defuse
 
 # (what the caller sent, what the prompt gets): each row is a look-alike of a delimiter the
 # shipped templates use; the first character that opens it is replaced, one for one

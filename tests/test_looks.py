@@ -6,7 +6,7 @@ import pytest
 
 from conli.agents.looks import combine_looks
 from conli.agents.nli import Hypothesis
-from conli.backends.base import Completion, Request
+from conli.backends.base import Completion, CompletionRequest
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import Judgement, NLILabel, Verdict
@@ -23,7 +23,7 @@ class SeedRecorder(ScriptedBackend):
         super().__init__(replies)
         self.sampling: list[tuple[float, int | None]] = []
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         self.sampling.append((request.temperature, request.seed))
         return super().complete(request)
 

@@ -64,6 +64,22 @@ def test_settings_are_copied_with_changes_only_in_the_plan_builder() -> None:
     assert copies == []
 
 
+def test_the_run_room_knows_no_argparse() -> None:
+    """The command line's flags are ``cli.flags``'; the run room is every door's, not argv's."""
+    import ast
+    from pathlib import Path
+
+    import conli.run
+
+    imported = {path.name: alias.name for path in Path(conli.run.__file__).parent.glob("*.py")
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in (node.names if isinstance(node, ast.Import)
+                              else [ast.alias(node.module or "")])
+                if alias.name.split(".")[0] == "argparse"}
+    assert imported == {}
+
+
 def test_judge_is_a_mode_of_the_plan_with_its_own_steps() -> None:
     plan = plan_for(Settings(mitigate=True, judge_raw=True, fix_coverage=True), "judge")
     chosen = plan.settings
@@ -105,3 +121,46 @@ def test_a_checker_prepares_each_distinct_plan_once() -> None:
         other = checker.prepare(plan_for(checker.settings, "check", more={"judge_mode": "rubric"}))
         assert other.deps is not first.deps
         assert checker.prepare(checker.plan) is checker.prepare()
+
+
+def test_a_mode_sets_its_steps_over_a_requests_other_choices() -> None:
+    chosen = options(judge=True, threshold=0.5).in_mode("check")
+    assert (chosen.mode, chosen.mitigate, chosen.judge, chosen.threshold) == (
+        "check", False, True, 0.5)
+    with pytest.raises(ConfigError, match="decides mitigate"):
+        options(mitigate=True).in_mode("judge")
+    with pytest.raises(ConfigError, match="another mode"):
+        options(mode="judge").in_mode("rewrite")
+
+
+def test_each_mode_has_a_typed_entrance_and_run_refuses_to_guess_one() -> None:
+    from conli.backends.fake import ScriptedBackend
+    from conli.models import CheckResult
+    from conli.pipeline import Checker
+    from conli.run.doors import JudgeOnlyResult
+    from conli.run.request import RunRequest
+    from tests.conftest import rule_responder
+
+    backend = ScriptedBackend(responder=rule_responder(bad=("1963",)))
+    with Checker(Settings(word_scores="off"), backend=backend) as checker:
+        request = RunRequest.of("It opened in 1962.", "It opened in 1963.",
+                                limits=checker.settings)
+        checked, rewritten = checker.run_check(request), checker.run_rewrite(request)
+        assert isinstance(checked, CheckResult) and checked.mitigation.status == "disabled"
+        assert isinstance(rewritten, CheckResult) and rewritten.mitigation.status != "disabled"
+        assert isinstance(checker.run_judge(request), JudgeOnlyResult)
+        assert isinstance(checker.run(request), CheckResult)  # the plan's own steps
+        with pytest.raises(ConfigError, match="run_judge"):
+            checker.run(RunRequest(request.texts, options(mode="judge")))
+
+
+def test_the_two_requests_old_name_still_works_with_a_warning() -> None:
+    """``RunRequest`` (a check's) and ``CompletionRequest`` (a backend's) were both ``Request``."""
+    from conli import backends
+    from conli.backends import base
+    from conli.run import request
+
+    for module, new in ((request, request.RunRequest), (base, base.CompletionRequest),
+                        (backends, base.CompletionRequest)):
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert module.Request is new  # type: ignore[attr-defined]

@@ -9,7 +9,8 @@ import conli.evaluation
 from conli.agents.answers import NLIClaimAnswer
 from conli.agents.nli import tag_entity
 from conli.errors import ConfigError
-from conli.prompts import TEMPLATE_DIR, Trusted, defuse, render, shipped_tags
+from conli.prompts import TEMPLATE_DIR, render
+from conli.prompts.boundary import Trusted, defuse, shipped_tags
 
 
 def test_sentence_prompt_puts_static_part_then_source_then_hypotheses():

@@ -355,6 +355,9 @@ def test_a_bad_conli_object_or_content_is_refused_before_the_upstream() -> None:
         with pytest.raises(openai.UnprocessableEntityError, match="'llm' cannot be set"):
             client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
                 "conli": {"sources": SOURCE, "llm": "openai:gpt-4o"}})
+        with pytest.raises(openai.UnprocessableEntityError, match="'mitigate' cannot be set"):
+            client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
+                "conli": {"sources": SOURCE, "mitigate": True}})  # an option, not the proxy's
         with pytest.raises(openai.UnprocessableEntityError, match="nosuch"):
             client.chat.completions.create(model="m", messages=MESSAGES, extra_body={
                 "conli": {"sources": SOURCE, "detector": "nosuch"}})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends.base import Capabilities, Completion, Request
+from conli.backends.base import Capabilities, Completion, CompletionRequest
 from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.evaluation.loaders import load_dataset
@@ -32,7 +32,7 @@ class Recorded:
     capabilities = Capabilities(context_window=8192, max_concurrency=1, judges_batches=False,
                                 continues_assistant=True, logprobs=20, counts_tokens=True)
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         raise AssertionError("a call the recorded run did not make")
 
     def count_tokens(self, text: str) -> int:

@@ -26,7 +26,7 @@ from conli.config import Settings
 from conli.graph import identity
 from conli.pipeline import Checker
 from conli.run.cache import ResultCache
-from conli.run.request import Request
+from conli.run.request import RunRequest
 from tests import scripted
 from tests.conftest import claims_of
 
@@ -259,7 +259,7 @@ def test_a_batch_run_again_answers_every_record_from_the_cache(
 
 def test_the_library_checker_uses_a_cache_only_when_given_one(tmp_path: Path) -> None:
     settings = Settings(llm="counted", judge=False)
-    request = Request.of(SOURCE, RESPONSE, limits=settings)
+    request = RunRequest.of(SOURCE, RESPONSE, limits=settings)
     with Checker(settings) as plain:
         plain.run(request)
         made = len(CALLS)

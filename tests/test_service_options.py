@@ -47,6 +47,7 @@ def test_allowed_options_change_only_that_request(url: str) -> None:
 
 @pytest.mark.parametrize(("options", "named"), [
     ({"llm": "openai:gpt-4o"}, "'llm'"),
+    ({"mitigate": True}, "'mitigate' cannot be set per request"),  # an option, not the service's
     ({"max_response_chars": 10**9}, "'max_response_chars'"),
     ({"detector": "telepathy"}, "'telepathy'"),
     ({"threshold": 2}, "threshold"),

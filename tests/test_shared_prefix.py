@@ -14,7 +14,8 @@ from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
 from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
-from conli.prompts import Trusted, render
+from conli.prompts import render
+from conli.prompts.boundary import Trusted
 from tests.conftest import kind_of, rule_responder
 from tests.one_slot import OneSlotCache, common, flat
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conli.backends.base import Capabilities, Completion, Request
+from conli.backends.base import Capabilities, Completion, CompletionRequest
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation.loaders import Example
@@ -35,7 +35,7 @@ class Reader(TinyReader):
     name, model = "reader", "tiny"
     capabilities = Capabilities(hidden_states=True, context_window=4096)
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         raise AssertionError("the signal detector makes no generation call")
 
     def close(self) -> None:

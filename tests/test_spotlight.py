@@ -19,7 +19,8 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from conli.prompts import TrustedData, render
+from conli.prompts import render
+from conli.prompts.boundary import TrustedData
 from conli.prompts.spotlight import MARK, RULE, datamark, unmark
 from tests.conftest import SENTENCE, claims_of, kind_of
 

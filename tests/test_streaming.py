@@ -234,6 +234,23 @@ def test_the_deadline_covers_the_whole_stream(settings: Settings) -> None:
                                              plan=make_plan(timed))))
 
 
+def test_a_stream_request_brings_its_options_and_the_door_its_time_limit(
+        settings: Settings) -> None:
+    """``run_stream`` takes a ``StreamRequest``: its options, then ``within``, over the plan."""
+    from conli.errors import DeadlineExceededError
+    from conli.run.plan import options
+    from conli.run.request import StreamRequest
+
+    checker, _ = _checker(settings)
+    parts = [f"Fact number {i} is stated here. " for i in range(8)]
+    for request, within in (
+            (StreamRequest.of(SOURCE, _chunks(parts, pause=0.05), limits=checker.settings,
+                              options=options(deadline_seconds=0.2)), None),
+            (StreamRequest.of(SOURCE, _chunks(parts, pause=0.05), limits=checker.settings), 0.2)):
+        with pytest.raises(DeadlineExceededError):
+            asyncio.run(_collect(checker.run_stream(request, within=within)))
+
+
 def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Settings) -> None:
     """Every sentence runs on the plan prepared for the stream: no detector is built again."""
     from conli import detectors

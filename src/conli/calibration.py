@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from conli.backends.base import Backend
+from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.models import CalibrationUse, Verdict
 from conli.training.data import ExampleRows
@@ -237,3 +239,13 @@ def calibration_record(*, backend: str, model: str, detectors: Sequence[str], nl
         data_sha256=hashlib.sha256(data).hexdigest(), folds=folds,
         balanced_accuracy_before=before, balanced_accuracy_after=after,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"), conli_version=__version__)
+
+
+def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> Applied | None:
+    """The calibration ``settings`` name, checked against this backend and detector list."""
+    if settings.calibration is None:
+        return None
+    applied = load_calibration(settings.calibration)
+    ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
+                   detectors=names, nli_prompt=settings.nli_prompt)
+    return applied

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from conli.agents.nli import Hypothesis, run_nli
 from conli.agents.nli_prompts import resolve
 from conli.backends import get_backend
-from conli.backends.base import Backend, Completion, Message, Request
+from conli.backends.base import Backend, Completion, CompletionRequest, Message
 from conli.backends.calls import CallRecord, call_model, usage_by_step, usage_of
 from conli.config import Settings
 from conli.errors import BackendError, ConfigError, InputError
@@ -147,9 +147,9 @@ class Decoder:
 
     def _call(self, messages: list[Message], max_tokens: int, *, sampled: bool) -> Completion:
         """One decoding call through the common path; greedy, or sampled with a new seed."""
-        request = Request(messages, max_tokens=max_tokens,
-                          temperature=self.settings.fod_temperature if sampled else 0.0,
-                          seed=next(self._seeds) if sampled else None)
+        request = CompletionRequest(messages, max_tokens=max_tokens,
+                                    temperature=self.settings.fod_temperature if sampled else 0.0,
+                                    seed=next(self._seeds) if sampled else None)
         completion, record = call_model(self.backend, request, step="generate", template=TEMPLATE)
         self.calls.append(record)
         return completion

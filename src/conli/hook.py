@@ -50,6 +50,7 @@ from conli.run.context import on_pool
 from conli.run.inputs import Source
 from conli.run.many import OnProgress, Pair, failed, pairs_of, succeeded, unpack
 from conli.run.plan import Plan, make_plan
+from conli.run.request import RunRequest, StreamRequest
 from conli.run.table import PairResults
 from conli.streaming import DoneEvent, SentenceEvent
 
@@ -74,15 +75,21 @@ async def acheck(
     if checker is None:
         checker = await asyncio.to_thread(shared_checker, settings)
         settings = None  # the shared checker was built from them
-    return await _on_pool(checker, {"source": source, "response": response,
-                                    "question": question, "points": points}, _plan(settings))
+    plan = _plan(settings)
+    request = RunRequest.of(source, response, question=question, points=points,
+                            limits=_limits(checker, plan))
+    return await _on_pool(checker, request, plan)
 
 
-async def _on_pool(checker: Checker, fields: Mapping[str, Any],
+async def _on_pool(checker: Checker, request: RunRequest,
                    plan: Plan | Prepared | None) -> CheckResult:
-    """``checker.check(**fields)`` on the checker's pool; a cancel stops it at its next call."""
-    return await on_pool(checker.executor(), functools.partial(checker.check, **fields,
-                                                                plan=plan))
+    """``checker.run(request)`` on the checker's pool; a cancel stops it at its next call."""
+    return await on_pool(checker.executor(), functools.partial(checker.run, request, plan=plan))
+
+
+def _limits(checker: Checker, plan: Plan | None) -> Settings:
+    """The settings a call's texts are validated within: its plan's, else the checker's."""
+    return (plan if plan is not None else checker.plan).settings
 
 
 async def acheck_many(
@@ -117,7 +124,8 @@ async def acheck_many(
         async with gate:
             try:
                 fields = unpack(given[index], index, strict=not given.table)
-                outcome = succeeded(index, await _on_pool(checker, fields, ready))
+                request = RunRequest.of(**fields, limits=ready.plan.settings)
+                outcome = succeeded(index, await _on_pool(checker, request, ready))
             except Exception as exc:  # the pair's error takes its place; the others go on
                 outcome = failed(index, exc)
         done[0] += 1
@@ -200,7 +208,9 @@ async def astream_check(
         finally:
             await asyncio.to_thread(own.close)
         return
-    stream = checker.astream(source, chunks, question=question, plan=_plan(settings))
+    plan = _plan(settings)
+    request = StreamRequest.of(source, chunks, limits=_limits(checker, plan), question=question)
+    stream = checker.run_stream(request, plan=plan)
     async with aclosing(stream) as events:  # closing this hook closes the stream at once
         async for event in events:
             yield event
@@ -257,16 +267,16 @@ def check_node(
     checked_on_flag(on_flag)
     plan = _plan(settings)
 
-    def _read(state: Mapping[str, Any]) -> tuple[ChatInputs, bool]:
-        """The inputs, and whether the response is the AI message to replace."""
+    def _read(state: Mapping[str, Any]) -> tuple[RunRequest, bool]:
+        """The check's request, and whether the response is the AI message to replace."""
         if context_extractor is None:
             inputs = chat_inputs(state, response_key=response_key, source_key=source_key)
-            return inputs, response_key not in state
+            return inputs.request(_limits(checker, plan)), response_key not in state
         given = context_extractor(state)
         if not isinstance(given, ChatInputs):
             raise InputError(f"check_node's context_extractor returned "
                              f"{type(given).__name__}, not ChatInputs(source, response, ...)")
-        return given, answers_last(state, given.response)
+        return given.request(_limits(checker, plan)), answers_last(state, given.response)
 
     def _written(state: Mapping[str, Any], result: CheckResult, replace: bool) -> NodeOutput:
         return checked_update(state, result, replace=replace, on_flag=on_flag,
@@ -275,19 +285,11 @@ def check_node(
     # Annotated as a plain mapping, not a TypedDict: LangGraph would read a TypedDict hint
     # as the node's input schema and hand it only those keys (no ``messages``, no custom key).
     def conli(state: Mapping[str, Any]) -> NodeOutput:
-        inputs, replace = _read(state)
-        result = checker.check(
-            inputs.source,  # type: ignore[arg-type]  # validated in check
-            inputs.response,  # type: ignore[arg-type]
-            question=inputs.question, points=inputs.points, plan=plan)
-        return _written(state, result, replace)
+        request, replace = _read(state)
+        return _written(state, checker.run(request, plan=plan), replace)
 
     async def aconli(state: Mapping[str, Any]) -> NodeOutput:
-        inputs, replace = _read(state)
-        result = await acheck(
-            inputs.source,  # type: ignore[arg-type]  # validated in check
-            inputs.response,  # type: ignore[arg-type]
-            settings, checker=checker, question=inputs.question, points=inputs.points)
-        return _written(state, result, replace)
+        request, replace = _read(state)
+        return _written(state, await _on_pool(checker, request, plan), replace)
 
     return CheckNode(conli, afunc=aconli, name="conli")

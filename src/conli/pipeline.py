@@ -15,48 +15,50 @@ from typing import Any, Self
 from conli import detectors, judges, telemetry
 from conli.agents.nli import warm_up
 from conli.agents.nli_prompts import for_backend
-from conli.agents.structured import CallRecord, usage_of
 from conli.agents.windows import MIN_WINDOW_TOKENS
 from conli.backends import get_backend
 from conli.backends.base import Backend
-from conli.backends.calls import usage_by_step
 from conli.backends.endpoints import Endpoints
-from conli.calibration import Applied, ensure_applies, load_calibration
+from conli.calibration import calibration_for
 from conli.config import BUILT_FIELDS, Settings
 from conli.detectors.checkers import SpecialisedChecker
 from conli.errors import ConfigError, ConliError, ContextOverflowError
-from conli.gate import passes, response_verdict, supported_share
+from conli.gate import passes
 from conli.graph import Deps
 from conli.graph.identity import run_identity
 from conli.graph.runner import KeptPlans, Prepared
-from conli.models import SCORE_METHODS, CheckResult, Mitigation
+from conli.graph.state import result_of
+from conli.models import CheckResult
 from conli.ner import get_recognizer
 from conli.run.cache import ResultCache, cached_run
 from conli.run.context import Progress, scope
 from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import CheckInput, Source
 from conli.run.many import Pair, ProgressChoice, check_many, pairs_of
-from conli.run.plan import Plan, applied, make_plan, options, plan_for
-from conli.run.request import Request
+from conli.run.plan import Plan, RunOptions, applied, make_plan, options, plan_for
+from conli.run.request import RunRequest, StreamRequest
 from conli.run.table import PairResults
-from conli.streaming import Busy, DoneEvent, SentenceEvent, stream_check
+from conli.streaming import Busy, DoneEvent, Events, SentenceEvent, stream_check
 from conli.text.nlp import load_pipeline
 from conli.text.tokens import at_least_tokens
-from conli.version import __version__, source_commit
 
 _PROMPT_OVERHEAD_TOKENS = 1200
 PREPARED_KEPT = 32  # distinct per-call settings whose detectors a checker keeps built
 
 
 class Checker:
-    """Holds a backend, the NER, the detectors and the compiled graph; ``run`` runs a request.
+    """Holds a backend, the NER, the detectors and the compiled graph; runs requests.
 
     Built from a ``Plan`` (``conli.run.plan``: settings with a run's choices, its deadline
     and mode) or from ``Settings`` alone. The plan is resolved once here (``for_backend``):
     ``auto`` becomes the concrete NLI prompt for this backend, and the detector presets
     become the list the graph is built from. A per-call plan is prepared once for equal
     settings (``prepare``): its detectors built and its calibration read once, not per call.
-    With a ``result_cache`` (``conli.run.cache``), ``run`` answers a check already made from it.
+    A front door calls one typed entrance with a ``RunRequest``: ``run`` (the plan's own
+    steps), ``run_check``, ``run_rewrite`` (each a ``CheckResult``) or ``run_judge`` (a
+    ``JudgeOnlyResult``); a stream calls ``run_stream`` with a ``StreamRequest``. With a
+    ``result_cache`` (``conli.run.cache``), each but the stream answers a check already
+    made from it.
     """
 
     def __init__(self, plan: Plan | Settings | None = None, backend: Backend | None = None,
@@ -99,28 +101,52 @@ class Checker:
         """The checker's own plan: its settings, resolved for its backend."""
         return self._prepared.plan
 
-    def run(self, request: Request, *, within: float | None = None,
-            progress: Progress | None = None) -> CheckResult | JudgeOnlyResult:
-        """The one method a front door calls: run ``request`` on this checker's plan.
+    def run(self, request: RunRequest, *, plan: Plan | Prepared | None = None,
+            within: float | None = None, progress: Progress | None = None) -> CheckResult:
+        """Run ``request`` on ``plan``'s own steps (default: the checker's): the whole result.
 
-        The request's options (``RunOptions``) apply over the checker's plan; ``within`` is the
-        door's own time limit (seconds). A ``judge`` plan answers the judge's score alone
-        (``JudgeOnlyResult``); every other mode the whole result. A check the checker's
+        One typed entrance a mode (``run_check``, ``run_rewrite``, ``run_judge``), and this
+        one for a plan's own steps (a library call's per-call plan, ``conli check``'s): a
+        front door calls the one it is. The request's options (``RunOptions``) apply over
+        the plan; naming a mode there is a ``ConfigError`` (its entrance chooses it).
+        ``within`` is the door's own time limit (seconds). A check the checker's
         ``result_cache`` holds is answered from it, with no model call (``usage.cached``).
         """
-        plan = applied(self.plan, request.options)
-        if within is not None:
-            plan = plan.within(within)
-        ready = self.prepare(plan)
-        result = cached_run(self.result_cache,
-                            lambda digest: run_identity(ready.plan, ready.deps, digest),
-                            request.texts,
-                            lambda: self.run_graph(request.texts, plan=ready, progress=progress))
-        if plan.mode != "judge":
-            return result
+        if request.options.mode is not None:
+            raise ConfigError(f"a request's mode is chosen by its entrance: call "
+                              f"run_{request.options.mode}")
+        return self._whole(request, request.options, within, progress, plan)
+
+    def run_check(self, request: RunRequest, *, within: float | None = None,
+                  progress: Progress | None = None) -> CheckResult:
+        """``check`` mode: detect only (and the judge, where the request's options ask it)."""
+        return self._whole(request, request.options.in_mode("check"), within, progress)
+
+    def run_rewrite(self, request: RunRequest, *, within: float | None = None,
+                    progress: Progress | None = None) -> CheckResult:
+        """``rewrite`` mode: detect, then rewrite the unsupported sentences."""
+        return self._whole(request, request.options.in_mode("rewrite"), within, progress)
+
+    def run_judge(self, request: RunRequest, *, within: float | None = None,
+                  progress: Progress | None = None) -> JudgeOnlyResult:
+        """``judge`` mode: the 1-5 score of the response alone, and what it cost."""
+        result = self._whole(request, request.options.in_mode("judge"), within, progress)
         if result.judge_refined is None:
             raise ConfigError("the judge did not run")
         return JudgeOnlyResult(judge=result.judge_refined, usage=result.usage)
+
+    def _whole(self, request: RunRequest, given: RunOptions, within: float | None,
+               progress: Progress | None, plan: Plan | Prepared | None = None) -> CheckResult:
+        """``request``'s texts run on ``plan`` (the checker's) with ``given`` over it (cached)."""
+        ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
+        if given.chosen():
+            ready = self.prepare(applied(ready.plan, given))
+        if within is not None:
+            ready = ready.within(within)
+        return cached_run(self.result_cache,
+                          lambda digest: run_identity(ready.plan, ready.deps, digest),
+                          request.texts,
+                          lambda: self.run_graph(request.texts, plan=ready, progress=progress))
 
     def check(
         self,
@@ -138,7 +164,8 @@ class Checker:
         response must cover. ``plan`` (``conli.run.plan.make_plan``) overrides this
         checker's for one call (e.g. detect only), reusing the same backend and NER
         (``settings`` does too, deprecated). A backend that cannot be used raises
-        ``BackendError``: the check failed, it did not find the text supported.
+        ``BackendError``: the check failed, it did not find the text supported. The texts
+        become a ``RunRequest`` run by ``run`` (so a ``result_cache`` answers it too).
         """
         if settings is not None:
             warnings.warn("Checker.check(settings=...) is deprecated: pass "
@@ -146,13 +173,13 @@ class Checker:
                           stacklevel=2)
             plan = plan if plan is not None else make_plan(settings)
         ready = plan if isinstance(plan, Prepared) else self.prepare(plan)
-        request = Request.of(source, response, limits=ready.plan.settings, question=question,
-                             points=points)
-        return self.run_graph(request.texts, plan=ready)
+        request = RunRequest.of(source, response, limits=ready.plan.settings, question=question,
+                                points=points)
+        return self.run(request, plan=ready)
 
     def run_graph(self, checked: CheckInput, *, plan: Plan | Prepared | None = None,
                   progress: Progress | None = None) -> CheckResult:
-        """Run the graph on texts already validated (``Request``): the whole ``CheckResult``.
+        """Run the graph on texts already validated (``RunRequest``): the whole ``CheckResult``.
 
         A ``Prepared`` plan runs on the run context it was prepared with, built nothing again.
         """
@@ -170,7 +197,7 @@ class Checker:
             if self._telemetry is not None:
                 self._telemetry.failure(error, list(deps.detectors))
             raise
-        result = _to_result(state, self.backend, time.perf_counter() - started)
+        result = result_of(state, self.backend, time.perf_counter() - started)
         result.source_names = list(checked.source_map.names)
         if deps.calibration is not None:
             result.calibration = deps.calibration.use
@@ -257,7 +284,18 @@ class Checker:
         reading and starts no further check (one already running finishes first). Each
         sentence's check runs inside ``busy()`` (the service's idle clock stops then).
         """
-        return stream_check(self, source, chunks, question=question, plan=plan, busy=busy)
+        limits = (plan if plan is not None else self.plan).settings
+        return self.run_stream(StreamRequest.of(source, chunks, limits=limits, question=question),
+                               plan=plan, busy=busy)
+
+    def run_stream(self, request: StreamRequest, *, plan: Plan | None = None,
+                   within: float | None = None, busy: Busy = nullcontext) -> Events:
+        """The stream's entrance: ``request``'s reply checked sentence by sentence (``astream``).
+
+        Detect only; the request's options apply over ``plan`` (default: the checker's), and
+        ``within`` is the door's own time limit (seconds).
+        """
+        return stream_check(self, request, plan=plan, within=within, busy=busy)
 
     def prepare(self, plan: Plan | None = None) -> Prepared:
         """The run context and graph for a per-call ``plan`` (None: this checker's own).
@@ -351,50 +389,6 @@ class Checker:
                 f"a source window, but {self.backend.name} holds {window:,}; nothing was "
                 "checked and nothing was truncated. Shorten the response or use a larger context."
             )
-
-
-def calibration_for(settings: Settings, backend: Backend, names: list[str]) -> Applied | None:
-    """The calibration ``settings`` name, checked against this backend and detector list."""
-    if settings.calibration is None:
-        return None
-    applied = load_calibration(settings.calibration)
-    ensure_applies(applied.calibration, backend=backend.name, model=backend.model,
-                   detectors=names, nli_prompt=settings.nli_prompt)
-    return applied
-
-
-def _to_result(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
-    calls: list[CallRecord] = state.get("calls", [])
-    sentences = state["sentences"]
-    templates = sorted(
-        {c.template for c in calls}
-        | {j.template for s in sentences for j in s.judgements if j.template is not None}
-    )
-    scores = [s.score for s in sentences if s.score is not None]
-    methods = {s.score_method for s in sentences if s.score_method is not None}
-    return CheckResult(
-        verdict=response_verdict(s.verdict for s in sentences),
-        support_score=min(scores) if scores else None,
-        supported_share=supported_share(sentences),
-        score_method=max(methods, key=SCORE_METHODS.index) if methods else None,
-        backend=backend.name,
-        model=backend.model,
-        sentences=sentences,
-        refined_text=state["refined_text"],
-        mitigation=state.get("mitigation") or Mitigation(status="disabled"),
-        judge_raw=state.get("judge_raw"),
-        judge_refined=state.get("judge_refined"),
-        usage=usage_of(calls),
-        usage_by_step=usage_by_step(calls),
-        timings={**state.get("timings", {}), "total": seconds},
-        templates=templates,
-        coverage=state.get("coverage"),
-        word_scores=state.get("word_scores", []),
-        language=state.get("language", "en"),
-        notes=state.get("notes", []),
-        conli_version=__version__,
-        commit=source_commit(),
-    )
 
 
 def check(

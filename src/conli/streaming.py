@@ -32,8 +32,9 @@ from conli.config import Settings
 from conli.gate import response_verdict, supported_share
 from conli.graph.runner import CheckRunner, Prepared
 from conli.models import CheckResult, Entity, Note, Score, SentenceResult, UsageTotals, Verdict
-from conli.run.inputs import CheckInput, Source, SourceMap, blank, validate_sources, validate_text
-from conli.run.plan import Plan, make_plan, options
+from conli.run.inputs import CheckInput, SourceMap, blank, validate_text
+from conli.run.plan import Plan, applied, make_plan, options
+from conli.run.request import StreamRequest
 from conli.text.language import Language, language_of
 from conli.text.segment import (
     FINAL_STOP,
@@ -94,34 +95,25 @@ Busy = Callable[[], AbstractContextManager[None]]
 # --- the streamed check -------------------------------------------------------------------
 
 
-def stream_check(
-    checker: CheckRunner,
-    source: Source,
-    chunks: AsyncIterable[str],
-    *,
-    question: str | None = None,
-    plan: Plan | None = None,
-    busy: Busy = nullcontext,
-) -> Events:
-    """Validate the source now, then yield each sentence's verdict as it completes, and a summary.
+def stream_check(checker: CheckRunner, request: StreamRequest, *, plan: Plan | None = None,
+                 within: float | None = None, busy: Busy = nullcontext) -> Events:
+    """Yield each sentence's verdict of ``request``'s reply as it completes, and a summary.
 
-    ``plan`` (default: the checker's) runs detect only: no rewrite, no judge. ``InputError``
-    for a bad source or question is raised by this call, before any chunk is read; the reply
-    is validated sentence by sentence with the same limits, and the whole reply may not
-    exceed ``max_response_chars``. A plan the checker cannot run raises ``ConfigError`` here.
+    ``request``'s source and question were validated when it was made (``StreamRequest.of``,
+    before any chunk is read); the reply is validated sentence by sentence with the same
+    limits, and the whole reply may not exceed ``max_response_chars``. Its options apply
+    over ``plan`` (default: the checker's), run detect only: no rewrite, no judge; ``within``
+    is the door's own time limit. A plan the checker cannot run raises ``ConfigError`` here.
     Each sentence's check runs inside ``busy()``.
     """
-    given = plan if plan is not None else checker.plan
+    given = applied(plan if plan is not None else checker.plan, request.options)
+    given = given if within is None else given.within(within)
     # a stream reports sentences only: word scores (forward passes when semantic) go unread
     detect_only = options(mitigate=False, judge=False, deadline_seconds=given.deadline,
                           tuning={"word_scores": "off"})
     ready = checker.prepare(make_plan(given.settings, detect_only))
-    limits = ready.plan.settings
-    joined, where = validate_sources(source, limits.max_source_chars,
-                                     name_key=limits.source_name_key)
-    if question is not None:
-        question = validate_text(question, name="question", max_chars=limits.max_source_chars)
-    return _Stream(checker, (joined, where), question, ready, busy).events(chunks)
+    return _Stream(checker, (request.source, request.source_map), request.question, ready,
+                   busy).events(request.chunks)
 
 
 _NOT_FOR_BOUNDARIES = ("tagger", "attribute_ruler", "ner")

@@ -1,7 +1,7 @@
 """OpenTelemetry: one GenAI ``gen_ai.evaluation.result`` event for each checked text.
 
-Off unless ``Settings.otel`` (``CONLI_OTEL=1``). Then every result ``Checker.run`` finishes
-(every front door's) is emitted as the log-based event OpenTelemetry's GenAI semantic
+Off unless ``Settings.otel`` (``CONLI_OTEL=1``). Then every result ``Checker.run_graph``
+finishes (every front door's) is emitted as the log-based event OpenTelemetry's GenAI semantic
 conventions define, through the global ``LoggerProvider`` the application configured, in
 the current context: the event is parented to the application's span around the check, as
 the conventions ask. conli configures no provider and no exporter. A check that failed

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from conli.agents.nli_prompts import nli_prompt
 from conli.agents.scoring import TOP_ALTERNATIVES
-from conli.backends import Request, get_backend
+from conli.backends import CompletionRequest, get_backend
 from conli.config import Settings
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import load_dataset
@@ -51,7 +51,8 @@ def main(dataset: str, limit: int, seed: int = 0, data_dir: Path = Path("../shar
         prompt = render(PROMPT.template("sentence"), source=example.source,
                         hypotheses=[example.response], cot=True)
         messages = [*prompt.messages, {"role": "assistant", "content": PROMPT.label_opening}]
-        reply = backend.complete(Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES))
+        reply = backend.complete(CompletionRequest(messages, max_tokens=1,
+                                                   top_logprobs=TOP_ALTERNATIVES))
         if not reply.logprobs:
             raise SystemExit(f"{backend.name} returned no log-probabilities: use a backend "
                              "whose capabilities have scores_labels")

@@ -28,7 +28,8 @@ from conli.backends.base import Backend, Message, primes_prefix
 from conli.config import Language, Settings
 from conli.models import Entity, Judgement, NLILabel, Verdict
 from conli.ner.grounding import SourceMentions, mentions_of, normalize
-from conli.prompts import TrustedData, defuse, render
+from conli.prompts import render
+from conli.prompts.boundary import TrustedData, defuse
 from conli.prompts.spotlight import versioned
 from conli.run.context import propagate, report
 from conli.text.language import language_of

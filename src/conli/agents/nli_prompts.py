@@ -23,7 +23,7 @@ from conli.agents.answers import (
 from conli.backends.base import Backend, Capabilities
 from conli.config import DetectionSettings, Settings
 from conli.errors import ConfigError
-from conli.prompts import Trusted
+from conli.prompts.boundary import Trusted
 from conli.prompts.spotlight import versioned
 from conli.run.plan import Plan, adjusted
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from conli.backends.base import Backend, Completion, Message, Request
+from conli.backends.base import Backend, Completion, CompletionRequest, Message
 from conli.backends.calls import CallRecord, call_model
 from conli.config import Settings
 from conli.prompts import render
@@ -77,7 +77,7 @@ def score_hypothesis(
                     cot=settings.chain_of_thought, question=question,
                     spotlight=settings.spotlight)
     messages: list[Message] = [*prompt.messages, {"role": "assistant", "content": opening}]
-    request = Request(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
+    request = CompletionRequest(messages, max_tokens=1, top_logprobs=TOP_ALTERNATIVES)
     completion, record = call_model(backend, request, step="score", template=prompt.template)
     calls = [record]
     if not completion.logprobs:

@@ -19,10 +19,11 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from conli.backends.base import Backend, Completion, Message, Request
+from conli.backends.base import Backend, Completion, CompletionRequest, Message
 from conli.backends.calls import CallRecord, call_model, usage_of
 from conli.errors import validation_problems
-from conli.prompts import defuse, render
+from conli.prompts import render
+from conli.prompts.boundary import defuse
 from conli.prompts.spotlight import marked, unmarked
 
 # CallRecord and usage_of live in backends.calls; kept importable here
@@ -100,9 +101,9 @@ def ask_structured(
     which backends with constrained decoding enforce while generating. ``seed`` goes to
     every attempt (sampled calls: distinct seeds are distinct samples, in the cache too).
     """
-    request = Request(list(messages), max_tokens=max_tokens,
-                      json_schema=schema or model.model_json_schema(),
-                      temperature=temperature, top_logprobs=top_logprobs, seed=seed)
+    request = CompletionRequest(list(messages), max_tokens=max_tokens,
+                                json_schema=schema or model.model_json_schema(),
+                                temperature=temperature, top_logprobs=top_logprobs, seed=seed)
     calls: list[CallRecord] = []
     error = "no answer"
     doubted: Asked[T] | None = None

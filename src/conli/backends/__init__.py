@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from typing import Any
 
-from conli.backends.base import Backend, CallUsage, Completion, Message, Request
+from conli.backends.base import Backend, CallUsage, Completion, CompletionRequest, Message
 from conli.config import BackendSettings
 from conli.errors import ConfigError
 
@@ -119,9 +121,18 @@ __all__ = [
     "Backend",
     "CallUsage",
     "Completion",
+    "CompletionRequest",
     "Message",
-    "Request",
     "backend_names",
     "get_backend",
     "register_backend",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Request``, ``CompletionRequest``'s old name, with a ``DeprecationWarning``."""
+    if name == "Request":
+        warnings.warn("conli.backends.Request is deprecated: use CompletionRequest (the same "
+                      "class)", DeprecationWarning, stacklevel=2)
+        return CompletionRequest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
+from conli.backends.base import CallUsage, Capabilities, Completion, CompletionRequest, Message
 from conli.backends.endpoints import endpoint_of
 from conli.backends.http_errors import error_for_status, transport_error
 from conli.backends.http_limits import capped_http_client
@@ -69,7 +69,7 @@ class AnthropicBackend:
         """The server this backend calls (``ANTHROPIC_BASE_URL`` or Anthropic's own)."""
         return endpoint_of(self._client.base_url)
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """One Messages call; with a schema, the answer is the forced tool's input as JSON."""
         anthropic = _import_anthropic()
         system, turns = to_anthropic_messages(request.messages)

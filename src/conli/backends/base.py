@@ -4,11 +4,14 @@ A backend turns chat messages into one completion and reports what it cost. It d
 retry, parse, or know about NLI or our prompts' layout: those live in ``calls.py`` (the one
 path callers take: deadline, retries, usage), ``agents/`` and ``prompts/``. What it can do
 beyond that is declared once, in ``capabilities``; callers read that record, never the
-backend's class.
+backend's class. What a backend is asked is a ``CompletionRequest`` (a check's own request,
+a front door's, is ``run.request.RunRequest``); ``Request``, its old name, still works with
+a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
@@ -119,7 +122,7 @@ class Completion:
 
 
 @dataclass(frozen=True)
-class Request:
+class CompletionRequest:
     """One completion to ask a backend for: the chat, and how to answer it.
 
     - ``messages``: the chat so far; a trailing assistant message is the answer's start.
@@ -152,7 +155,7 @@ class Backend(Protocol):
     model: str
     capabilities: Capabilities
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """Return one completion for ``request``; raise a ``BackendError`` subclass on failure.
 
         What the provider cannot honour it ignores: log-probs where it has none, a seed
@@ -280,7 +283,7 @@ class StreamsText(Protocol):
     stops it.
     """
 
-    def stream(self, request: Request) -> Iterator[str | Completion]:
+    def stream(self, request: CompletionRequest) -> Iterator[str | Completion]:
         """The reply's text as it comes, then its ``Completion`` (the whole text, usage).
 
         Closing the iterator closes the call: the provider stops writing.
@@ -333,3 +336,12 @@ def scores_continuations(backend: Backend) -> ScoresContinuations | None:
 def keeps_readings(backend: Backend) -> KeepsReadings | None:
     """``backend`` as a keeper of readings (the call cache), if its capabilities say so."""
     return cast(KeepsReadings, backend) if backend.capabilities.keeps_readings else None
+
+
+def __getattr__(name: str) -> Any:
+    """``Request``, ``CompletionRequest``'s old name, with a ``DeprecationWarning``."""
+    if name == "Request":
+        warnings.warn("conli.backends.base.Request is deprecated: use CompletionRequest (the "
+                      "same class)", DeprecationWarning, stacklevel=2)
+        return CompletionRequest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """A content-addressed disk cache in front of any backend, so a re-run costs nothing.
 
 The key is the SHA-256 of everything that decides the answer: backend name, model, and the
-``Request`` (messages, ``max_tokens``, ``json_schema``, ``temperature``, ``top_logprobs``,
+``CompletionRequest`` (messages, ``max_tokens``, ``json_schema``, ``temperature``, ``top_logprobs``,
 ``seed``, ``chat_template_kwargs``). The rendered messages carry the prompt template's
 text, so a changed template is a different key.
 Entries are written to a temp file and renamed into place (``os.replace``), so concurrent
@@ -30,9 +30,9 @@ from conli.backends.base import (
     Backend,
     CallUsage,
     Completion,
+    CompletionRequest,
     Message,
     ReadsHiddenStates,
-    Request,
     ScoredTokens,
     TokenLogprob,
     TokenReading,
@@ -47,7 +47,7 @@ from conli.files import atomic_path, atomic_writer
 CACHE_FORMAT = "1"
 
 
-def cache_key(backend: str, model: str, request: Request) -> str:
+def cache_key(backend: str, model: str, request: CompletionRequest) -> str:
     """SHA-256 hex digest of a canonical JSON encoding of the call.
 
     The payload's shape is the stored caches' names: change it and every entry misses.
@@ -153,7 +153,7 @@ class CachedBackend:
         """Where the entry for ``key`` lives (two-level fan-out)."""
         return self.cache_dir / key[:2] / f"{key}.json"
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """Return the stored completion for this exact call, or ask ``inner`` and store it."""
         key = cache_key(self.name, self.model, request)
         path = self.path_for(key)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from conli.backends.base import Backend, CallUsage, Completion, Request, TokenLogprob
+from conli.backends.base import Backend, CallUsage, Completion, CompletionRequest, TokenLogprob
 from conli.backends.retry import call_with_retries
 from conli.models import UsageTotals
 
@@ -33,7 +33,7 @@ class CallRecord:
     logprobs: tuple[TokenLogprob, ...] = ()
 
 
-def call_model(backend: Backend, request: Request, *, step: str, template: str
+def call_model(backend: Backend, request: CompletionRequest, *, step: str, template: str
                ) -> tuple[Completion, CallRecord]:
     """One completion within the deadline, transient failures retried, and its record.
 

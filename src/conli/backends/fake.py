@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from conli.backends.base import CallUsage, Capabilities, Completion, Message, Request
+from conli.backends.base import CallUsage, Capabilities, Completion, CompletionRequest, Message
 
 Reply = str | Completion | BaseException
 Responder = Callable[[list[Message]], Reply]
@@ -47,7 +47,7 @@ class ScriptedBackend:
         self.calls: list[list[Message]] = []
         self.schemas: list[dict[str, Any] | None] = []
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """Return (or raise) the next scripted reply."""
         messages = request.messages
         self.calls.append(list(messages))

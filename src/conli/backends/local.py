@@ -25,8 +25,8 @@ from conli.backends.base import (
     CallUsage,
     Capabilities,
     Completion,
+    CompletionRequest,
     Message,
-    Request,
     ScoredTokens,
     TokenLogprob,
     TokenReading,
@@ -116,7 +116,7 @@ class LocalBackend:
             xllamacpp.__version__, settings.local_context,
         ]
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """Run one chat completion; map llama.cpp's error objects onto our error tree.
 
         Under a schema, the answer's forced opening is sent as the start of the assistant
@@ -211,7 +211,7 @@ class LocalBackend:
         if (self._state_dir / name).is_file() and self._slot_action("restore", name):
             self._saved, self._put_back = name, None
             return time.perf_counter() - started
-        self.complete(Request(messages, max_tokens=1))
+        self.complete(CompletionRequest(messages, max_tokens=1))
         if save_state(self._state_dir / name, lambda file: self._slot_action("save", file)):
             self._saved = name
         return time.perf_counter() - started

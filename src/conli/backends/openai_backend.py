@@ -18,7 +18,7 @@ from conli.backends.base import (
     CallUsage,
     Capabilities,
     Completion,
-    Request,
+    CompletionRequest,
     TokenLogprob,
     llama_cpp_split,
 )
@@ -100,7 +100,7 @@ class OpenAIChatBackend:
         """The server this backend calls, as its client resolved it (``endpoint_of``)."""
         return endpoint_of(self._client.base_url, self._client.default_query)
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """One chat completion; JSON schema via ``response_format`` (non-strict).
 
         Strict mode would reject our schemas (``maxLength``, optional keys), so the schema
@@ -115,7 +115,7 @@ class OpenAIChatBackend:
             reservation.settle(usage.prompt_tokens + usage.completion_tokens)
         return continuation(completion, prefix)
 
-    def stream(self, request: Request) -> Iterator[str | Completion]:
+    def stream(self, request: CompletionRequest) -> Iterator[str | Completion]:
         """The reply's text as the server writes it, then its ``Completion``; closing stops it.
 
         A continued answer, chat-template inputs or a JSON schema come whole (``complete``).
@@ -161,7 +161,7 @@ class OpenAIChatBackend:
         except ValueError as exc:  # a 200 whose body is not JSON
             raise TransientBackendError(f"{self.where} sent an unreadable reply: {exc}") from exc
 
-    def _body(self, request: Request) -> tuple[dict[str, Any], str]:
+    def _body(self, request: CompletionRequest) -> tuple[dict[str, Any], str]:
         """The request's body for the SDK, and the prefix a continuing server may echo."""
         messages = request.messages
         body: dict[str, Any] = {
@@ -229,7 +229,7 @@ def call_usage(usage: Any, seconds: float, timings: Any = None) -> CallUsage:
     )
 
 
-def _estimate(request: Request) -> int:
+def _estimate(request: CompletionRequest) -> int:
     """The tokens a call may cost, reserved against the rate limits before it is made."""
     return call_cost([m["content"] for m in request.messages], request.max_tokens)
 

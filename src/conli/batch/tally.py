@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from conli.backends.base import Backend, Completion, Request
+from conli.backends.base import Backend, Completion, CompletionRequest
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ class CountingBackend:
         self.model = inner.model
         self.capabilities = inner.capabilities
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
         """``inner.complete``, counted."""
         tally = _TALLY.get()
         try:

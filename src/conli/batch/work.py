@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -37,7 +37,8 @@ from conli.files import ensure_appendable
 from conli.pipeline import Checker
 from conli.run.cache import ResultCache
 from conli.run.doors import Mode, plan_for
-from conli.run.request import Request
+from conli.run.plan import RunOptions, options
+from conli.run.request import RunRequest
 
 Worker = Callable[[Record], Record]
 
@@ -56,8 +57,12 @@ def make_worker(
     counted = CountingBackend(backend)
     # prepared once: every record runs on its plan
     checker = Checker(plan, backend=counted, result_cache=ResultCache.of(settings))
+    entrance: Callable[[RunRequest], BaseModel] = {
+        "check": checker.run_check, "rewrite": checker.run_rewrite, "judge": checker.run_judge,
+    }[mode]  # the mode's typed entrance, chosen once for the run
+    chosen = options(judge=True) if with_judge and mode != "judge" else RunOptions()
 
-    def check(record: Record) -> Any:
+    def check(record: Record) -> BaseModel:
         missing = [repr(name) for name in ("source", "response") if name not in record]
         if missing:
             raise InputError(f"the record has no {' and no '.join(missing)} field; each line "
@@ -66,9 +71,9 @@ def make_worker(
         if null:
             verb = "is" if len(null) == 1 else "are"
             raise InputError(f"the record's {' and '.join(null)} {verb} null; give the text")
-        return checker.run(Request.of(
+        return entrance(RunRequest.of(
             record["source"], record["response"], question=record.get("question"),
-            points=record.get("points"), limits=checker.plan.settings))
+            points=record.get("points"), limits=checker.plan.settings, options=chosen))
 
     def work(record: Record) -> Record:
         out: Record = {"id": record["id"], "mode": mode, "source": record.get("source"),

@@ -41,6 +41,7 @@ from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run.context import on_pool
 from conli.run.plan import make_plan
+from conli.run.request import RunRequest
 
 try:
     from langchain.agents.middleware import (
@@ -108,12 +109,8 @@ class CheckMiddleware(AgentMiddleware[ConliAgentState, Any]):
         read = self._read(state)
         if read is None:
             return None
-        inputs, replace = read
-        result = self.checker.check(
-            inputs.source,  # type: ignore[arg-type]  # validated in check
-            inputs.response,  # type: ignore[arg-type]
-            question=inputs.question, points=inputs.points, plan=self._plan)
-        return self._update(state, result, replace)
+        request, replace = read
+        return self._update(state, self.checker.run(request, plan=self._plan), replace)
 
     async def aafter_model(self, state: ConliAgentState,
                            runtime: Any) -> dict[str, Any] | None:
@@ -121,14 +118,13 @@ class CheckMiddleware(AgentMiddleware[ConliAgentState, Any]):
         read = self._read(state)
         if read is None:
             return None
-        inputs, replace = read
+        request, replace = read
         result = await on_pool(self.checker.executor(), functools.partial(
-            self.checker.check, inputs.source, inputs.response,  # type: ignore[arg-type]
-            question=inputs.question, points=inputs.points, plan=self._plan))
+            self.checker.run, request, plan=self._plan))
         return self._update(state, result, replace)
 
-    def _read(self, state: Mapping[str, Any]) -> tuple[ChatInputs, bool] | None:
-        """The inputs and whether the answer is the AI message; None when none is to check."""
+    def _read(self, state: Mapping[str, Any]) -> tuple[RunRequest, bool] | None:
+        """The check's request and whether the answer is the AI message; None: none to check."""
         answer = last_answer(state)
         if answer is not None and getattr(answer, "tool_calls", None):
             return None  # the model asks for a tool: its answer comes later
@@ -139,13 +135,17 @@ class CheckMiddleware(AgentMiddleware[ConliAgentState, Any]):
             if not isinstance(given, ChatInputs):
                 raise InputError(f"the context_extractor returned {type(given).__name__}, "
                                  "not ChatInputs(source, response, ...) or None")
-            return given, answers_last(state, given.response)
+            return given.request(self._limits()), answers_last(state, given.response)
         system = state.get(SYSTEM_KEY)
         messages = list(state.get("messages") or [])
         if system and not any(getattr(m, "type", None) == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
         inputs = chat_inputs({**state, "messages": messages})
-        return inputs, "response" not in state
+        return inputs.request(self._limits()), "response" not in state
+
+    def _limits(self) -> Settings:
+        """The settings the texts are validated within: its own plan's, else the checker's."""
+        return (self._plan if self._plan is not None else self.checker.plan).settings
 
     def _update(self, state: Mapping[str, Any], result: CheckResult,
                 replace: bool) -> dict[str, Any]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
+from conli.config import Settings
 from conli.errors import ConfigError, InputError, UnsupportedAnswerError
 from conli.graph.state import NodeOutput
 from conli.models import CheckResult
 from conli.run.documents import is_document
+from conli.run.request import RunRequest
 
 OnFlag = Literal["annotate", "raise"]
 ON_FLAG: tuple[OnFlag, ...] = ("annotate", "raise")
@@ -36,6 +38,11 @@ class ChatInputs(NamedTuple):
     response: object
     question: str | None = None
     points: object = None
+
+    def request(self, limits: Settings) -> RunRequest:
+        """These inputs as the check's ``RunRequest``, validated within ``limits``."""
+        return RunRequest.of(self.source, self.response, question=self.question,
+                             points=self.points, limits=limits)
 
 
 # An app's own reading of its state: (state) -> ChatInputs (the middleware also allows None).

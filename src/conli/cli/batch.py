@@ -25,19 +25,19 @@ from conli.batch.summary import Summary
 from conli.batch.tables import INPUT_FORMATS, input_format, needs_staging, staged
 from conli.batch.work import check_paths, make_worker
 from conli.cli.display import inline
-from conli.cli.flags import add_judge_mode_flag
-from conli.config import Settings
-from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
-from conli.files import ensure_creatable, write_atomically
-from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS
-from conli.run.doors import (
-    MODES,
+from conli.cli.flags import (
     add_cache_flag,
     add_fail_on_flag,
+    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,
 )
+from conli.config import Settings
+from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError, install_hint
+from conli.files import ensure_creatable, write_atomically
+from conli.gate import FAIL_ON_TESTS, NO_LOGPROBS
+from conli.run.doors import MODES
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -26,12 +26,12 @@ from conli.calibration import (
     refuse_unusable,
 )
 from conli.cli.display import printable
+from conli.cli.flags import add_session_flags, session_settings
 from conli.errors import ConfigError, InputError
 from conli.evaluation.detection import Outcome, run_detection
 from conli.evaluation.loaders import FORMATS, load_file
 from conli.files import ensure_writable, write_atomically
 from conli.gate import ranking_score
-from conli.run.doors import add_session_flags, session_settings
 from conli.run.plan import plan_for
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import rows_of

@@ -16,23 +16,23 @@ from typing import Any, get_args
 
 from conli.agents.reasoning import WRITER
 from conli.cli.display import addition_lines, coverage_lines, printable, sentence_words
-from conli.cli.flags import add_judge_mode_flag
-from conli.config import LanguageSetting
-from conli.errors import EXIT_GATE_FAILED, ConfigError, InputError
-from conli.files import ensure_writable, write_atomically
-from conli.gate import against_threshold, fails, gate_line
-from conli.models import CheckResult
-from conli.run.cache import ResultCache
-from conli.run.doors import (
+from conli.cli.flags import (
     add_cache_flag,
     add_fail_on_flag,
+    add_judge_mode_flag,
     add_session_flags,
     add_threshold_flag,
     session_settings,
 )
+from conli.config import LanguageSetting
+from conli.errors import EXIT_GATE_FAILED, InputError
+from conli.files import ensure_writable, write_atomically
+from conli.gate import against_threshold, fails, gate_line
+from conli.models import CheckResult
+from conli.run.cache import ResultCache
 from conli.run.inputs import MAX_POINTS_FILE_CHARS, read_input, read_points, read_sources
-from conli.run.plan import Plan, allowed, make_plan, options
-from conli.run.request import Request
+from conli.run.plan import Plan, make_plan, options
+from conli.run.request import RunRequest
 
 _MARK = {"supported": "ok ", "hallucinated": "BAD", "unverified": "?? ", None: " - "}
 
@@ -130,7 +130,6 @@ def _plan(args: argparse.Namespace) -> Plan:
                      judge=False if args.no_judge else None,
                      fix_coverage=True if args.fix_coverage else None,
                      tuning={name: value for name, value in tuning.items() if value is not None})
-    allowed("cli", chosen)
     return make_plan(session_settings(args, result_cache=False if args.no_cache else None),
                      chosen)
 
@@ -143,7 +142,7 @@ def run_check(args: argparse.Namespace) -> int:
     settings = plan.settings
     if args.output:
         ensure_writable(args.output)
-    request = Request.of(
+    request = RunRequest.of(
         read_sources(args.source, max_chars=settings.max_source_chars),
         read_input(args.response, "response", max_chars=settings.max_response_chars),
         question=args.question,
@@ -162,8 +161,6 @@ def run_check(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.done()
         checker.close()
-    if not isinstance(result, CheckResult):  # a check plan runs as a check, never a judge
-        raise ConfigError("the check plan ran as a judge")
     report = result.model_dump_json(indent=2) + "\n" if args.json else format_text(result)
     if args.output:
         write_atomically(args.output, report)

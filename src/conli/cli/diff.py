@@ -16,8 +16,8 @@ from typing import Any
 from conli.batch.ci import ANNOTATED, SHOWN, annotation, append_step_summary, md
 from conli.batch.diff import GATES, Diff, describe, diff, lines
 from conli.cli.display import printable
+from conli.cli.flags import add_threshold_flag
 from conli.errors import EXIT_GATE_FAILED, InputError
-from conli.run.doors import add_threshold_flag
 
 
 def add_parser(subparsers: Any) -> None:

@@ -36,6 +36,7 @@ from conli.cli.eval_args import (
     progress,
     recorded_backend,
 )
+from conli.cli.flags import add_session_flags
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation import (
@@ -54,7 +55,6 @@ from conli.evaluation.loaders import (
 from conli.evaluation.run_folder import claim_run_folder
 from conli.files import LogAppender, read_log, write_atomically
 from conli.generation import METHODS
-from conli.run.doors import add_session_flags
 from conli.run.plan import make_plan, options
 
 DEFAULT_DATA_DIR = Path("../shared/data")

@@ -18,11 +18,11 @@ from typing import Any
 from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.backends.cache import CachedBackend
+from conli.cli.flags import session_settings
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation import detection, metrics, report
 from conli.evaluation.loaders import DATASETS, Example, dataset_path, load_dataset, load_file
-from conli.run.doors import session_settings
 
 
 def command() -> str:

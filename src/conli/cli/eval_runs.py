@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from conli.cli.eval_args import command, out_dir
+from conli.cli.flags import add_session_flags, session_settings
 from conli.errors import ConfigError
 from conli.evaluation import compare as comparer
 from conli.evaluation import injection, runner, runs
 from conli.evaluation.metrics import require_eval_extra
 from conli.evaluation.report import git_state, write_results
 from conli.evaluation.sides import READS
-from conli.run.doors import add_session_flags, session_settings
 
 
 def add_parsers(kinds: Any) -> None:

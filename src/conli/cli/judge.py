@@ -18,20 +18,16 @@ from typing import Any
 
 from conli.agents.reasoning import WRITER
 from conli.cli.display import printable
-from conli.cli.flags import add_judge_mode_flag
+from conli.cli.flags import add_judge_mode_flag, add_session_flags, session_settings
 from conli.config import Settings
-from conli.errors import ConfigError, InputError
+from conli.errors import InputError
 from conli.files import ensure_writable, write_atomically
-from conli.models import CheckResult, JudgeResult
+from conli.models import JudgeResult
 from conli.pipeline import Checker
-from conli.run.doors import (
-    JudgeOnlyResult,
-    add_session_flags,
-    session_settings,
-)
+from conli.run.doors import JudgeOnlyResult
 from conli.run.inputs import read_input, read_sources
 from conli.run.plan import plan_for
-from conli.run.request import Request
+from conli.run.request import RunRequest
 
 
 def add_parser(subparsers: Any) -> None:
@@ -62,7 +58,7 @@ def run_judge(args: argparse.Namespace) -> int:
     plan = plan_for(settings, "judge")
     checker = Checker(plan)
     try:
-        results = [_judged(checker.run(one)) for one in requests]
+        results = [checker.run_judge(one) for one in requests]
     finally:
         checker.close()
     mode = plan.settings.judge_mode
@@ -76,23 +72,16 @@ def run_judge(args: argparse.Namespace) -> int:
 
 
 def _candidate(source: str | list[str], path: str, args: argparse.Namespace,
-               settings: Settings) -> Request:
+               settings: Settings) -> RunRequest:
     """One ``--response`` read and validated; among several, a refusal names which one."""
     try:
-        return Request.of(source, read_input(path, "response",
-                                             max_chars=settings.max_response_chars),
-                          question=args.question, limits=settings)
+        return RunRequest.of(source, read_input(path, "response",
+                                                max_chars=settings.max_response_chars),
+                             question=args.question, limits=settings)
     except InputError as exc:
         if len(args.response) == 1 or str(path) in str(exc):
             raise
         raise type(exc)(f"--response {path!r}: {exc}") from exc
-
-
-def _judged(result: CheckResult | JudgeOnlyResult) -> JudgeOnlyResult:
-    """A judge plan's run answers the judge's score alone (``Checker.run``)."""
-    if not isinstance(result, JudgeOnlyResult):
-        raise ConfigError("the judge plan ran as a check")
-    return result
 
 
 def as_json(mode: str, names: list[str], results: list[JudgeOnlyResult]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from conli.run.doors import add_session_flags, session_settings
+from conli.cli.flags import add_session_flags, session_settings
 
 
 def add_parser(subparsers: Any) -> None:

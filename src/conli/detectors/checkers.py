@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from conli.agents.structured import INVALID_ANSWER
 from conli.backends import get_backend
-from conli.backends.base import Backend, Completion, Request
+from conli.backends.base import Backend, Completion, CompletionRequest
 from conli.backends.calls import CallRecord, call_model
 from conli.backends.endpoints import Endpoints
 from conli.config.credentials import named_key
@@ -184,8 +184,9 @@ class SpecialisedChecker:
              chat_template_kwargs: dict[str, Any] | None = None
              ) -> tuple[Completion, CallRecord]:
         """One call of the checker through the one call path, log-probabilities asked."""
-        request = Request(prompt.messages, max_tokens=max_tokens, top_logprobs=TOP_LOGPROBS,
-                          chat_template_kwargs=chat_template_kwargs)
+        request = CompletionRequest(prompt.messages, max_tokens=max_tokens,
+                                    top_logprobs=TOP_LOGPROBS,
+                                    chat_template_kwargs=chat_template_kwargs)
         return call_model(backend, request, step=self.name, template=prompt.template)
 
     def detect(self, context: DetectionContext) -> Detection:

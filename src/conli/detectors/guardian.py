@@ -34,7 +34,8 @@ from conli.detectors.checkers import (
     label_probabilities,
     unreadable,
 )
-from conli.prompts import Prompt, defuse, render
+from conli.prompts import Prompt, render
+from conli.prompts.boundary import defuse
 
 TEMPLATE = "granite_guardian.v1"
 CHAT_TEMPLATE = "granite-guardian-3.3:chat-template"  # what judgements record on that path

@@ -26,7 +26,7 @@ from typing import Any
 from conli.agents.nli import static_prefix
 from conli.agents.nli_prompts import nli_prompt
 from conli.backends import get_backend
-from conli.backends.base import Backend, Message, Request
+from conli.backends.base import Backend, CompletionRequest, Message
 from conli.config import Settings
 from conli.errors import BackendError
 from conli.evaluation.detection import stratified_sample
@@ -41,7 +41,7 @@ _FILLER = "The committee met on Tuesday to review the annual budget and the new 
 
 def _call(backend: Backend, content: str, max_tokens: int) -> tuple[int, int, float]:
     messages: list[Message] = [{"role": "user", "content": content}]
-    done = backend.complete(Request(messages, max_tokens=max_tokens))
+    done = backend.complete(CompletionRequest(messages, max_tokens=max_tokens))
     return done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.seconds
 
 
@@ -132,7 +132,8 @@ def _measure_inputs(examples: list[Example], settings: Settings
             for e in examples
         ]
         static = static_prefix(reference.settings)
-        prefix = reference.backend.complete(Request(static, max_tokens=1)).usage.prompt_tokens
+        prefix = reference.backend.complete(
+            CompletionRequest(static, max_tokens=1)).usage.prompt_tokens
         context = prefix + int(statistics.median(tokens))  # a typical call's prompt length
         return tokens, context, measure_rates(reference.backend, context)
 

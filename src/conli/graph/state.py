@@ -1,7 +1,7 @@
 """Graph state: the narrow input, the internal working state, and the result keys.
 
 Keys that several nodes add to (judgements, entities, model calls, timings) have reducers,
-so a node returns only what it adds.
+so a node returns only what it adds. ``result_of`` reads the final state as a ``CheckResult``.
 """
 
 from __future__ import annotations
@@ -9,9 +9,13 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-from conli.agents.structured import CallRecord
+from conli.agents.structured import CallRecord, usage_of
+from conli.backends.base import Backend
+from conli.backends.calls import usage_by_step
 from conli.config import Language
+from conli.gate import response_verdict, supported_share
 from conli.models import (
+    SCORE_METHODS,
     CheckResult,
     Coverage,
     Entity,
@@ -26,6 +30,7 @@ from conli.models import (
 )
 from conli.run.inputs import SourceMap
 from conli.text.segment import Segment
+from conli.version import __version__, source_commit
 
 
 def merge_timings(left: dict[str, float], right: dict[str, float]) -> dict[str, float]:
@@ -107,3 +112,38 @@ class NodeOutput(TypedDict, total=False):
     word_scores: list[WordScore]
     check_result: CheckResult  # the whole result, as `conli check --json` prints it
     messages: list[Any]  # a chat state's checked AI message, annotated (``hook.messages_update``)
+
+
+def result_of(state: dict[str, Any], backend: Backend, seconds: float) -> CheckResult:
+    """The check's result from the graph's final ``state``, run on ``backend`` in ``seconds``."""
+    calls: list[CallRecord] = state.get("calls", [])
+    sentences = state["sentences"]
+    templates = sorted(
+        {c.template for c in calls}
+        | {j.template for s in sentences for j in s.judgements if j.template is not None}
+    )
+    scores = [s.score for s in sentences if s.score is not None]
+    methods = {s.score_method for s in sentences if s.score_method is not None}
+    return CheckResult(
+        verdict=response_verdict(s.verdict for s in sentences),
+        support_score=min(scores) if scores else None,
+        supported_share=supported_share(sentences),
+        score_method=max(methods, key=SCORE_METHODS.index) if methods else None,
+        backend=backend.name,
+        model=backend.model,
+        sentences=sentences,
+        refined_text=state["refined_text"],
+        mitigation=state.get("mitigation") or Mitigation(status="disabled"),
+        judge_raw=state.get("judge_raw"),
+        judge_refined=state.get("judge_refined"),
+        usage=usage_of(calls),
+        usage_by_step=usage_by_step(calls),
+        timings={**state.get("timings", {}), "total": seconds},
+        templates=templates,
+        coverage=state.get("coverage"),
+        word_scores=state.get("word_scores", []),
+        language=state.get("language", "en"),
+        notes=state.get("notes", []),
+        conli_version=__version__,
+        commit=source_commit(),
+    )

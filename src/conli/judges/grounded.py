@@ -42,7 +42,8 @@ from conli.errors import ConfigError
 from conli.judges.rubric import sentence_span
 from conli.models import JudgeError, JudgeFinding, JudgeResult, SentenceResult
 from conli.ner.grounding import normalize
-from conli.prompts import Trusted, render
+from conli.prompts import render
+from conli.prompts.boundary import Trusted
 
 TEMPLATE = "judge_grounded.v1"  # its own prompt; SHARED opens as the NLI prompt does
 SHARED_TEMPLATE = "judge_grounded.v2"

@@ -21,10 +21,9 @@ from starlette.types import Receive, Scope, Send
 
 from conli.backends import get_backend
 from conli.backends.base import Backend, CallUsage, Completion, takes_keys
-from conli.backends.base import Request as Ask
+from conli.backends.base import CompletionRequest as Ask
 from conli.config import Settings
 from conli.errors import ConfigError, ConliError
-from conli.models import CheckResult
 from conli.proxy.release import UpstreamFailed, released
 from conli.proxy.shapes import DONE, Answer, Stage, error_answer, sse
 from conli.proxy.upstream import Reading
@@ -45,7 +44,7 @@ from conli.proxy.wire import (
     streamed,
     upstream_ask,
 )
-from conli.run.request import Request as Check
+from conli.run.request import RunRequest
 from conli.service.app import Mount
 from conli.service.ops import Metrics
 from conli.service.problems import ProblemError
@@ -172,17 +171,17 @@ class _Proxy:
         if not reply.strip():
             return reply, unchecked("the reply is empty: nothing to check", policy,
                                     turn.found_in)
-        check = Check.of(turn.sources, reply, limits=self.settings, question=turn.question,
-                         options=policy.options(turn, self.settings.service_max_sentences))
+        check = RunRequest.of(turn.sources, reply, limits=self.settings, question=turn.question,
+                            options=policy.options(turn, self.settings.service_max_sentences))
         try:
-            result = self.runner.checker.run(check, within=max(due - time.monotonic(), 1e-3))
+            result = policy.run(self.runner.checker, check,
+                                within=max(due - time.monotonic(), 1e-3))
         except ConliError as exc:
             if policy.on_check_error == "refuse":
                 raise
             self.runner.observe(exc)
             return reply, unchecked(f"the check failed, the reply went out unchecked: "
                                     f"{type(exc).__name__}: {exc}", policy, turn.found_in)
-        assert isinstance(result, CheckResult)  # a check or rewrite run answers the whole
         self.runner.observe(result)
         return decided(result, reply, policy, turn.found_in)
 

@@ -34,7 +34,7 @@ from conli.proxy.verdicts import (
 )
 from conli.proxy.wire import NO_SOURCE, SOURCE_HEADER, Turn, read_turn
 from conli.run.context import on_pool
-from conli.run.request import Request
+from conli.run.request import RunRequest
 
 TOOL_CALL = "the reply is a tool call: nothing to check (the answer after the tool results is)"
 
@@ -72,10 +72,10 @@ class _Guard:
         refuse_early(self.checker, turn, policy)
         return {k: v for k, v in sent.items() if v is not None}, turn, policy
 
-    def request(self, turn: Turn, policy: Policy, reply: str) -> Request:
+    def request(self, turn: Turn, policy: Policy, reply: str) -> RunRequest:
         """The check of a whole reply."""
-        return Request.of(turn.sources, reply, limits=self.checker.settings,
-                          question=turn.question, options=policy.options(turn))
+        return RunRequest.of(turn.sources, reply, limits=self.checker.settings,
+                             question=turn.question, options=policy.options(turn))
 
     def apply(self, response: Any, text: str, verdicts: Verdicts) -> Any:
         """The response with the text to send, ``finish_reason`` if blocked, and ``conli``."""
@@ -145,9 +145,7 @@ class GuardedOpenAI(_Guard):
         outcome: CheckResult | ConliError | None = None
         if reply is not None:
             try:
-                ran = self.checker.run(self.request(turn, policy, reply))
-                assert isinstance(ran, CheckResult)
-                outcome = ran
+                outcome = policy.run(self.checker, self.request(turn, policy, reply))
             except ConliError as exc:
                 outcome = exc
         return self.settled(response, turn, policy, outcome)
@@ -181,10 +179,8 @@ class AsyncGuardedOpenAI(_Guard):
         outcome: CheckResult | ConliError | None = None
         if reply is not None:
             try:
-                ran = await on_pool(self.checker.executor(), functools.partial(
-                    self.checker.run, self.request(turn, policy, reply)))
-                assert isinstance(ran, CheckResult)
-                outcome = ran
+                outcome = await on_pool(self.checker.executor(), functools.partial(
+                    policy.run, self.checker, self.request(turn, policy, reply)))
             except ConliError as exc:
                 outcome = exc
         return self.settled(response, turn, policy, outcome)

@@ -35,7 +35,7 @@ from conli.pipeline import Checker
 from conli.proxy.verdicts import Policy, Verdicts, unchecked
 from conli.proxy.wire import NO_SOURCE, Turn
 from conli.run.plan import make_plan
-from conli.run.request import Request
+from conli.run.request import RunRequest, StreamRequest
 from conli.streaming import DoneEvent, total_usage
 from conli.version import __version__, source_commit
 
@@ -129,7 +129,8 @@ class _Release:
         self.checker, self.turn, self.policy, self.settings = checker, turn, policy, settings
         self.reply = reply
         self.options = policy.options(turn, max_sentences)
-        self.plan = make_plan(settings, self.options)
+        self.plan = make_plan(settings, self.options.in_mode(policy.mode))
+        self.within = within
         if within is not None:
             self.plan = self.plan.within(within)
         self.started = time.monotonic()
@@ -144,8 +145,10 @@ class _Release:
     async def run(self) -> AsyncIterator[str | Verdicts]:
         """Each piece as it may go, the tail of the reply, then the ``conli`` field."""
         reply, done = self.reply, None
-        events = self.checker.astream(self.turn.sources or [], reply.chunks(),
-                                      question=self.turn.question, plan=self.plan)
+        events = self.checker.run_stream(
+            StreamRequest.of(self.turn.sources or [], reply.chunks(), limits=self.settings,
+                             question=self.turn.question, options=self.options),
+            within=self.within)
         try:
             async with aclosing(events) as stream:
                 async for event in stream:
@@ -201,13 +204,12 @@ class _Release:
 
     async def _rewritten(self, sentence: SentenceResult, written: str) -> str | None:
         """The sentence's verified rewrite ("" when removed); None (and blocked) if it failed."""
-        request = Request.of(self.turn.sources, written, limits=self.settings,
-                             question=self.turn.question,
-                             options=self.options.model_copy(update={"judge": False}))
-        work = functools.partial(contextvars.copy_context().run, self.checker.run, request,
-                                 within=self._left())
+        request = RunRequest.of(self.turn.sources, written, limits=self.settings,
+                                question=self.turn.question,
+                                options=self.options.model_copy(update={"judge": False}))
+        work = functools.partial(contextvars.copy_context().run, self.checker.run_rewrite,
+                                 request, within=self._left())
         result = await asyncio.get_running_loop().run_in_executor(None, work)
-        assert isinstance(result, CheckResult)  # a rewrite run answers the whole result
         self.usages.append(result.usage)
         status = result.mitigation.status
         if status != "rewritten":

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Executor
 
-from conli.backends.base import Backend, Completion, Request, streams_text
+from conli.backends.base import Backend, Completion, CompletionRequest, streams_text
 
 _END = object()  # the reading ended
 
@@ -22,7 +22,7 @@ _END = object()  # the reading ended
 class Reading:
     """One reply read from ``upstream`` in ``pool``: its deltas, then its ``Completion``."""
 
-    def __init__(self, upstream: Backend, ask: Request, pool: Executor) -> None:
+    def __init__(self, upstream: Backend, ask: CompletionRequest, pool: Executor) -> None:
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self.completion: Completion | None = None  # once the whole reply is in
@@ -30,7 +30,7 @@ class Reading:
         self._head: list[object] = []
         self.thread = self.loop.run_in_executor(pool, self._read, upstream, ask)
 
-    def _read(self, upstream: Backend, ask: Request) -> None:
+    def _read(self, upstream: Backend, ask: CompletionRequest) -> None:
         streamer = streams_text(upstream)
         items = streamer.stream(ask) if streamer is not None else _whole(upstream, ask)
         try:
@@ -78,7 +78,7 @@ class Reading:
         return True
 
 
-def _whole(upstream: Backend, ask: Request) -> Iterator[str | Completion]:
+def _whole(upstream: Backend, ask: CompletionRequest) -> Iterator[str | Completion]:
     """A reply asked for whole, as one delta and its completion."""
     completion = upstream.complete(ask)
     yield completion.text

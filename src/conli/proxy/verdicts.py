@@ -22,6 +22,7 @@ from conli.pipeline import Checker
 from conli.proxy.wire import NO_SOURCE, Found, OnFlag, Turn, stricter
 from conli.run.inputs import validate_sources, validate_text
 from conli.run.plan import RunOptions, make_plan
+from conli.run.request import RunRequest
 
 Action = Literal["as_written", "rewritten", "blocked"]
 BLOCKED_FINISH = "content_filter"  # OpenAI's finish_reason for a reply its filter held back
@@ -51,14 +52,22 @@ class Policy:
         """The policy for one request: its ``on_flag``, if at least as strict as the operator's."""
         return replace(self, on_flag=stricter(self.on_flag, turn.on_flag))
 
+    @property
+    def mode(self) -> Literal["check", "rewrite"]:
+        """The check's mode: rewrite when ``on_flag`` is rewrite, else detect only."""
+        return "rewrite" if self.on_flag == "rewrite" else "check"
+
     def options(self, turn: Turn, max_sentences: int | None = None) -> RunOptions:
-        """The check's options: rewrite when ``on_flag`` is rewrite, else detect only."""
-        chosen: dict[str, object] = turn.options.model_dump(include=set(turn.options.chosen()))
-        if max_sentences is not None:
-            chosen["max_response_sentences"] = max_sentences
-        judge = bool(chosen.pop("judge", False))
-        return RunOptions.for_mode("rewrite" if self.on_flag == "rewrite" else "check",
-                                   with_judge=judge, more=chosen)
+        """The check's options: the request's ``conli`` choices and the sentence limit."""
+        if max_sentences is None:
+            return turn.options
+        return turn.options.model_copy(update={"max_response_sentences": max_sentences})
+
+    def run(self, checker: Checker, request: RunRequest, *,
+            within: float | None = None) -> CheckResult:
+        """``request`` checked through the policy's mode's entrance (``mode``)."""
+        entrance = checker.run_rewrite if self.mode == "rewrite" else checker.run_check
+        return entrance(request, within=within)
 
 
 def refuse_early(checker: Checker, turn: Turn, policy: Policy) -> None:
@@ -76,7 +85,7 @@ def refuse_early(checker: Checker, turn: Turn, policy: Policy) -> None:
     if turn.question is not None:
         validate_text(turn.question, name="question", max_chars=limit)
     try:
-        checker.prepare(make_plan(checker.settings, policy.options(turn)))
+        checker.prepare(make_plan(checker.settings, policy.options(turn).in_mode(policy.mode)))
     except ConfigError as exc:
         raise InputError(f"conli: the request's options cannot run here: {exc}") from exc
 

@@ -4,7 +4,7 @@ The body is OpenAI's ``POST /v1/chat/completions``. Its ``conli`` object (``extr
 the SDK) says what to check against and how; with no ``sources`` there, the turn's tool
 messages are the sources, then the system message (where the operator allows it), then the
 ``X-Conli-Source`` header. The chat goes to the upstream through conli's backend contract
-(``backends.base.Request``), so every backend spec can be the upstream; that contract
+(``backends.base.CompletionRequest``), so every backend spec can be the upstream; that contract
 carries text messages, ``max_tokens``, ``temperature`` and ``seed``. A field that would
 change the reply and cannot be carried (``n`` > 1, ``tools``, ``stop``, ``top_p``, ...) is
 refused by name (``UnsupportedRequestError``, a 400), never dropped.
@@ -20,8 +20,8 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from conli.backends.base import CompletionRequest as Ask
 from conli.backends.base import Message
-from conli.backends.base import Request as Ask
 from conli.errors import ConfigError, InputError, UnsupportedRequestError, validation_problems
 from conli.run.plan import RunOptions, allowed
 

@@ -1,9 +1,10 @@
 """What a run is, in one room: its request, its plan, its context, and the doors' shared parts.
 
-``request.Request`` is one check's validated texts and per-call options; ``plan`` turns the
-options (``RunOptions``, one model, with each front door's allow-list ``DOOR_OPTIONS``) and
+``request.RunRequest`` is one check's validated texts and per-call options; ``plan`` turns the
+options (``RunOptions``, one model; the remote doors' allow-lists, ``DOOR_OPTIONS``) and
 the deployment's settings into a ``Plan`` (its mode among them); ``context`` carries the
 deadline, cancel flag and progress through a check; ``inputs`` validates texts; ``doors``
-holds what every front door shares; ``many`` fans many pairs out. ``conli.Checker.run``
-is the one method a front door calls with a ``Request``.
+holds what every front door shares; ``many`` fans many pairs out. A front door calls one
+of ``conli.Checker``'s typed entrances with a ``RunRequest``: ``run`` (the plan's own
+steps), ``run_check``, ``run_rewrite`` or ``run_judge``.
 """

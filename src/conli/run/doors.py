@@ -1,22 +1,22 @@
-"""What every front door shares: the session's flags and settings, the judge-only results.
+"""What every front door shares: its settings over ``CONLI_*``, the judge-only results.
 
 Each front door (check, batch, service, eval, hook) builds its settings the same way
-(``add_session_flags`` and ``session_settings``: flags over ``CONLI_*``), validates its
-texts once (``run.request.Request``) and reports errors through one table
-(``errors.boundary``). Batch, service and hook offer the same three modes on the same
-graph (``run.plan.RunOptions.for_mode``): ``check`` detects only, ``rewrite`` detects and
-rewrites, ``judge`` scores 1-5 only (``Checker.run`` answers a ``JudgeOnlyResult``).
+(``settings_from``: its own choices over ``CONLI_*``; the command line's flags for them
+are ``cli.flags``', so the run room knows no argparse), validates its texts once
+(``run.request.RunRequest``) and reports errors through one table (``errors.boundary``).
+Batch, service and the proxy offer the same three modes on the same graph
+(``run.plan.RunOptions.for_mode``), each through its own ``Checker`` entrance: ``check``
+detects only (``run_check``), ``rewrite`` detects and rewrites (``run_rewrite``), ``judge``
+scores 1-5 only (``run_judge`` answers a ``JudgeOnlyResult``).
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 
 from pydantic import BaseModel, Field, ValidationError
 
 from conli.config import Settings
-from conli.gate import FAIL_ON, FAIL_ON_TESTS
 from conli.models import JudgeResult, UsageTotals
 from conli.run.plan import MODES, Mode, invalid_setting, plan_for
 
@@ -41,54 +41,6 @@ class JudgedTexts(BaseModel):
 
     judge_mode: str
     texts: list[JudgedText]
-
-
-def add_session_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The flags that choose a session: the backend, the detectors and their calibration."""
-    parser.add_argument("--llm", help="backend spec (default: local, or CONLI_LLM)")
-    parser.add_argument(
-        "--detector", action="append", metavar="NAME",
-        help="detector or preset to run (repeatable, run in order; default auto: fused on "
-        "the embedded model, cot on a hosted one; or CONLI_DETECTORS)",
-    )
-    parser.add_argument(
-        "--calibration", metavar="FILE",
-        help="decide with a calibration fitted on your labelled data by `conli calibrate` "
-        "(or CONLI_CALIBRATION)")
-
-
-def add_threshold_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--threshold``: the bar a result's ``passed`` sets on its support score (``conli.gate``)."""
-    parser.add_argument(
-        "--threshold", type=float, metavar="P",
-        help="passed also needs every checked sentence's score (P(grounded)) at or above P, "
-        "0-1 (or CONLI_THRESHOLD); a result without scores does not pass, a hallucinated one "
-        "never does; verdicts are unchanged")
-
-
-def add_fail_on_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--fail-on``: exit 4 when a result fails the gate it names (``conli.gate``)."""
-    tests = "; ".join(f"{name}: {test}" for name, test in FAIL_ON_TESTS.items())
-    parser.add_argument(
-        "--fail-on", choices=FAIL_ON,
-        help=f"exit 4 (for CI) when {tests}. A hallucinated result never passes, at any "
-        "--threshold")
-
-
-def add_cache_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--no-cache``: neither read nor write the result cache (``conli.run.cache``)."""
-    parser.add_argument(
-        "--no-cache", action="store_true",
-        help="check again even if the result cache holds this check, and keep nothing in it "
-        "(or CONLI_RESULT_CACHE=false)")
-
-
-def session_settings(args: argparse.Namespace, **overrides: object) -> Settings:
-    """Settings for a front door: ``CONLI_*``, then its session flags, then ``overrides``."""
-    return settings_from({"llm": args.llm, "detectors": args.detector,
-                          "calibration": getattr(args, "calibration", None),
-                          "threshold": getattr(args, "threshold", None),
-                          "judge_mode": getattr(args, "judge_mode", None), **overrides})
 
 
 def settings_from(overrides: Mapping[str, object]) -> Settings:

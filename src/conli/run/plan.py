@@ -32,11 +32,12 @@ JUDGE_ONLY_STEPS: dict[str, object] = {"mitigate": False, "fix_coverage": False,
 class RunOptions(BaseModel):
     """Per-run choices over the deployment's settings; None: as configured.
 
-    The one model of a per-call option: a front door takes from its caller only the
-    fields ``DOOR_OPTIONS`` allows it (``allowed``). ``mode`` is the run's mode
-    (``for_mode``); ``tuning`` names any other setting by its field name (an evaluation's
-    ablation switches); it is validated as the setting is. ``detector`` (one name) is
-    shorthand for ``detectors``, as the service's requests spell it.
+    The one model of a per-call option: a door whose caller sends options over the wire
+    (the service, the proxy) takes only the fields its ``DOOR_OPTIONS`` allows (``allowed``).
+    ``mode`` is the run's mode, set by the entrance that runs it (``for_mode``); ``tuning``
+    names any other setting by its field name (an evaluation's ablation switches); it is
+    validated as the setting is. ``detector`` (one name) is shorthand for ``detectors``, as
+    the service's requests spell it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"examples": [
@@ -76,16 +77,32 @@ class RunOptions(BaseModel):
                  more: Mapping[str, object] | None = None) -> RunOptions:
         """The steps of a mode: ``check`` detects only, ``rewrite`` detects and rewrites.
 
-        ``with_judge`` adds the rubric judge to either. ``check`` turns ``fix_coverage``
-        off, so detect only never adds a sentence; ``rewrite`` keeps it as configured.
-        ``judge`` is detection and the judge only (``JUDGE_ONLY_STEPS``), in the configured
-        ``judge_mode``; its run answers the judge's score alone (``JudgeOnlyResult``).
+        ``with_judge`` (or ``judge`` in ``more``) adds the judge to either. ``check`` turns
+        ``fix_coverage`` off, so detect only never adds a sentence; ``rewrite`` keeps it as
+        configured. ``judge`` is detection and the judge only (``JUDGE_ONLY_STEPS``), in
+        the configured ``judge_mode``; its run answers the judge's score alone
+        (``JudgeOnlyResult``). ``more`` holds further choices (None: not given); one that
+        names another mode, or a step the mode decides with another value, is a
+        ``ConfigError`` naming it.
         """
+        chosen = {name: value for name, value in (more or {}).items() if value is not None}
+        if chosen.pop("mode", mode) != mode:
+            raise ConfigError(f"options for the {mode} mode name another mode")
+        if mode != "judge" and "judge" in chosen:
+            with_judge = bool(chosen.pop("judge"))
         steps: dict[str, object] = dict(JUDGE_ONLY_STEPS) if mode == "judge" else {
             "mitigate": mode == "rewrite", "judge": with_judge}
         if mode == "check":
             steps["fix_coverage"] = False
-        return options(mode=mode, **steps, **(more or {}))
+        clash = sorted(name for name in steps.keys() & chosen.keys() if chosen[name] != steps[name])
+        if clash:
+            raise ConfigError(f"the {mode} mode decides {', '.join(clash)}; a request in it "
+                              "cannot set them otherwise")
+        return options(**{**chosen, **steps, "mode": mode})
+
+    def in_mode(self, mode: Mode) -> RunOptions:
+        """These options (a request's) run in ``mode``: its steps, the other choices kept."""
+        return RunOptions.for_mode(mode, more=self.model_dump(include=set(self.chosen())))
 
     def chosen(self) -> frozenset[str]:
         """The fields given a value (what a door's allow-list is checked against)."""
@@ -93,18 +110,15 @@ class RunOptions(BaseModel):
                          if name != "tuning" or self.tuning)
 
 
-Door = Literal["cli", "service", "batch", "hook", "stream", "proxy"]
-# Which ``RunOptions`` fields each front door's caller may choose per call. A door sets the
-# others itself (its mode's steps, its deadline); a caller naming one is refused (``allowed``).
+Door = Literal["service", "proxy"]
+# Which ``RunOptions`` fields a remote caller may choose per call, at the doors whose wire
+# carries options: the service's bodies and the proxy's ``conli`` object. The door sets the
+# others itself (its mode's steps, its sentence limit, its deadline); a caller naming one is
+# refused (``allowed``). The other doors have no list to enforce: the command line's and
+# batch's options are argparse's flags, the hook's a ``Settings`` from the program that owns
+# the process, and a stream's wire carries none (the proxy's stream is checked as the proxy).
 DOOR_OPTIONS: dict[Door, frozenset[str]] = {
-    "cli": frozenset({"mode", "mitigate", "fix_coverage", "judge", "judge_raw", "judge_mode",
-                      "detectors", "threshold", "max_response_sentences", "deadline_seconds",
-                      "tuning"}),
     "service": frozenset({"detectors", "threshold", "judge_mode"}),
-    "batch": frozenset({"mode", "judge", "judge_mode", "detectors", "threshold"}),
-    "hook": frozenset({"mitigate", "fix_coverage", "judge", "judge_raw", "judge_mode",
-                       "detectors", "threshold", "max_response_sentences", "deadline_seconds"}),
-    "stream": frozenset({"detectors", "threshold", "deadline_seconds"}),
     "proxy": frozenset({"detectors", "threshold", "judge", "judge_mode"}),  # a body's conli
 }
 
@@ -119,8 +133,7 @@ def allowed(door: Door, given: Mapping[str, object] | RunOptions) -> None:
         "detectors" if name == "detector" else str(name) for name in given)
     barred = sorted(names - DOOR_OPTIONS[door])
     if barred:
-        takes = sorted("detector" if name == "detectors" and door in ("service", "proxy")
-                       else name
+        takes = sorted("detector" if name == "detectors" else name  # as the wire spells it
                        for name in DOOR_OPTIONS[door])
         shown = ", ".join(repr(name) for name in barred)
         raise ConfigError(f"option {shown} cannot be set per request; the options are "

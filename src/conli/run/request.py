@@ -1,21 +1,36 @@
-"""One request: the validated texts of one check and the caller's per-call options.
+"""One run request: the validated texts of one check and the caller's per-call options.
 
-Every front door (``conli check`` and ``judge``, the service, batch, the hook, the library's
-``Checker.check``) parses its wire format into ``Request``s here, so the texts' limits are
-checked in this one place (``inputs.check_input``), then calls ``Checker.run`` once each.
+``RunRequest`` is what a front door asks of the run room (a backend's own request, one
+completion, is ``backends.base.CompletionRequest``). Every front door (``conli check`` and
+``judge``, the service, batch, the hook, the library's ``Checker.check``) parses its wire
+format into ``RunRequest``s here, so the texts' limits are checked in this one place
+(``inputs.check_input``), then calls its mode's ``Checker`` entrance once each (``run``,
+``run_check``, ``run_rewrite``, ``run_judge``). A streamed check's request is a
+``StreamRequest``: its source and question validated the same way before any chunk of the
+reply is read, the chunks, and its options (``Checker.run_stream``). ``Request``,
+``RunRequest``'s old name, still works with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from conli.config import Settings
-from conli.run.inputs import CheckInput, check_input
+from conli.run.inputs import (
+    CheckInput,
+    SourceMap,
+    check_input,
+    validate_sources,
+    validate_text,
+)
 from conli.run.plan import RunOptions
 
 
 @dataclass(frozen=True)
-class Request:
+class RunRequest:
     """A check's texts, validated (``CheckInput``), and its per-call ``RunOptions``."""
 
     texts: CheckInput
@@ -24,10 +39,43 @@ class Request:
     @classmethod
     def of(cls, source: object, response: object, *, limits: Settings,
            question: object = None, points: object = None,
-           options: RunOptions | None = None) -> Request:
+           options: RunOptions | None = None) -> RunRequest:
         """Validate the texts within ``limits``' character limits; ``InputError`` if unusable."""
         texts = check_input(source, response, question=question, points=points,
                             name_key=limits.source_name_key,
                             max_source_chars=limits.max_source_chars,
                             max_response_chars=limits.max_response_chars)
         return cls(texts, options if options is not None else RunOptions())
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """A streamed check: its source and question, validated, the reply's chunks, its options."""
+
+    source: str
+    source_map: SourceMap
+    chunks: AsyncIterable[str]
+    question: str | None = None
+    options: RunOptions = field(default_factory=RunOptions)
+
+    @classmethod
+    def of(cls, source: object, chunks: AsyncIterable[str], *, limits: Settings,
+           question: object = None, options: RunOptions | None = None) -> StreamRequest:
+        """Validate the source and question within ``limits`` now (``InputError``), not the reply.
+
+        The reply is validated as it streams, sentence by sentence (``streaming``).
+        """
+        joined, where = validate_sources(source, limits.max_source_chars,
+                                         name_key=limits.source_name_key)
+        asked = None if question is None else validate_text(
+            question, name="question", max_chars=limits.max_source_chars)
+        return cls(joined, where, chunks, asked, options if options is not None else RunOptions())
+
+
+def __getattr__(name: str) -> Any:
+    """``Request``, ``RunRequest``'s old name, with a ``DeprecationWarning``."""
+    if name == "Request":
+        warnings.warn("conli.run.request.Request is deprecated: use RunRequest (the same "
+                      "class)", DeprecationWarning, stacklevel=2)
+        return RunRequest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

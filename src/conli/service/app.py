@@ -209,7 +209,7 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
 
         With ``points``, ``coverage`` says which of them the response covers.
         """
-        return await runner.run(runner.job("check", body))
+        return await runner.run(runner.check_job(body))
 
     @app.post("/v1/rewrite", response_model=CheckResult, responses=errors, dependencies=security,
               tags=["conli"])
@@ -218,7 +218,7 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
 
         With ``fix_coverage``, also add one checked sentence for each uncovered point.
         """
-        return await runner.run(runner.job("rewrite", body))
+        return await runner.run(runner.rewrite_job(body))
 
     @app.post("/v1/judge", response_model=JudgeOnlyResult | JudgedTexts, responses=errors,
               dependencies=security, tags=["conli"])
@@ -228,7 +228,7 @@ def create_app(settings: Settings | None = None, backend: Backend | None = None,
         ``response``: one result; ``responses`` (several candidates): one result each, in
         order, under ``texts`` with the mode that ran, as ``conli judge --json`` gives them.
         """
-        return await runner.run(runner.job("judge", body))
+        return await runner.run(runner.judge_job(body))
 
     add_batch_route(app, runner, metrics.problem, responses=errors, dependencies=security)
 

@@ -85,7 +85,7 @@ def add_batch_route(app: FastAPI, runner: Runner, count_problem: Callable[[str],
             raise ProblemError(413, "too-large", "too many items",
                                f"{len(body.items)} items; the limit is {most} "
                                "(CONLI_SERVICE_BATCH_MAX_ITEMS)")
-        jobs = [runner.job("check", _item(body, item)) for item in body.items]
+        jobs = [runner.check_job(_item(body, item)) for item in body.items]
         outcomes = await runner.run_many(jobs)
         limit = runner.settings.service_timeout_seconds
         entries = [_entry(i, outcome, limit) for i, outcome in enumerate(outcomes)]

@@ -2,7 +2,7 @@
 
 Each route takes only what it uses (an unknown field is a 422): ``/v1/judge`` the texts,
 ``/v1/check`` also the points to cover, ``/v1/rewrite`` also whether to fix coverage. The
-points' content is validated where every front door validates it (``run.request.Request``).
+points' content is validated where every front door validates it (``run.request.RunRequest``).
 ``options`` are ``RunOptions`` from the service's allow-list (``run.plan.DOOR_OPTIONS``); any
 other setting stays the operator's, and naming one is a 422 that says which.
 """

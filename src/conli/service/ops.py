@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conli.backends.base import Backend, Request
+from conli.backends.base import Backend, CompletionRequest
 from conli.errors import AuthenticationError, BackendError, boundary
 from conli.models import CheckResult, UsageTotals
 from conli.run.doors import JudgedTexts, JudgeOnlyResult
@@ -166,8 +166,8 @@ class Readiness:
             failed: tuple[str, BaseException] | None = None
             for name, reach in self.endpoints:
                 try:
-                    reach().complete(Request([{"role": "user", "content": "Reply with OK."}],
-                                             max_tokens=8))
+                    reach().complete(CompletionRequest(
+                        [{"role": "user", "content": "Reply with OK."}], max_tokens=8))
                 except Exception as exc:
                     failed = (name, exc)
                     break

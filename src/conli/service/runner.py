@@ -21,9 +21,9 @@ from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import ConfigError, InputError
 from conli.pipeline import Checker
-from conli.run.doors import JudgedText, JudgedTexts, Mode
-from conli.run.plan import RunOptions, make_plan
-from conli.run.request import Request
+from conli.run.doors import JudgedText, JudgedTexts
+from conli.run.plan import RunOptions, options
+from conli.run.request import RunRequest, StreamRequest
 from conli.service.bodies import CheckRequest, JudgeRequest, RewriteRequest, TextsRequest
 from conli.service.problems import ProblemError
 from conli.service.stream import StreamOpening
@@ -52,47 +52,63 @@ class Runner:
         self.observers: list[Callable[[object], None]] = []  # see each check's outcome
         self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="conli-serve")
 
-    def options_for(self, mode: Mode, body: TextsRequest | None = None) -> RunOptions:
-        """The options of one request in ``mode``: the service's sentence limit, the caller's."""
+    def options_for(self, body: TextsRequest | None = None, **more: object) -> RunOptions:
+        """The options of one request: the service's sentence limit, the caller's, ``more``."""
         chosen: dict[str, object] = {"max_response_sentences": self.settings.service_max_sentences}
-        if isinstance(body, RewriteRequest) and body.fix_coverage is not None:
-            chosen["fix_coverage"] = body.fix_coverage
         if body is not None and body.options is not None:
             chosen |= body.options.model_dump(include=set(body.options.chosen()))
-        return RunOptions.for_mode(mode, more=chosen)
+        return options(**chosen, **{name: value for name, value in more.items()
+                                    if value is not None})
 
-    def job(self, mode: Mode, body: TextsRequest) -> Job:
-        """Return the blocking work for one request; its texts are validated once, there.
+    def check_job(self, body: CheckRequest) -> Job:
+        """``POST /v1/check`` (and a batch's item): detect (``Checker.run_check``)."""
+        runs = self._runs(body, [body.response], body.points, self.checker.run_check)
+        return lambda due: runs(due)[0]
 
-        Given the (monotonic) time its answer is due, the check's deadline ends there. A
-        judge request with ``responses`` judges each in turn (every text validated before
-        any model call) and answers them together, as ``conli judge --json`` does; more
-        than ``CONLI_SERVICE_BATCH_MAX_ITEMS`` of them is a 413, as a batch's items are.
+    def rewrite_job(self, body: RewriteRequest) -> Job:
+        """``POST /v1/rewrite``: detect and rewrite (``Checker.run_rewrite``)."""
+        runs = self._runs(body, [body.response], body.points, self.checker.run_rewrite,
+                          fix_coverage=body.fix_coverage)
+        return lambda due: runs(due)[0]
+
+    def judge_job(self, body: JudgeRequest) -> Job:
+        """``POST /v1/judge``: one score, or one for each of ``responses`` in turn.
+
+        Several are answered together, as ``conli judge --json`` does; more than
+        ``CONLI_SERVICE_BATCH_MAX_ITEMS`` of them is a 413, as a batch's items are.
         """
-        chosen = self.options_for(mode, body)
-        checker = self.checker
-        points = body.points if isinstance(body, CheckRequest) else None
-        texts = body.texts() if isinstance(body, JudgeRequest) else [body.response] \
-            if isinstance(body, CheckRequest) else []
+        texts = body.texts()
         most = self.settings.service_batch_max_items  # several texts: a batch's bound
         if len(texts) > most:
             raise ProblemError(413, "too-large", "too many responses",
                                f"{len(texts)} responses; the limit is {most} "
                                "(CONLI_SERVICE_BATCH_MAX_ITEMS)")
+        runs = self._runs(body, texts, None, self.checker.run_judge)
+        if body.responses is None:
+            return lambda due: runs(due)[0]
+        mode = self.options_for(body).judge_mode or self.settings.judge_mode
+        return lambda due: JudgedTexts(judge_mode=mode, texts=[
+            JudgedText(index=i, **one.model_dump()) for i, one in enumerate(runs(due))])
 
-        def run(due: float) -> BaseModel:
-            requests = [Request.of(body.source, text, question=body.question, points=points,
-                                   limits=self.settings, options=chosen) for text in texts]
+    def _runs(self, body: TextsRequest, texts: list[str], points: object,
+              entrance: Callable[..., BaseModel], **more: object
+              ) -> Callable[[float], list[BaseModel]]:
+        """The blocking work of a request's texts through its mode's entrance, in order.
+
+        The texts are validated once, there, every one before any model call. Given the
+        (monotonic) time the answer is due, each check's deadline ends there.
+        """
+        chosen = self.options_for(body, **more)
+
+        def run(due: float) -> list[BaseModel]:
+            requests = [RunRequest.of(body.source, text, question=body.question, points=points,
+                                      limits=self.settings, options=chosen) for text in texts]
             try:
-                results = [checker.run(one, within=_left(due)) for one in requests]
+                return [entrance(one, within=_left(due)) for one in requests]
             except ConfigError as exc:
                 if body.options is None:
                     raise
                 raise InputError(f"the request's options cannot run here: {exc}") from exc
-            if not isinstance(body, JudgeRequest) or body.responses is None:
-                return results[0]
-            return JudgedTexts(judge_mode=chosen.judge_mode or self.settings.judge_mode, texts=[
-                JudgedText(index=i, **one.model_dump()) for i, one in enumerate(results)])
 
         return run
 
@@ -214,8 +230,6 @@ class Runner:
 
         Each sentence's check runs inside ``busy()``.
         """
-        return self.observed(self.checker.astream(opening.source, chunks,
-                                                  question=opening.question,
-                                                  plan=make_plan(self.settings,
-                                                                 self.options_for("check")),
-                                                  busy=busy))
+        request = StreamRequest.of(opening.source, chunks, limits=self.settings,
+                                   question=opening.question, options=self.options_for())
+        return self.observed(self.checker.run_stream(request, busy=busy))

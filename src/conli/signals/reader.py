@@ -43,7 +43,8 @@ from conli.backends.base import (
 )
 from conli.backends.calls import CallRecord
 from conli.errors import ConfigError
-from conli.prompts import defuse, render
+from conli.prompts import render
+from conli.prompts.boundary import defuse
 from conli.prompts.spotlight import datamark, versioned
 from conli.text.segment import Segment
 
