@@ -11,47 +11,8 @@ from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.ner import get_recognizer
 from conli.ner.azure_ner import MAX_CHARS_PER_DOC, AzureRecognizer, chunk_text
-from tests.http_fakes import Reply, Request, serve
-
-# surface -> (category, subcategory), as the service would label them
-KNOWN = {
-    "Ada Lovelace": ("Person", None),
-    "London": ("Location", "GPE"),
-    "1843": ("DateTime", "DateRange"),
-    "three years": ("DateTime", "Duration"),
-    "42": ("Quantity", "Number"),
-    "$5": ("Quantity", "Currency"),
-    "Microsoft": ("Organization", None),  # not among the paper's categories
-    "engineer": ("PersonType", None),
-}
-
-
-def _entities(text: str) -> list[dict[str, Any]]:
-    found = []
-    for surface, (category, sub) in KNOWN.items():
-        start = text.find(surface)
-        while start != -1:
-            entity = {"text": surface, "category": category, "offset": start,
-                      "length": len(surface), "confidenceScore": 0.95}
-            if sub:
-                entity["subcategory"] = sub
-            found.append(entity)
-            start = text.find(surface, start + 1)
-    return sorted(found, key=lambda e: e["offset"])
-
-
-def _good(request: Request) -> Reply:
-    documents = request.body["analysisInput"]["documents"]
-    assert request.body["parameters"]["stringIndexType"] == "UnicodeCodePoint"
-    assert len(documents) <= 5 and all(len(d["text"]) <= MAX_CHARS_PER_DOC for d in documents)
-    return Reply(200, {
-        "kind": "EntityRecognitionResults",
-        "results": {
-            "documents": [{"id": d["id"], "entities": _entities(d["text"]), "warnings": []}
-                          for d in documents],
-            "errors": [], "modelVersion": "2021-06-01",
-        },
-    })
+from tests.support.azure_language import _good
+from tests.support.http_fakes import Reply, Request, serve
 
 
 def _error(status: int, code: str, message: str) -> dict[str, Any]:

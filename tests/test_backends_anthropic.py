@@ -15,8 +15,7 @@ from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.models import Judgement
-from tests.conftest import nli
-from tests.http_fakes import (
+from tests.support.http_fakes import (
     Reply,
     Request,
     anthropic_error,
@@ -25,6 +24,7 @@ from tests.http_fakes import (
     nli_answer,
     serve,
 )
+from tests.support.responders import nli
 
 SOURCE = "The Riverside library opened in 1962. It lends films free of charge."
 CLAIMS = ["The library opened in 1962.", "Films cost a fee to borrow."]

@@ -20,8 +20,16 @@ from conli.errors import (
     TransientBackendError,
 )
 from conli.models import Judgement
-from tests.conftest import nli
-from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
+from tests.support.http_fakes import (
+    Reply,
+    Request,
+    claims,
+    nli_answer,
+    openai_chat,
+    openai_error,
+    serve,
+)
+from tests.support.responders import nli
 
 SOURCE = "The Riverside library opened in 1962. It lends films free of charge."
 CLAIMS = ["The library opened in 1962.", "Films cost a fee to borrow."]

@@ -19,9 +19,9 @@ from conli.backends import get_backend
 from conli.backends.base import Message
 from conli.cli import app as cli
 from conli.config import Settings
-from tests.conftest import rule_responder
-from tests.fake_clock import FakeClock, install
-from tests.http_fakes import Reply, Request, openai_chat, openai_error, serve
+from tests.support.fake_clock import FakeClock, install
+from tests.support.http_fakes import Reply, Request, openai_chat, openai_error, serve
+from tests.support.responders import rule_responder
 
 GENERATOR = "You answer using only the SOURCE"
 SOURCE = "The pier opened in 1921. It is 400 metres long. Tickets cost 5 euros."

@@ -14,8 +14,8 @@ from conli.config import Settings
 from conli.errors import BadRequestError
 from conli.ner.azure_ner import AzureRecognizer
 from conli.pipeline import Checker
-from tests.conftest import rule_responder
-from tests.http_fakes import (
+from tests.support.azure_language import _good as azure_language
+from tests.support.http_fakes import (
     Reply,
     Request,
     anthropic_error,
@@ -24,7 +24,7 @@ from tests.http_fakes import (
     openai_error,
     serve,
 )
-from tests.test_azure_ner import _good as azure_language
+from tests.support.responders import rule_responder
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."

@@ -22,7 +22,7 @@ from conli.backends import get_backend
 from conli.backends.base import Backend
 from conli.config import Settings
 from conli.errors import BackendError, TransientBackendError
-from tests.http_fakes import Reply, Request, anthropic_message, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, anthropic_message, openai_chat, serve
 
 CAP = 4 * 1024 * 1024  # the cap the backends are expected to enforce (http_limits)
 PIECE = 64 * 1024

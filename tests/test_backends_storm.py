@@ -23,8 +23,16 @@ from conli.errors import (
     RateLimitError,
     TransientBackendError,
 )
-from tests.conftest import nli
-from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
+from tests.support.http_fakes import (
+    Reply,
+    Request,
+    claims,
+    nli_answer,
+    openai_chat,
+    openai_error,
+    serve,
+)
+from tests.support.responders import nli
 
 RESPONSES = 50
 SENTENCES = 3

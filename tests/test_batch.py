@@ -18,7 +18,8 @@ from conli.batch.local import READ_AHEAD, run
 from conli.batch.records import OutLog, record_key
 from conli.batch.work import make_worker
 from conli.config import Settings
-from tests import scripted
+from tests.support import scripted
+from tests.support.batch import _out, _wait_for_lines, _write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
@@ -28,17 +29,6 @@ def _records(n: int, **extra: Any) -> list[dict[str, Any]]:
     return [{"id": f"r{i}", "source": SOURCE,
              "response": f"The library opened in 1962. Record {i} is FALSE here.", **extra}
             for i in range(n)]
-
-
-def _write_jsonl(path: Path, records: list[dict[str, Any]], tail: str = "") -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail, encoding="utf-8")
-
-
-def _out(path: Path) -> list[dict[str, Any]]:
-    """Every OUT line, parsed: a torn line would fail here."""
-    raw = path.read_bytes()
-    assert raw.endswith(b"\n"), "OUT must end on a whole line"
-    return [json.loads(line) for line in raw.decode("utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("mode", ["check", "rewrite", "judge"])
@@ -152,20 +142,12 @@ def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
     env = {**os.environ, "CONLI_TEST_FAKE": "1", "CONLI_TEST_FAKE_SLEEP": str(sleep),
            "CONLI_TEST_FAKE_CONCURRENCY": "2", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out),
+        [sys.executable, "-m", "tests.support.batch_runner", "batch", str(src), str(out),
          "--llm", "fake", "--mode", "rewrite", "--no-progress"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # a shell starting us in the background ignores SIGINT, and children inherit that
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-
-
-def _wait_for_lines(out: Path, at_least: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 120  # a hang guard, not a speed test
-    while not out.exists() or out.read_bytes().count(b"\n") < at_least:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the batch made no progress"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT])
@@ -198,7 +180,7 @@ def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: i
 def _cli(*args: str, llm: str = "fake", **env: str) -> subprocess.CompletedProcess[str]:
     """``conli batch ARGS --llm LLM --no-progress`` in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", *args, "--llm", llm,
+        [sys.executable, "-m", "tests.support.batch_runner", "batch", *args, "--llm", llm,
          "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT), **env},
     )
@@ -332,8 +314,8 @@ def test_batch_refuses_an_unwritable_out_before_any_work(tmp_path: Path, target:
            "file-as-dir": tmp_path / "afile" / "out.jsonl"}[target]
     env = {**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out), "--llm", "fake",
-         "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "tests.support.batch_runner", "batch", str(src), str(out), "--llm",
+         "fake", "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "cannot write" in done.stderr

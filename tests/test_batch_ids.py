@@ -20,7 +20,7 @@ import pytest
 
 from conli.backends import register_backend
 from conli.cli.app import main
-from tests import scripted
+from tests.support import scripted
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 BAD = "The library opened in 1962. It charges FALSE two dollars."

@@ -15,7 +15,7 @@ import pytest
 
 from conli.backends import register_backend
 from conli.cli.app import main
-from tests import scripted
+from tests.support import scripted
 
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 GOOD = "The library opened in 1962."

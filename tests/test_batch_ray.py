@@ -1,6 +1,6 @@
 """conli batch --engine ray: the same records as local batch, an actor killed, resume, the CLI.
 
-One local Ray (2 CPUs) serves the module. Backends are scripted (``tests.scripted``): the
+One local Ray (2 CPUs) serves the module. Backends are scripted (``tests.support.scripted``): the
 actors build them from the factory the driver registered, imported from this module.
 """
 
@@ -36,7 +36,7 @@ from conli.errors import (  # noqa: E402
     BackendUnavailableError,
     TransientBackendError,
 )
-from tests import scripted  # noqa: E402
+from tests.support import scripted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
@@ -281,7 +281,7 @@ def test_a_backend_failing_every_call_stops_the_run_as_locally(
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **_ENV, "CONLI_TEST_FAKE_CONCURRENCY": "3"}
     return subprocess.run(
-        [sys.executable, "-m", "tests.batch_runner", "batch", *args, "--llm", "fake",
+        [sys.executable, "-m", "tests.support.batch_runner", "batch", *args, "--llm", "fake",
          "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
 
@@ -310,7 +310,7 @@ def test_cli_engine_ray_end_to_end_with_exit_codes(cluster: str, tmp_path: Path)
 def test_local_batch_never_imports_ray(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, _records(1))
-    code = ("import sys, tests.scripted; from conli.cli.app import main; "
+    code = ("import sys, tests.support.scripted; from conli.cli.app import main; "
             f"code = main(['batch', {str(src)!r}, {str(out)!r}, '--llm', 'fake', "
             "'--no-progress']); print(code, 'ray' in sys.modules)")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -23,9 +23,10 @@ from conli.batch.records import Intake, schedule
 from conli.batch.work import make_worker
 from conli.config import Settings
 from conli.errors import AuthenticationError
-from tests import scripted
-from tests.one_slot import OneSlotCache
-from tests.test_batch import ROOT, _out, _wait_for_lines, _write_jsonl
+from tests.support import scripted
+from tests.support.batch import _out, _wait_for_lines, _write_jsonl
+from tests.support.one_slot import OneSlotCache
+from tests.support.paths import ROOT
 
 POOL = "The Riverside pool opened in 1962. It cost 2.4 million dollars to build."
 BRIDGE = "A bridge over the Riverside opened in 1998. It is 240 metres long, with two lanes."
@@ -130,7 +131,7 @@ def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
     env = {**os.environ, "CONLI_TEST_FAKE": "1", "CONLI_TEST_FAKE_SLEEP": str(sleep),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out),
+        [sys.executable, "-m", "tests.support.batch_runner", "batch", str(src), str(out),
          "--llm", "fake", "--mode", "check", "--no-progress"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

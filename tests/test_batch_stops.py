@@ -24,7 +24,7 @@ from conli.batch.summary import Summary
 from conli.batch.work import make_worker
 from conli.config import Settings
 from conli.errors import TransientBackendError
-from tests import scripted
+from tests.support import scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
@@ -132,8 +132,8 @@ def test_cli_stops_a_garbage_backend_with_exit_3_naming_it(tmp_path: Path) -> No
 
     def batch(llm: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "tests.batch_runner", "batch", str(src), str(out), "--llm",
-             llm, "--mode", "check", "--no-progress"],
+            [sys.executable, "-m", "tests.support.batch_runner", "batch", str(src), str(out),
+             "--llm", llm, "--mode", "check", "--no-progress"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
     stopped = batch("garbage")

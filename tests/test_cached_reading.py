@@ -18,8 +18,8 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from tests.readers import ReadingBackend
-from tests.test_signals import RESPONSE, SOURCE, Reader, model_json
+from tests.support.readers import ReadingBackend
+from tests.support.signals import RESPONSE, SOURCE, Reader, model_json
 
 
 def _checked(backend: ReadingBackend, **settings: object) -> CheckResult:

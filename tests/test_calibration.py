@@ -22,7 +22,7 @@ from conli.errors import ConfigError, InputError
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.signals.model import SignalModel
-from tests.readers import ReadingBackend
+from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 

@@ -14,7 +14,7 @@ from conli.errors import (
     TransientBackendError,
 )
 from conli.run.context import scope
-from tests.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock, install
 
 MESSAGES: list[Message] = [{"role": "user", "content": "hi"}]
 DONE = Completion("ok", CallUsage(prompt_tokens=7, completion_tokens=3, seconds=0.5), "stop")

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from conli.cli import app as cli
-from tests.conftest import rule_responder
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.responders import rule_responder
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in London. In 1843 she published notes on the engine."

@@ -26,8 +26,8 @@ from conli.detectors.chunks import Chunk, chunks_of
 from conli.detectors.minicheck import MiniCheck
 from conli.errors import ConfigError
 from conli.pipeline import Checker
-from tests.conftest import kind_of, rule_responder
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.responders import kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."

@@ -20,7 +20,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import CheckResult
 from conli.pipeline import Checker
-from tests.conftest import claims_of
+from tests.support.responders import claims_of
 
 CHUNKS = ["The Orla Bridge opened in 1931 and carries two lanes of traffic.",
           "Dogs are allowed on the footpath of the bridge.",

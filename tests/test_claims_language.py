@@ -22,7 +22,7 @@ from conli.graph import nodes
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.text.language import claims_language, detect_language, sentence_language
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 ENGLISH = ["The Harbor Street Library opened in 1931 and has four floors.",
            "Its reading room seats 120 people, and membership is free."]

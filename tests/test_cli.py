@@ -7,7 +7,7 @@ import pytest
 from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
 from conli.cli import app as cli
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges two dollars per book."

@@ -1,7 +1,7 @@
 """``conli check --fail-on`` and ``--threshold`` / ``CONLI_THRESHOLD``, run as a user runs them.
 
 Each test starts the real CLI in a subprocess without a terminal, on the scripted ``fake``
-backend (``tests.cli_runner``).
+backend (``tests.support.cli_runner``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _conli(tmp_path: Path, response: str, *flags: str,
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT), **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "tests.cli_runner", "check", "--source", str(src),
+        [sys.executable, "-m", "tests.support.cli_runner", "check", "--source", str(src),
          "--response", str(resp), "--llm", "fake", "--no-judge", "--no-mitigate", *flags],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)

@@ -22,7 +22,7 @@ VOLATILE = {"timings", "seconds", "judged_at", "commit", "prefill_seconds", "dec
 
 RUN = """
 import json, sys
-import tests.scripted  # registers the scripted `fake` backend
+import tests.support.scripted  # registers the scripted `fake` backend
 from conli.cli.app import main
 code = main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m.startswith(("conli.evaluation", "langgraph")))

@@ -10,7 +10,7 @@ import pytest
 
 from conli import detectors
 from conli.cli.app import COMMANDS, HELP, main, parser_for
-from tests import word_detector  # registers the "word" detector, as a plug-in would
+from tests.support import word_detector  # registers the "word" detector, as a plug-in would
 
 
 def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -20,7 +20,7 @@ from conli.pipeline import Checker
 from conli.run import inputs
 from conli.signals import lexical
 from conli.signals.align import semantic_word_scores
-from tests.eval_fakes import respond as string_match
+from tests.support.eval_fakes import respond as string_match
 
 SOURCE = ("The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. "
           "Tickets cost 5 euros.")

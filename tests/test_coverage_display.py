@@ -30,9 +30,10 @@ from conli.models import (
 from conli.pipeline import Checker
 from conli.report.html import write_report
 from conli.report.review import script
-from tests.conftest import rule_responder
-from tests.eval_fakes import respond
-from tests.test_report import ROOT, _chromium, _run_chromium
+from tests.support.chromium import _chromium, _run_chromium
+from tests.support.eval_fakes import respond
+from tests.support.paths import ROOT
+from tests.support.responders import rule_responder
 
 SOURCE = ("The Riverside library opened in 1962. The city council runs it and pays its staff. "
           "It lends books free of charge. A new reading room opened in 2019.")

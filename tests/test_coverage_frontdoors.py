@@ -27,7 +27,7 @@ from conli.cli import batch as batch_cli
 from conli.cli.app import main
 from conli.config import Settings
 from conli.pipeline import Checker
-from tests import eval_fakes
+from tests.support import eval_fakes
 
 SOURCE = "The library opened in 1962. The city council runs it. It lends bicycles."
 RESPONSE = "The library opened in 1962. The city council runs it."
@@ -119,7 +119,7 @@ def conli_error(name: str) -> type[BaseException]:
 def served() -> Iterator[tuple[str, ScriptedBackend]]:
     """The service on loopback, fixing coverage by default; its URL and its model."""
     pytest.importorskip("fastapi")
-    from tests.test_service import serving
+    from tests.support.service import serving
 
     backend = cover_backend()
     with serving(_settings(service_api_keys=[KEY], fix_coverage=True), backend=backend) as url:

@@ -12,8 +12,8 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
-from tests import plugins
-from tests.conftest import rule_responder
+from tests.support import plugins
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. Dr. Jones runs it."
 RESPONSE = "The library opened in 1962. Dr. Jones runs it."

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-import tests.word_detector  # registers the "word" detector: no label, a reasoning of its own
+import tests.support.word_detector  # registers "word": no label, a reasoning of its own
 from conli import detectors
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.detectors.base import Detection, DetectionContext, default_reason, reason_for
 from conli.models import Entity, Judgement, SentenceResult
 from conli.pipeline import Checker
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges a FALSE fee per book."
 
 
-class Worded(tests.word_detector.WordDetector):
+class Worded(tests.support.word_detector.WordDetector):
     """The word detector, wording its reasons itself."""
 
     name = "worded"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.word_detector  # registers the "word" detector
+import tests.support.word_detector  # registers the "word" detector
 from conli import detectors
 from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
@@ -16,7 +16,7 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
 from conli.run.plan import make_plan
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges a FALSE fee per book."
@@ -70,7 +70,7 @@ def test_presets_expand_and_the_level_switches_apply() -> None:
 
 
 def test_a_superseding_detector_decides_where_both_judged() -> None:
-    class SecondOpinion(tests.word_detector.WordDetector):
+    class SecondOpinion(tests.support.word_detector.WordDetector):
         name = "second"
         supersedes = frozenset({"word"})
 

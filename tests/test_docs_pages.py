@@ -30,12 +30,11 @@ from conli.errors import (
     InputTooLargeError,
     error_classes,
 )
-from tests.test_gate_table import GATE_TABLE
+from tests.support.docs import FENCE, PAGES
+from tests.support.gate_table import GATE_TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 IDS = [str(p.relative_to(ROOT)) for p in PAGES]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 

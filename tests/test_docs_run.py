@@ -35,9 +35,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from tests.conftest import rule_responder
-from tests.http_fakes import FakeServer, Reply, Request, openai_chat, serve
-from tests.test_docs_pages import FENCE, PAGES, ROOT
+from tests.support.docs import FENCE, PAGES
+from tests.support.http_fakes import FakeServer, Reply, Request, openai_chat, serve
+from tests.support.paths import ROOT
+from tests.support.responders import rule_responder
 
 BAD = ("1963", "FALSE")
 SOURCE = "The library opened in 1962. The city council runs it."
@@ -190,7 +191,7 @@ def _proxy() -> Any:
     from conli.backends import get_backend
     from conli.config import Settings
     from conli.proxy.app import proxy_mount
-    from tests.test_service import serving
+    from tests.support.service import serving
 
     settings = Settings(service_api_keys=["change-me"],  # type: ignore[call-arg]
                         proxy_upstream="openai:gpt-4o-mini")

@@ -27,8 +27,8 @@ from conli.batch.work import make_worker
 from conli.chat.state import ChatInputs
 from conli.errors import EmptyInputError, EncodingError, InputError, UnsupportedAnswerError
 from conli.report.html import write_report
-from tests import scripted
-from tests.test_sources import CHUNKS, RESPONSE, respond
+from tests.support import scripted
+from tests.support.sources import CHUNKS, RESPONSE, respond
 
 DOCS = [Document(page_content=CHUNKS[0], metadata={"id": "doc-1", "source": "a.txt"}),
         Document(page_content=CHUNKS[1], id="doc-2", metadata={"source": "b.txt"}),
@@ -283,7 +283,7 @@ def test_a_bad_exit_behavior_is_a_configuration_error() -> None:
 def test_the_service_takes_dumped_documents_as_sources() -> None:
     import httpx
 
-    from tests.test_service import KEY, serving
+    from tests.support.service import KEY, serving
 
     with serving(Settings(service_api_keys=[KEY], word_scores="off"),
                  backend=ScriptedBackend(responder=respond)) as base:

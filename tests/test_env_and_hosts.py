@@ -20,8 +20,8 @@ from conli.backends.openai_compat import ollama_url
 from conli.config import Settings
 from conli.config.credentials import load_env_file
 from conli.errors import ConfigError, TransientBackendError
-from tests.conftest import rule_responder
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.responders import rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."

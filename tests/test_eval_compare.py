@@ -24,7 +24,7 @@ from conli.evaluation.metrics import flag
 from conli.evaluation.sides import Item, Side, read_side
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow, write_rows
-from tests.eval_fakes import backend as fake_backend
+from tests.support.eval_fakes import backend as fake_backend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
 register_backend("comparefake", lambda _arg, _settings: fake_backend())

@@ -18,7 +18,7 @@ from conli.evaluation.loaders import Example, load_jsonl
 from conli.evaluation.rewrite import redetect, rewrite_report
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
-from tests.eval_fakes import backend as fake_backend
+from tests.support.eval_fakes import backend as fake_backend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
 CALLS: list[int] = []

@@ -15,7 +15,7 @@ from conli.evaluation import judge_figures as jf
 from conli.evaluation.loaders import Example
 from conli.judges.grounded import Scale
 from conli.training import perturb
-from tests.eval_fakes import backend as fake_backend
+from tests.support.eval_fakes import backend as fake_backend
 
 
 def rng() -> random.Random:

@@ -12,7 +12,7 @@ from conli.backends.base import Backend, CallUsage, Completion, Message, Request
 from conli.backends.fake import ScriptedBackend
 from conli.cli.app import main
 from conli.config import Settings
-from tests.eval_fakes import respond
+from tests.support.eval_fakes import respond
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 EVENTS: list[str] = []

@@ -4,8 +4,8 @@ from conli.agents.evidence import SLACK, focused_source
 from conli.agents.nli import Hypothesis
 from conli.config import Settings
 from conli.signals.lexical import SourceWords
-from tests.conftest import nli
-from tests.test_windows import reading_model, source_of
+from tests.support.responders import nli
+from tests.support.windows import reading_model, source_of
 
 FACTS = [f"The {animal} at the zoo eats {food} every morning." for animal, food in (
     ("lion", "beef"), ("zebra", "hay"), ("otter", "fish"), ("parrot", "seeds"),

@@ -15,7 +15,7 @@ from conli.agents.answers import (
 )
 from conli.agents.structured import exact_items_schema
 from conli.backends.forced_prefix import forced_prefix
-from tests.scripted import JudgeAnswer
+from tests.support.scripted import JudgeAnswer
 
 
 def _serialised(answer: BaseModel) -> str:

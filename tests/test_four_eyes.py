@@ -24,8 +24,8 @@ import pytest
 from conli.backends import register_backend
 from conli.cli import app as cli
 from conli.version import __version__
-from tests import scripted
-from tests.readers import ReadingBackend
+from tests.support import scripted
+from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 GOOD = "The library opened in 1921. It holds 40,000 books."

@@ -16,7 +16,7 @@ from conli.models import Judgement
 from conli.signals.features import SentenceSignals
 from conli.signals.lexical import SourceWords, overlap
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, SignalModel, load_model
-from tests.test_signals import Reader
+from tests.support.signals import Reader
 
 FIXTURE = Path(__file__).parent / "fixtures" / "signal_models.json"
 CLAIM = "The pool was designed by a firm from Boston."

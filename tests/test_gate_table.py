@@ -1,7 +1,7 @@
 """The gate, table-driven: verdict x threshold x ``--fail-on`` -> exit code, check and batch.
 
 Each row runs the real CLI (``conli.cli.app.main``) in this process on a scripted backend
-and the ``scored`` detector (``tests.score_detector``: ``scoreNN`` in a sentence is its
+and the ``scored`` detector (``tests.support.score_detector``: ``scoreNN`` in a sentence is its
 score, below 0.5 hallucinated; ``UNSURE`` leaves it unverified). Every response has a
 sentence at 0.95 and one at 0.60 / 0.45 / unverified, so a threshold of 0.4 is below
 every score (it passes what the verdict passes) and 0.9 is above the second sentence's.
@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-import tests.score_detector  # noqa: F401 - registers the scored detector
+import tests.support.score_detector  # noqa: F401 - registers the scored detector
 from conli import backends
 from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import EXIT_GATE_FAILED
-from tests import scripted
+from tests.support import scripted
+from tests.support.gate_table import GATE_TABLE
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSES = {
@@ -31,37 +32,6 @@ RESPONSES = {
 }
 THRESHOLDS = {"none": None, "0.4": 0.4, "0.9": 0.9}
 FLAGS = ("none", "hallucinated", "unverified")
-
-# (verdict, threshold, --fail-on) -> (passed, exit code of `conli check` and `conli batch`)
-GATE_TABLE: list[tuple[str, str, str, bool, int]] = [
-    ("supported", "none", "none", True, 0),
-    ("supported", "none", "hallucinated", True, 0),
-    ("supported", "none", "unverified", True, 0),
-    ("supported", "0.4", "none", True, 0),
-    ("supported", "0.4", "hallucinated", True, 0),
-    ("supported", "0.4", "unverified", True, 0),
-    ("supported", "0.9", "none", False, 0),
-    ("supported", "0.9", "hallucinated", False, 4),
-    ("supported", "0.9", "unverified", False, 4),
-    ("hallucinated", "none", "none", False, 0),
-    ("hallucinated", "none", "hallucinated", False, 4),
-    ("hallucinated", "none", "unverified", False, 4),
-    ("hallucinated", "0.4", "none", False, 0),           # passed yes before issue 45
-    ("hallucinated", "0.4", "hallucinated", False, 4),   # exit 0 before issue 45
-    ("hallucinated", "0.4", "unverified", False, 4),     # exit 0 before issue 45
-    ("hallucinated", "0.9", "none", False, 0),
-    ("hallucinated", "0.9", "hallucinated", False, 4),
-    ("hallucinated", "0.9", "unverified", False, 4),
-    ("unverified", "none", "none", False, 0),
-    ("unverified", "none", "hallucinated", False, 0),
-    ("unverified", "none", "unverified", False, 4),
-    ("unverified", "0.4", "none", False, 0),
-    ("unverified", "0.4", "hallucinated", False, 0),
-    ("unverified", "0.4", "unverified", False, 4),
-    ("unverified", "0.9", "none", False, 0),
-    ("unverified", "0.9", "hallucinated", False, 0),
-    ("unverified", "0.9", "unverified", False, 4),
-]
 
 
 @pytest.fixture(autouse=True)

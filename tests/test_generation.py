@@ -15,7 +15,7 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError, DeadlineExceededError, TransientBackendError
 from conli.generation import ABSTAINED, generate, until_repeat
-from tests.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock, install
 
 GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from conli.backends.fake import ScriptedBackend
 from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
-from tests.conftest import claims_of, kind_of, nli_answer, rule_responder
+from tests.support.responders import claims_of, kind_of, nli_answer, rule_responder
 
 SOURCE = (
     "The Riverside bridge opened in 1998. It is 240 metres long and carries two lanes. "

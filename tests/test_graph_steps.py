@@ -8,7 +8,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.graph import build_graph
 from conli.pipeline import Checker
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 SOURCE = "The bridge opened in 1998. It is 240 metres long."
 RESPONSE = "The bridge opened in 1998. It is 420 metres long."

@@ -15,7 +15,7 @@ from conli.judges.grounded import check_quotes, evidence, grounded_score, load_s
 from conli.judges.rubric import judge
 from conli.models import Entity, Judgement, SentenceResult
 from conli.pipeline import Checker
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 
 def sentence(i: int, verdict: str, label: str | None = None, *, entity: bool = False,

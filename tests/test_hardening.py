@@ -35,10 +35,18 @@ from conli.evaluation.loaders import Example
 from conli.ner.grounding import SourceMentions
 from conli.pipeline import Checker
 from conli.prompts import defuse, render
-from tests import scripted
-from tests.conftest import rule_responder
-from tests.http_fakes import Reply, Request, claims, nli_answer, openai_chat, openai_error, serve
-from tests.scripted import JudgeAnswer
+from tests.support import scripted
+from tests.support.http_fakes import (
+    Reply,
+    Request,
+    claims,
+    nli_answer,
+    openai_chat,
+    openai_error,
+    serve,
+)
+from tests.support.responders import rule_responder
+from tests.support.scripted import JudgeAnswer
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
@@ -106,7 +114,7 @@ def test_transient_failures_are_counted_in_usage() -> None:
 
 
 def test_the_service_answers_502_and_503_for_a_dead_backend() -> None:
-    from tests.test_service import AUTH, KEY, serving
+    from tests.support.service import AUTH, KEY, serving
 
     answers = {"auth": Reply(401, openai_error(401, "invalid api key")),
                "down": Reply(503, openai_error(503, "overloaded"))}
@@ -318,7 +326,8 @@ def _check_on_a_terminal(files: list[str], *extra: str) -> tuple[int, str]:
     env = {**os.environ, "CONLI_TEST_FAKE": "1", "CONLI_TEST_FAKE_SLEEP": "0.05",
            "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.batch_runner", "check", *files, "--llm", "fake", *extra],
+        [sys.executable, "-m", "tests.support.batch_runner", "check", *files, "--llm", "fake",
+         *extra],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
     seen = b""

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from conli import Checker, Settings, acheck
-from tests import scripted
+from tests.support import scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 

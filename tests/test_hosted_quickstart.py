@@ -19,8 +19,8 @@ import pytest
 
 from conli.backends import local, model_store
 from conli.cli import app as cli
-from tests.conftest import rule_responder
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.responders import rule_responder
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."

@@ -22,7 +22,7 @@ from conli.config import Settings
 from conli.errors import InputError
 from conli.evaluation import injection
 from conli.pipeline import Checker
-from tests.conftest import claims_of, kind_of, nli_answer
+from tests.support.responders import claims_of, kind_of, nli_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "benchmarks" / "data" / "injection" / "cases.jsonl"

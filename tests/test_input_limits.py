@@ -33,9 +33,9 @@ def _env() -> dict[str, str]:
 
 
 def _conli(*args: str, stdin: object = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.cli_runner", *args, "--llm", "fake"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=180,
-                          stdin=stdin)  # type: ignore[arg-type]
+    return subprocess.run([sys.executable, "-m", "tests.support.cli_runner", *args, "--llm",
+                           "fake"], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=180, stdin=stdin)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from conli.judges import Judged, JudgeTask, Unscored, unscored_result
 from conli.models import JudgeResult
 from conli.pipeline import Checker
 from conli.run.plan import make_plan
-from tests import plugins
-from tests.conftest import rule_responder
+from tests.support import plugins
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
 RESPONSE = "The library opened in 1962. It charges two dollars a book. It has three floors."

@@ -24,7 +24,7 @@ from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions
 from conli.run.request import Request
-from tests.conftest import REASONING, claims_of, kind_of, rule_responder
+from tests.support.responders import REASONING, claims_of, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
@@ -91,7 +91,7 @@ def _conli(*args: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     path = f"{ROOT / 'src'}{os.pathsep}{ROOT}"  # this tree's conli, not the installed one
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": path})
-    return subprocess.run([sys.executable, "-m", "tests.batch_runner", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tests.support.batch_runner", *args], cwd=ROOT,
                           env=environment, capture_output=True, text=True, timeout=180,
                           stdin=subprocess.DEVNULL)
 

@@ -19,7 +19,7 @@ from conli.config import Settings
 from conli.judges.grounded import grounded_judge, grounded_score, load_scale
 from conli.models import Entity, Judgement, SentenceResult
 from conli.pipeline import Checker
-from tests.conftest import kind_of, rule_responder
+from tests.support.responders import kind_of, rule_responder
 
 PLACE = Entity(text="Boston", label="GPE", category="Location", start=0, end=6)
 LONG = ("The pool, which " + "was praised by every visitor and " * 60

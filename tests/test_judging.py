@@ -17,7 +17,7 @@ from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions
 from conli.run.request import Request
-from tests.conftest import REASONING, kind_of, rule_responder
+from tests.support.responders import REASONING, kind_of, rule_responder
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
@@ -143,7 +143,7 @@ def test_conli_judge_json_names_the_mode_and_scores_each_candidate(tmp_path: Pat
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cli_runner", "judge", "--source", str(src),
+        [sys.executable, "-m", "tests.support.cli_runner", "judge", "--source", str(src),
          "--response", str(good), "--response", str(bad), "--llm", "fake", "--json"],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)
@@ -176,8 +176,8 @@ def test_every_cli_front_door_takes_judge_mode(tmp_path: Path) -> None:
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
 
     def conli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tests.cli_runner", *args, "--llm", "fake"],
-                              cwd=ROOT, env=environment, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "tests.support.cli_runner", *args, "--llm",
+                               "fake"], cwd=ROOT, env=environment, capture_output=True, text=True,
                               timeout=120, stdin=subprocess.DEVNULL)
 
     checked = conli("check", "--source", str(src), "--response", str(resp), "--json",

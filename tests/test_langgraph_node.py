@@ -24,9 +24,9 @@ from conli.backends.fake import Reply, ScriptedBackend
 from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, InputError
 from conli.hook import reply_text
 from conli.models import Mitigation, SentenceResult, Verdict
-from tests import scripted
-from tests.conftest import rule_responder
-from tests.scripts import load_script
+from tests.support import scripted
+from tests.support.responders import rule_responder
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It is run by the city council."

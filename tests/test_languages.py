@@ -27,7 +27,7 @@ from conli.text import pysbd_split
 from conli.text.language import detect_language, guess_language, language_of, stop_words
 from conli.text.nlp import load_pipeline
 from conli.text.segment import sentence_spans, sentence_splitter, split_response
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 DE = ("Die Stadt hat das neue Bad für 4,2 Mio. Euro gebaut. Es kamen ca. 12.000 Besucher im "
       "ersten Monat. Der Bau wurde durch Spenden finanziert. Die Eröffnung war am 3. Oktober.")
@@ -112,7 +112,7 @@ def _whole_sentences(window: str) -> bool:
 
 def test_a_streamed_german_reply_is_cut_as_check_cuts_it(settings: Settings) -> None:
     """The stream re-cuts the growing reply with the source's language: "Mio." ends nothing."""
-    from tests.test_streaming import _checker, _chunks, _collect, _pieces
+    from tests.support.streams import _checker, _chunks, _collect, _pieces
 
     checker, _ = _checker(settings)
     expected = checker.check(DE, DE).sentences

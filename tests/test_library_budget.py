@@ -1,6 +1,6 @@
 """The library under a latency budget (issue 45): closing, cancelling and sharing checkers.
 
-Every test runs on ``ScriptedBackend`` (``tests.scripted``), never a model.
+Every test runs on ``ScriptedBackend`` (``tests.support.scripted``), never a model.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import conli
 from conli import Checker, Settings, acheck, backends
 from conli.backends.fake import ScriptedBackend
 from conli.hook import close_shared_checkers
-from tests import scripted
+from tests.support import scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ def test_shared_checkers_are_closed_at_interpreter_exit(tmp_path: Path) -> None:
         "import asyncio, sys\n"
         "from conli import Settings, acheck, backends\n"
         "from conli.backends.fake import ScriptedBackend\n"
-        "from tests import scripted\n"
+        "from tests.support import scripted\n"
         "class Logged(ScriptedBackend):\n"
         "    def close(self):\n"
         "        open(sys.argv[1], 'a').write('closed\\n')\n"

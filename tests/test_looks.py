@@ -10,7 +10,7 @@ from conli.backends.base import Completion, Request
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.models import Judgement, NLILabel, Verdict
-from tests.conftest import nli
+from tests.support.responders import nli
 
 SOURCE = "The museum opened in 1931 and has three floors."
 CLAIM = Hypothesis(0, "The museum opened in 1931.")

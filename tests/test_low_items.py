@@ -20,8 +20,8 @@ import pytest
 from conli.backends import register_backend
 from conli.cli.app import main
 from conli.config import Settings
-from tests import scripted
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support import scripted
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 INVISIBLE = "\u200b\u2060\ufeff\u00ad\u200b \u2060\n\u00ad"
@@ -48,9 +48,8 @@ def test_a_response_of_invisible_characters_is_empty(
 def test_invisible_characters_buy_a_stream_no_rate() -> None:
     """Zero-width spaces at 100 a second would pass a rate of 40 if they counted."""
     pytest.importorskip("fastapi")
-    from tests.test_service import serving
-    from tests.test_service_streams import _send_every
-    from tests.test_streaming import HTTP_SOURCE, RawStream, _run, _settings
+    from tests.support.service import serving
+    from tests.support.service_streams import HTTP_SOURCE, RawStream, _run, _send_every, _settings
 
     settings = _settings(service_max_streams=1, service_stream_idle_seconds=1.0,
                          service_stream_min_rate=40.0, service_timeout_seconds=60)
@@ -105,7 +104,7 @@ def test_passed_no_says_why_beside_a_verdict_standing_in_as_the_score(
 
 def test_judge_bounds_its_responses_as_a_batch_bounds_its_items() -> None:
     pytest.importorskip("fastapi")
-    from tests.test_service import AUTH, KEY, serving
+    from tests.support.service import AUTH, KEY, serving
 
     with serving(Settings(service_api_keys=[KEY], service_batch_max_items=3)) as base:
         answer = httpx.post(f"{base}/v1/judge", headers=AUTH, timeout=30, json={

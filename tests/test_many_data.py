@@ -19,8 +19,8 @@ import conli
 from conli import Checker
 from conli.backends.base import Message
 from conli.errors import ConfigError, InputError
-from tests import scripted
-from tests.test_many import SOURCE, Peak, _backend, _settings
+from tests.support import scripted
+from tests.support.many import SOURCE, Peak, _backend, _settings
 
 GOOD = "It opened in 1962."
 BAD = "It charges FALSE fees."

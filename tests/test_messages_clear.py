@@ -18,7 +18,7 @@ from conli.errors import InputTooLargeError
 from conli.gate import gate_line
 from conli.models import CheckResult
 from conli.run.inputs import check_input
-from tests.conftest import rule_responder
+from tests.support.responders import rule_responder
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 

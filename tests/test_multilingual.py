@@ -20,7 +20,7 @@ from conli.pipeline import Checker
 from conli.signals.lexical import SourceWords, content_words, overlap
 from conli.text.nlp import load_pipeline
 from conli.text.segment import select_claims, sentence_spans, split_response, utf16_offset
-from tests.test_signals import Reader, model_json
+from tests.support.signals import Reader, model_json
 
 DE_SOURCE = ("Das Stadtmuseum wurde am 3. Oktober 1998 eröffnet. Es hat drei Etagen und "
              "zeigt z. B. Gemälde aus Köln. Der Eintritt kostet 12 Euro.")
@@ -124,7 +124,7 @@ def test_check_and_stream_give_utf16_offsets_after_an_astral_character(
     settings: Settings, reply: str
 ) -> None:
     """Each sentence's UTF-16 offsets index the reply as a JavaScript string does."""
-    from tests.test_streaming import _checker, _chunks, _collect, _pieces
+    from tests.support.streams import _checker, _chunks, _collect, _pieces
 
     checker, _ = _checker(settings)
     expected = checker.check(DE_SOURCE + ZH_SOURCE, reply).sentences
@@ -160,7 +160,7 @@ def test_ascii_text_tokenises_as_the_english_only_patterns_did() -> None:
 
 def test_a_german_date_still_being_streamed_is_not_cut_at_its_day(settings: Settings) -> None:
     """"am 3. Okt" may become "am 3. Oktober": the stream must not hand on "am 3." alone."""
-    from tests.test_streaming import _checker, _chunks, _collect
+    from tests.support.streams import _checker, _chunks, _collect
 
     assert cut("Das Stadtmuseum wurde am 3. Okt") == ["Das Stadtmuseum wurde am 3. Okt"]
     checker, _ = _checker(settings)

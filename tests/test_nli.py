@@ -3,7 +3,7 @@ import json
 from conli.agents.nli import Hypothesis, static_prefix, tag_entity
 from conli.agents.nli_prompts import resolve
 from conli.backends.fake import ScriptedBackend
-from tests.conftest import claims_of, nli, nli_answer
+from tests.support.responders import claims_of, nli, nli_answer
 
 
 def hyps(*texts: str) -> list[Hypothesis]:

@@ -15,8 +15,8 @@ from conli import Checker, Settings
 from conli.backends.base import Message
 from conli.backends.fake import Reply, ScriptedBackend
 from conli.errors import RateLimitError
-from tests import scripted
-from tests.fake_clock import FakeClock, install
+from tests.support import scripted
+from tests.support.fake_clock import FakeClock, install
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962."

@@ -19,8 +19,8 @@ import pytest
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.pipeline import Checker
-from tests.conftest import rule_responder
-from tests.scripts import load_script
+from tests.support.responders import rule_responder
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 overfiring = load_script(

@@ -2,7 +2,7 @@
 
 The ``openai`` SDK (sync, async, streaming) and LangChain's ``ChatOpenAI`` talk to the proxy
 over loopback HTTP with nothing changed but ``base_url`` and the sources in ``extra_body``;
-the proxy asks a loopback OpenAI-compatible upstream (``tests.proxy_fakes``) and checks
+the proxy asks a loopback OpenAI-compatible upstream (``tests.support.proxy_fakes``) and checks
 each reply on the scripted checker. Refusals, upstream failures and a dead checker come
 back in OpenAI's error shape, which the SDK raises as its own exceptions.
 """
@@ -18,21 +18,21 @@ import openai
 import pytest
 
 from conli.backends.fake import ScriptedBackend
-from conli.errors import BackendUnavailableError
-from tests import scripted
-from tests.http_fakes import Reply, Request, openai_error
-from tests.proxy_fakes import (
+from tests.support import scripted
+from tests.support.http_fakes import Reply, Request, openai_error
+from tests.support.proxy_fakes import (
     CONLI,
     MESSAGES,
     QUESTION,
     REPLY,
     REWRITTEN,
     SOURCE,
+    _dead,
     chat_handler,
     proxied,
     sse_events,
 )
-from tests.test_service import KEY
+from tests.support.service import KEY
 
 pytest.importorskip("fastapi")
 
@@ -191,19 +191,6 @@ def test_no_source_is_refused_before_the_upstream_or_passed_marked_unchecked() -
         assert raw.parse().conli["status"] == "unchecked"  # type: ignore[attr-defined]
 
 
-def _dead(after: int = 0) -> ScriptedBackend:
-    """A checker whose backend fails from its ``after``-th call on."""
-    answer = scripted.responder()
-    calls = []
-
-    def respond(messages: list) -> object:  # type: ignore[type-arg]
-        calls.append(1)
-        return BackendUnavailableError("the checker's server is down") if len(calls) > after \
-            else answer(messages)
-
-    return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=2)  # type: ignore[arg-type]
-
-
 def test_a_dead_checker_never_lets_a_reply_out_marked_checked() -> None:
     with proxied(checker=_dead()) as proxy:
         client = _client(proxy.base_url)
@@ -330,7 +317,7 @@ def test_the_embedded_model_as_upstream_and_checker() -> None:
     from conli.backends import get_backend
     from conli.config import Settings
     from conli.proxy.app import proxy_mount
-    from tests.test_service import serving
+    from tests.support.service import serving
 
     settings = Settings(service_api_keys=[KEY], llm="local", proxy_upstream="local",
                         service_timeout_seconds=900)

@@ -1,7 +1,7 @@
 """The drop-in client: the app's own ``openai`` client, each reply checked in process.
 
 The wrapped clients are the real SDK's, pointed at a loopback OpenAI-compatible server
-(``tests.proxy_fakes``); the checker is the scripted backend.
+(``tests.support.proxy_fakes``); the checker is the scripted backend.
 """
 
 from __future__ import annotations
@@ -17,10 +17,17 @@ from conli.errors import BackendUnavailableError, InputError, UnsupportedRequest
 from conli.pipeline import Checker
 from conli.proxy.client import AsyncGuardedOpenAI, GuardedOpenAI
 from conli.proxy.verdicts import Policy
-from tests import scripted
-from tests.http_fakes import FakeServer, Reply, Request, openai_chat, serve
-from tests.proxy_fakes import CONLI, MESSAGES, REPLY, REWRITTEN, SOURCE, chat_handler
-from tests.test_proxy import _dead
+from tests.support import scripted
+from tests.support.http_fakes import FakeServer, Reply, Request, openai_chat, serve
+from tests.support.proxy_fakes import (
+    CONLI,
+    MESSAGES,
+    REPLY,
+    REWRITTEN,
+    SOURCE,
+    _dead,
+    chat_handler,
+)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +21,8 @@ from conli.cli.app import main
 from conli.config import Settings
 from conli.report.html import write_report
 from conli.report.review import script, script_hash
-from tests import scripted
+from tests.support import scripted
+from tests.support.chromium import _chromium, _run_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = "<script>document.body.appendChild(document.createElement('pwned-el'))</script>"
@@ -242,7 +242,7 @@ def test_report_opens_with_the_records_that_need_a_look(results: Path, tmp_path:
 def _conli(*args: str) -> subprocess.CompletedProcess[str]:
     """``conli ARGS`` in a process of its own, no terminal; the ``fake`` backend registered."""
     return subprocess.run(
-        [sys.executable, "-m", "tests.cli_runner", *args], cwd=ROOT, capture_output=True,
+        [sys.executable, "-m", "tests.support.cli_runner", *args], cwd=ROOT, capture_output=True,
         text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, "CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
 
@@ -371,17 +371,6 @@ def test_report_escapes_hostile_text_and_never_evaluates_it(results: Path,
     unsigned = re.sub(r'<table class="provenance">.*?</table>|data-report="[^"]*"'
                       r'|data-results-sha256="[^"]*"', "", page, flags=re.S)
     assert "49" not in unsigned.replace("#49", "")
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _run_chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
-    return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_report_renders_in_headless_chromium(results: Path, tmp_path: Path) -> None:

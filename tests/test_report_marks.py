@@ -18,7 +18,7 @@ import pytest
 
 from conli.backends import register_backend
 from conli.cli import app as cli
-from tests.readers import ReadingBackend
+from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 GOOD = "The library opened in 1921. It holds 40,000 books."

@@ -15,7 +15,7 @@ from conli.cli.app import main
 from conli.config import Settings
 from conli.report.html import word_diff, write_report
 from conli.version import __version__
-from tests import scripted
+from tests.support import scripted
 
 CHUNKS = ["The Riverside library opened in 1962.",
           "The city council runs it. It holds 40,000 books."]

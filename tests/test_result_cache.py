@@ -27,8 +27,8 @@ from conli.graph import identity
 from conli.pipeline import Checker
 from conli.run.cache import ResultCache
 from conli.run.request import Request
-from tests import scripted
-from tests.conftest import claims_of
+from tests.support import scripted
+from tests.support.responders import claims_of
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges FALSE two dollars."

@@ -20,9 +20,9 @@ from conli.cli.app import main
 from conli.config import Settings
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
-from tests import scripted
-from tests.conftest import rule_responder
-from tests.test_service import AUTH, KEY, RESPONSE, SOURCE, serving
+from tests.support import scripted
+from tests.support.responders import rule_responder
+from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, serving
 
 GOOD = "The library opened in 1962."
 

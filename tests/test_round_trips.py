@@ -22,8 +22,8 @@ import pytest
 from conli.backends import get_backend
 from conli.config import Settings
 from conli.pipeline import Checker
-from tests.conftest import kind_of, rule_responder
-from tests.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.responders import kind_of, rule_responder
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."

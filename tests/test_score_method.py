@@ -13,8 +13,8 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
-from tests import scripted
-from tests.readers import ReadingBackend
+from tests.support import scripted
+from tests.support.readers import ReadingBackend
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge."
@@ -66,8 +66,9 @@ def test_the_cli_refuses_the_threshold_with_the_reason(tmp_path: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cli_runner", "check", "--source", str(tmp_path / "s.txt"),
-         "--response", str(tmp_path / "r.txt"), "--llm", "fake", "--threshold", "0.4"],
+        [sys.executable, "-m", "tests.support.cli_runner", "check", "--source",
+         str(tmp_path / "s.txt"), "--response", str(tmp_path / "r.txt"), "--llm", "fake",
+         "--threshold", "0.4"],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "reports no log-probabilities" in done.stderr
@@ -75,7 +76,7 @@ def test_the_cli_refuses_the_threshold_with_the_reason(tmp_path: Path) -> None:
 
 def test_the_service_refuses_a_threshold_it_cannot_score() -> None:
     httpx = pytest.importorskip("httpx")
-    from tests.test_service import AUTH, KEY, serving
+    from tests.support.service import AUTH, KEY, serving
 
     body = {"source": SOURCE, "response": RESPONSE, "options": {"threshold": 0.5}}
     with serving(Settings(service_api_keys=[KEY])) as url:

@@ -7,7 +7,7 @@ from conli.agents.nli_prompts import nli_prompt
 from conli.agents.scoring import entailment_probability, label_scores, score_hypothesis
 from conli.backends.base import CallUsage, Completion, TokenLogprob
 from conli.backends.fake import ScriptedBackend
-from tests.conftest import claims_of, nli, nli_answer
+from tests.support.responders import claims_of, nli, nli_answer
 
 
 def label_token(probabilities: dict[str, float]) -> Completion:

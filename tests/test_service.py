@@ -4,73 +4,30 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 pytest.importorskip("fastapi")
-import uvicorn
 
-from conli.backends.base import Backend
 from conli.cli.app import main
 from conli.config import Settings
 from conli.errors import ConfigError
-from conli.service.app import Mount, create_app
-from conli.signals.lexical import content_words
-from tests import scripted
-
-KEY = "test-key-1"
-AUTH = {"X-API-Key": KEY}
-SOURCE = "The Riverside library opened in 1962. The city council runs it."
-RESPONSE = "The library opened in 1962. The library is FALSE run by a charity."
-
-
-@contextmanager
-def serving(settings: Settings, *, sleep: float = 0.0, concurrency: int = 2,
-            open_access: bool = False, backend: Backend | None = None,
-            mount: Mount | None = None) -> Iterator[str]:
-    """Run the app (and ``mount``'s routes) under uvicorn in a thread on a loopback socket."""
-    content_words("warm up")  # the first check imports NLTK: seconds on a loaded machine
-    app = create_app(settings, open_access=open_access, mount=mount,
-                     backend=backend or scripted.backend(sleep=sleep, concurrency=concurrency))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+from conli.service.app import create_app
+from tests.support import scripted
+from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
     with serving(Settings(service_api_keys=[KEY])) as base:
         yield base
-
-
-def _is_problem(response: httpx.Response, status: int) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body = response.json()
-    assert body["status"] == status and body["type"].startswith("urn:conli:problem:")
 
 
 def test_three_modes_do_what_they_say(url: str) -> None:
@@ -236,7 +193,7 @@ def test_schemathesis_finds_no_server_errors(tmp_path: Path) -> None:
              "--checks", "not_a_server_error", "--max-examples", "15", "--seed", "5",
              "--workers", "1", "--generation-database", "none", "--no-color"],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,
-            env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
+            env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.support.schemathesis_hooks",
                  "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
         )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

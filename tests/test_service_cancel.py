@@ -11,8 +11,8 @@ pytest.importorskip("fastapi")
 
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
-from tests import scripted
-from tests.test_service import AUTH, KEY, SOURCE, _is_problem, serving
+from tests.support import scripted
+from tests.support.service import AUTH, KEY, SOURCE, _is_problem, serving
 
 MANY = " ".join(f"The library opened in 1962 and fact {n} holds." for n in range(8))
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from conli.config import Settings
-from tests.test_service import KEY, serving
+from tests.support.service import KEY, serving
 
 # what a page loads: src/href attributes, and the URLs Swagger UI's script is given
 _LOADS = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']|\burl:\s*["']([^"']+)["']""")

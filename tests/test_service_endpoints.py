@@ -26,9 +26,9 @@ import pytest
 pytest.importorskip("fastapi")
 
 from conli.config import Settings
-from tests import scripted
-from tests.http_fakes import Reply, Request, openai_chat, serve
-from tests.test_service import AUTH, KEY, serving
+from tests.support import scripted
+from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.service import AUTH, KEY, serving
 
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 RESPONSE = "The library opened in 1962."

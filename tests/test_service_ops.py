@@ -22,8 +22,8 @@ from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import BackendUnavailableError
-from tests import scripted
-from tests.test_service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
+from tests.support import scripted
+from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,7 +144,7 @@ def test_conli_serve_logs_json_lines_with_the_request_id(tmp_path: Path) -> None
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONLI_TEST_FAKE": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.batch_runner", "serve", "--llm", "fake", "--open",
+        [sys.executable, "-m", "tests.support.batch_runner", "serve", "--llm", "fake", "--open",
          "--port", str(port), "--log-format", "json", "--log-level", "info"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -13,8 +13,8 @@ from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import AuthenticationError
-from tests import scripted
-from tests.test_service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
+from tests.support import scripted
+from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
 
 GOOD = "The library opened in 1962."
 

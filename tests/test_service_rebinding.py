@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from conli.config import Settings
-from tests.test_service import AUTH, KEY, SOURCE, _is_problem, serving
+from tests.support.service import AUTH, KEY, SOURCE, _is_problem, serving
 
 BODY = {"source": SOURCE, "response": "The library opened in 1962."}
 STREAMED = b'{"source": "The library opened in 1962."}\n{"text": "It opened in 1962."}\n'

@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests import scripted
-from tests.test_service import serving
-from tests.test_streaming import HTTP_SOURCE, KEY, RawStream, _run, _settings
+from tests.support import scripted
+from tests.support.service import KEY, serving
+from tests.support.service_streams import HTTP_SOURCE, RawStream, _run, _send_every, _settings
 
 CHECK = {"source": HTTP_SOURCE, "response": "The library opened in 1962."}
 
@@ -100,16 +100,6 @@ def test_a_client_waiting_for_a_verdict_slower_than_the_idle_limit_still_gets_it
     assert waited > 1.0 and lines[0]["latency_seconds"] > 1.0  # the check outlasted the limit
     assert [line["event"] for line in lines] == ["sentence", "sentence", "done"], lines
     assert [line["sentence"]["verdict"] for line in lines[:2]] == ["supported", "supported"]
-
-
-async def _send_every(client: RawStream, seconds: float, text: str, times: int) -> None:
-    """Send ``{"text": text}`` every ``seconds``, ``times`` times or until the server hangs up."""
-    try:
-        for _ in range(times):
-            await client.send({"text": text})
-            await asyncio.sleep(seconds)
-    except (ConnectionError, OSError):
-        return
 
 
 def test_a_trickling_stream_is_cut_with_a_clear_message_and_frees_its_slot() -> None:

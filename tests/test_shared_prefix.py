@@ -15,8 +15,8 @@ from conli.cli import app as cli
 from conli.judges.grounded import load_scale
 from conli.pipeline import Checker
 from conli.prompts import Trusted, render
-from tests.conftest import kind_of, rule_responder
-from tests.one_slot import OneSlotCache, common, flat
+from tests.support.one_slot import OneSlotCache, common, flat
+from tests.support.responders import kind_of, rule_responder
 
 SOURCE = "The Riverside pool opened in 1962. It cost 2.4 million dollars."
 CLAIM = "The pool opened in 1972."

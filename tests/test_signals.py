@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
-from conli.backends.base import Capabilities, Completion, Request
 from conli.config import Settings
 from conli.errors import ConfigError
 from conli.evaluation.loaders import Example
@@ -22,35 +20,7 @@ from conli.text.nlp import load_pipeline
 from conli.training.data import ExampleRows, SentenceRow
 from conli.training.synthetic import synthetic_examples
 from conli.training.train import fit, leave_one_dataset_out
-from tests.readers import TinyReader
-
-SOURCE = ("The Millbrook pool cost 2.4 million dollars. It opened on Saturday, June 14. "
-          "About 800 people visited on the first day.")
-RESPONSE = "The pool cost 2.4 million dollars. It was designed by a firm from Boston."
-
-
-class Reader(TinyReader):
-    """The forward-pass capability alone: no generation call is expected."""
-
-    name, model = "reader", "tiny"
-    capabilities = Capabilities(hidden_states=True, context_window=4096)
-
-    def complete(self, request: Request) -> Completion:
-        raise AssertionError("the signal detector makes no generation call")
-
-    def close(self) -> None:
-        pass
-
-
-def model_json(threshold: float = 0.5) -> dict[str, Any]:
-    """A hand-made artifact: weight on novel numbers and missing words only."""
-    weights = {"novel_numbers": 2.0, "rouge_p": -1.5, "novel_entities": 1.0}
-    return SignalModel(
-        version="signals.test", features=FEATURE_NAMES, mean=(0.0,) * len(FEATURE_NAMES),
-        scale=(1.0,) * len(FEATURE_NAMES),
-        coef=tuple(weights.get(n, 0.0) for n in FEATURE_NAMES), intercept=0.0,
-        threshold=threshold, band=(0.2, 1.0), training={"note": "test"},
-    ).to_json()
+from tests.support.signals import RESPONSE, SOURCE, Reader, model_json
 
 
 @pytest.fixture

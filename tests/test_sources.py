@@ -19,31 +19,9 @@ from conli.hook import check_node
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run.inputs import MAX_SOURCES, SourceMap, check_input
-from tests.conftest import REASONING, claims_of, kind_of
+from tests.support.sources import CHUNKS, RESPONSE, respond
 
 ROOT = Path(__file__).resolve().parent.parent
-CHUNKS = ["The Riverside library opened in 1962.",
-          "It has three floors and a reading room.",
-          "The city council runs it."]
-RESPONSE = "The library has three floors. It has a rooftop cafe."
-QUOTES = {"three floors": "It has three floors", "1962": "opened in 1962",
-          "council": "The city council runs it"}
-
-
-def respond(messages: list[Any]) -> str:
-    """Entailment quoting the chunk that holds the claim's fact; neutral with no quote else."""
-    if kind_of(messages) != "nli":
-        return REASONING
-    content = messages[-1]["content"]
-    claims = claims_of(messages) or [content]
-    answers = []
-    for claim in claims:
-        quote = next((q for key, q in QUOTES.items() if key in claim), "")
-        answers.append({"evidence": quote, "reasoning": "read it",
-                        "label": "entailment" if quote else "neutral"})
-    if '<claim id="' not in content:
-        return json.dumps(answers[0])
-    return json.dumps({"judgements": [{"id": i, **a} for i, a in enumerate(answers)]})
 
 
 def _checker() -> Checker:
@@ -109,7 +87,7 @@ def test_the_langgraph_node_reads_each_tool_message_as_a_source() -> None:
 def _conli(*args: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CONLI_")}
     environment.update({"CONLI_TEST_FAKE": "1", "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "tests.cli_runner", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tests.support.cli_runner", *args], cwd=ROOT,
                           env=environment, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
 
@@ -152,7 +130,7 @@ def test_check_takes_repeated_sources_and_batch_a_list(tmp_path: Path) -> None:
 
 def test_the_service_takes_a_list_of_sources_and_names_bad_ones(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
-    from tests.test_service import AUTH, KEY, serving
+    from tests.support.service import AUTH, KEY, serving
 
     chunks = ["The hall opened in 1962.", "The source says so: three floors."]
     body = {"source": chunks, "response": "The hall has three floors."}

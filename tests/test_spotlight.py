@@ -21,7 +21,7 @@ from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.prompts import TrustedData, render
 from conli.prompts.spotlight import MARK, RULE, datamark, unmark
-from tests.conftest import SENTENCE, claims_of, kind_of
+from tests.support.responders import SENTENCE, claims_of, kind_of
 
 SOURCE = ["The Harbor Street Library opened in 1931. It has four floors.",
           "Its reading room seats 120 people."]

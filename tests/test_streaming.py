@@ -7,13 +7,11 @@ import json
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from pydantic import TypeAdapter
 
 from conli.backends.base import Message
 from conli.backends.fake import ScriptedBackend
@@ -26,42 +24,16 @@ from conli.errors import (
 )
 from conli.pipeline import Checker
 from conli.run.plan import make_plan
-from conli.service.stream import StreamLine
 from conli.streaming import DoneEvent, SentenceEvent
-from tests import scripted
-from tests.conftest import claims_of, kind_of, rule_responder
+from tests.support import scripted
+from tests.support.responders import claims_of, kind_of, rule_responder
+from tests.support.streams import DETECT, _checker, _chunks, _collect, _pieces
 
 SOURCE = (
     "The Millbrook pool cost 2.4 million dollars. It was designed by Dr. Jones of Millbrook. "
     "It moved to the U.S. in 1990."
 )
 CHUNKS = ["The pool cost 2.", "4 million dollars. Dr", ". Smith designed it"]
-DETECT = {"mitigate": False, "judge": False}
-
-
-def _checker(settings: Settings, **backend: Any) -> tuple[Checker, ScriptedBackend]:
-    model = ScriptedBackend(responder=rule_responder(bad=("Smith", "FALSE")), **backend)
-    return Checker(settings.model_copy(update=DETECT), backend=model), model
-
-
-async def _chunks(parts: list[str], pause: float = 0.0) -> AsyncIterator[str]:
-    for part in parts:
-        yield part
-        await asyncio.sleep(pause)
-
-
-async def _collect(events: AsyncIterator[SentenceEvent | DoneEvent]) -> list[Any]:
-    return [event async for event in events]
-
-
-def _pieces(text: str, rng: random.Random, longest: int) -> list[str]:
-    """``text`` cut at random places into pieces of 1..``longest`` characters."""
-    pieces, at = [], 0
-    while at < len(text):
-        size = rng.randint(1, longest)
-        pieces.append(text[at : at + size])
-        at += size
-    return pieces
 
 
 # --- Checker.astream ----------------------------------------------------------------------
@@ -237,7 +209,7 @@ def test_the_deadline_covers_the_whole_stream(settings: Settings) -> None:
 def test_a_stream_builds_its_detectors_once_however_many_sentences(settings: Settings) -> None:
     """Every sentence runs on the plan prepared for the stream: no detector is built again."""
     from conli import detectors
-    from tests.word_detector import WordDetector
+    from tests.support.word_detector import WordDetector
 
     built: list[WordDetector] = []
 
@@ -274,91 +246,14 @@ def test_a_stream_scores_no_words_it_would_throw_away(
 # --- POST /v1/check/stream over real loopback HTTP -----------------------------------------
 
 pytest.importorskip("fastapi")
-from tests.test_service import KEY, serving  # noqa: E402
-
-STREAM = "/v1/check/stream"
-LINES: TypeAdapter[Any] = TypeAdapter(StreamLine)
-HTTP_SOURCE = "The Riverside library opened in 1962. The city council runs it. It has a cafe."
-
-
-class RawStream:
-    """A bare HTTP/1.1 client: sends a chunked NDJSON body and reads the answer meanwhile.
-
-    httpx sends the whole request body before it reads the response, so it cannot show
-    that a verdict arrives while the body is still being sent; this client can.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.buffer = b""
-        self.status = 0
-        self.headers: dict[str, str] = {}
-
-    @classmethod
-    async def open(cls, base: str, *, key: str | None = KEY) -> RawStream:
-        url = urlsplit(base)
-        assert url.hostname is not None and url.port is not None
-        reader, writer = await asyncio.open_connection(url.hostname, url.port)
-        auth = f"X-API-Key: {key}\r\n" if key else ""
-        writer.write((f"POST {STREAM} HTTP/1.1\r\nHost: {url.netloc}\r\n{auth}"
-                      "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      ).encode())
-        await writer.drain()
-        return cls(reader, writer)
-
-    async def send(self, line: dict[str, Any] | bytes) -> None:
-        data = line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n"
-        self.writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-        await self.writer.drain()
-
-    async def end(self) -> None:
-        self.writer.write(b"0\r\n\r\n")
-        await self.writer.drain()
-
-    async def head(self) -> int:
-        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
-        status_line, *fields = head.decode().split("\r\n")
-        self.status = int(status_line.split()[1])
-        self.headers = {k.lower(): v.strip() for k, _, v in (f.partition(":") for f in fields if f)}
-        return self.status
-
-    async def body(self) -> bytes:
-        """The whole answer body (after ``head``), chunked or sized."""
-        if "content-length" in self.headers:
-            return await self.reader.readexactly(int(self.headers["content-length"]))
-        while (line := await self.line()) is not None:
-            self.buffer = json.dumps(line).encode()
-        return self.buffer
-
-    async def line(self) -> dict[str, Any] | None:
-        """The next NDJSON line of a chunked answer; None at its end."""
-        while b"\n" not in self.buffer:
-            size = int((await asyncio.wait_for(self.reader.readline(), 10)).strip() or b"0", 16)
-            if size == 0:
-                return None
-            self.buffer += await self.reader.readexactly(size)
-            await self.reader.readexactly(2)
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        parsed: dict[str, Any] = json.loads(line)
-        LINES.validate_python(parsed)  # every line is one of the documented events
-        return parsed
-
-    async def rest(self) -> list[dict[str, Any]]:
-        lines = []
-        while (line := await self.line()) is not None:
-            lines.append(line)
-        return lines
-
-    def abort(self) -> None:
-        self.writer.transport.abort()
-
-
-def _settings(**update: Any) -> Settings:
-    return Settings(service_api_keys=[KEY], **update)
-
-
-def _run(coroutine: Callable[[], Any]) -> Any:
-    return asyncio.run(asyncio.wait_for(coroutine(), 30))
+from tests.support.service import KEY, serving  # noqa: E402
+from tests.support.service_streams import (  # noqa: E402
+    HTTP_SOURCE,
+    STREAM,
+    RawStream,
+    _run,
+    _settings,
+)
 
 
 def test_http_verdicts_arrive_while_the_body_is_still_being_sent() -> None:

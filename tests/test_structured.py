@@ -9,7 +9,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import AuthenticationError, TransientBackendError
 from conli.judges import rubric as judge_module
-from tests.scripted import JudgeAnswer
+from tests.support.scripted import JudgeAnswer
 
 MESSAGES = [{"role": "user", "content": "grade"}]
 

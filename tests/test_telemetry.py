@@ -21,7 +21,7 @@ from conli import Checker, Settings
 from conli.backends.fake import ScriptedBackend
 from conli.errors import ConfigError, TransientBackendError
 from conli.telemetry import MAX_EXPLANATION_CHARS
-from tests import scripted
+from tests.support import scripted
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 DETECT = {"detectors": ["cot"], "entity_level": False, "mitigate": False, "judge": False,

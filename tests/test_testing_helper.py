@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import tests.score_detector  # noqa: F401 - registers the scored detector
+import tests.support.score_detector  # noqa: F401 - registers the scored detector
 from conli import Checker, Settings, backends
 from conli.backends.fake import ScriptedBackend
 from conli.testing import assert_grounded
-from tests import scripted
+from tests.support import scripted
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 

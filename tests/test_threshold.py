@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import tests.score_detector  # noqa: F401 - registers the "scored" detector
+import tests.support.score_detector  # noqa: F401 - registers the "scored" detector
 from conli import Checker, Settings
 from conli.backends.fake import ScriptedBackend
 from conli.errors import ConfigError

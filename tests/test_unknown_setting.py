@@ -71,7 +71,7 @@ def test_the_cli_says_it_once_as_one_line(tmp_path: Path) -> None:
     source.write_text("The library opened in 1962.", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("CONLI_")}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cli_runner", "check", "--source", str(source),
+        [sys.executable, "-m", "tests.support.cli_runner", "check", "--source", str(source),
          "--response", str(source), "--llm", "fake", "--no-judge", "--no-mitigate"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**env, "PYTHONPATH": str(ROOT), "CONLI_TEST_FAKE": "1", "CONLI_DETECTOR": "cot"})

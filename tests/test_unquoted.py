@@ -8,7 +8,7 @@ from typing import Any
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.pipeline import Checker
-from tests.conftest import REASONING, kind_of
+from tests.support.responders import REASONING, kind_of
 
 SOURCE = "The bridge is 130 km long. It opened in 1998."
 CLAIM = "The bridge is 310 km long (the source's 130 is a known typo)."

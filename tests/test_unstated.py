@@ -21,8 +21,8 @@ from conli.ner.grounding import SourceMentions
 from conli.ner.values import states, values_of
 from conli.pipeline import Checker
 from conli.text.addressing import addressed
-from tests.conftest import rule_responder
-from tests.readers import ReadingBackend
+from tests.support.readers import ReadingBackend
+from tests.support.responders import rule_responder
 
 SOURCE = ("The Harbor Street Library opened in 1931. It cost 2,400,000 dollars and has "
           "four floors. It reopened on 14 June after repairs.")

@@ -1,7 +1,6 @@
 """A source longer than the context: windows for NLI, the judge and the editor."""
 
 import itertools
-import json
 import re
 
 import pytest
@@ -14,30 +13,11 @@ from conli.backends.fake import ScriptedBackend
 from conli.errors import BackendError, ContextOverflowError
 from conli.judges import rubric as judge_agent
 from conli.models import Judgement, SentenceResult
-from tests.conftest import claims_of, nli, nli_answer
+from tests.support.responders import nli
+from tests.support.windows import FIRST, LAST, reading_model, source_of
 
-SOURCE_TAG = re.compile(r"<source>\n(.*?)\n</source>", re.DOTALL)
 FILLER = [f"Filler sentence number {i} says nothing of note." for i in range(120)]
-FIRST, LAST = "The bridge opened in 1998.", "The mayor cut the ribbon."
 LONG_SOURCE = " ".join([FIRST, *FILLER, LAST])
-
-
-def source_of(messages) -> str:
-    return SOURCE_TAG.findall(messages[-1]["content"])[-1]
-
-
-def reading_model(context_window: int = 2000) -> ScriptedBackend:
-    """Entailment exactly when the claim is written in the source it was shown."""
-
-    def respond(messages):
-        if "fact checker" in messages[0]["content"]:
-            source = source_of(messages)
-            return nli_answer(["entailment" if c in source else "neutral"
-                               for c in claims_of(messages)], messages)
-        score = 5 if FIRST in source_of(messages) else 2
-        return json.dumps({"errors": [], "score": score})
-
-    return ScriptedBackend(responder=respond, context_window=context_window)
 
 
 def test_a_source_that_fits_is_one_window():

@@ -2,7 +2,7 @@
 
 The upstream is a ``FakeServer`` speaking Chat Completions (``vllm:`` spec, so the proxy
 reaches it over real HTTP through the openai backend); the checker is the scripted backend
-(``tests.scripted``: a claim holding ``FALSE`` is contradicted, the editor makes it true).
+(``tests.support.scripted``: a claim holding ``FALSE`` is contradicted, the editor makes it true).
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from conli.backends.base import Backend
+from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
+from conli.errors import BackendUnavailableError
 from conli.proxy.app import proxy_mount
-from tests import scripted
-from tests.http_fakes import FakeServer, Reply, Request, openai_chat, serve
-from tests.test_service import KEY, serving
+from tests.support import scripted
+from tests.support.http_fakes import FakeServer, Reply, Request, openai_chat, serve
+from tests.support.service import KEY, serving
 
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 QUESTION = "When did the library open, and who runs it?"
@@ -94,3 +96,16 @@ def proxied(handler: Callable[[Request], Reply] | None = None, *,
         with serving(chosen, backend=checker or scripted.backend(concurrency=2),
                      mount=proxy_mount(chosen)) as base:
             yield Proxied(f"{base}/v1", upstream)
+
+
+def _dead(after: int = 0) -> ScriptedBackend:
+    """A checker whose backend fails from its ``after``-th call on."""
+    answer = scripted.responder()
+    calls = []
+
+    def respond(messages: list) -> object:  # type: ignore[type-arg]
+        calls.append(1)
+        return BackendUnavailableError("the checker's server is down") if len(calls) > after \
+            else answer(messages)
+
+    return ScriptedBackend(responder=respond, judges_batches=True, max_concurrency=2)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ import numpy as np
 
 from conli.backends.base import CallUsage, Capabilities, Message, ScoredTokens, TokenReading
 from conli.backends.fake import ScriptedBackend
-from tests.eval_fakes import respond
+from tests.support.eval_fakes import respond
 
 
 class TinyReader:

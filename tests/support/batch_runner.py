@@ -1,6 +1,6 @@
 """Run the conli CLI with the test-only backends registered (for subprocess tests).
 
-``fake`` answers like a model (``tests.scripted``); ``failing`` fails every call as an
+``fake`` answers like a model (``tests.support.scripted``); ``failing`` fails every call as an
 overloaded server does (HTTP 503), and appends a line to the file ``--llm failing:FILE``
 names for each call, so a test can count the calls a run made; ``garbage`` answers every
 call 200, with a web page instead of the JSON asked for (a wrong endpoint); ``nli-garbage``
@@ -12,7 +12,7 @@ import os
 import sys
 
 os.environ.setdefault("CONLI_TEST_FAKE", "1")
-import tests.scripted  # registers the fake backend
+import tests.support.scripted  # registers the fake backend
 from conli.backends import register_backend
 from conli.backends.base import Backend, Message
 from conli.backends.fake import ScriptedBackend
@@ -38,7 +38,7 @@ def _garbage(_arg: str, _settings: Settings) -> Backend:
 
 
 def _nli_garbage(_arg: str, _settings: Settings) -> Backend:
-    answer = tests.scripted.responder()
+    answer = tests.support.scripted.responder()
 
     def respond(messages: list[Message]) -> str:
         if "<claim id=" in messages[-1]["content"]:
