@@ -20,8 +20,8 @@ from conli.batch.work import make_worker
 from conli.config import Settings
 from tests.support import scripted
 from tests.support.batch import _out, _wait_for_lines, _write_jsonl
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import ROOT
+
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
@@ -38,7 +40,6 @@ from conli.errors import (  # noqa: E402
 )
 from tests.support import scripted  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 # this tree's conli (not the installed one) and its tests, in every Ray worker
 _ENV = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "CONLI_TEST_FAKE": "1"}

@@ -25,8 +25,8 @@ from conli.batch.work import make_worker
 from conli.config import Settings
 from conli.errors import TransientBackendError
 from tests.support import scripted
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 GARBAGE = "<html><body>Welcome to nginx!</body></html>"
 

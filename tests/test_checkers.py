@@ -27,9 +27,9 @@ from conli.detectors.minicheck import MiniCheck
 from conli.errors import ConfigError
 from conli.pipeline import Checker
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.paths import ROOT
 from tests.support.responders import kind_of, rule_responder
 
-ROOT = Path(__file__).resolve().parents[1]
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
 MINICHECK_SYSTEM = "Determine whether the provided claim is consistent with the corresponding"

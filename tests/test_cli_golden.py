@@ -13,10 +13,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 GOLDEN = ROOT / "tests" / "golden" / "check_demo.json"
 VOLATILE = {"timings", "seconds", "judged_at", "commit", "prefill_seconds", "decode_seconds"}
 

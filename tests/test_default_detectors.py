@@ -18,9 +18,10 @@ from conli.backends.cache import CachedBackend
 from conli.cli import app as cli
 from conli.config import Settings
 from conli.pipeline import Checker
+from tests.support.paths import TESTS
 from tests.support.readers import ReadingBackend
 
-FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
+FIXTURE = TESTS / "fixtures" / "eval_sample.jsonl"
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 RESPONSE = "The library opened in 1921. It holds 90,000 books."
 BUILT: list[ReadingBackend] = []

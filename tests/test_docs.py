@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,8 +20,8 @@ from pydantic import BaseModel
 from conli.config import Settings
 from conli.models import CheckResult, SentenceResult
 from conli.settings_doc import SETTING_GROUPS, settings_reference
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TICKED = re.compile(r"`([^`]+)`")
 
 

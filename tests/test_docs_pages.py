@@ -32,8 +32,8 @@ from conli.errors import (
 )
 from tests.support.docs import FENCE, PAGES
 from tests.support.gate_table import GATE_TABLE
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 IDS = [str(p.relative_to(ROOT)) for p in PAGES]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 

@@ -21,9 +21,9 @@ from conli.config import Settings
 from conli.config.credentials import load_env_file
 from conli.errors import ConfigError, TransientBackendError
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
+from tests.support.paths import ROOT
 from tests.support.responders import rule_responder
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris."
 

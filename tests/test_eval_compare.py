@@ -25,8 +25,9 @@ from conli.evaluation.sides import Item, Side, read_side
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow, write_rows
 from tests.support.eval_fakes import backend as fake_backend
+from tests.support.paths import TESTS
 
-FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
+FIXTURE = TESTS / "fixtures" / "eval_sample.jsonl"
 register_backend("comparefake", lambda _arg, _settings: fake_backend())
 
 

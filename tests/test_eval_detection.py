@@ -19,8 +19,9 @@ from conli.evaluation.rewrite import redetect, rewrite_report
 from conli.models import CheckResult, SentenceResult
 from conli.pipeline import Checker
 from tests.support.eval_fakes import backend as fake_backend
+from tests.support.paths import TESTS
 
-FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
+FIXTURE = TESTS / "fixtures" / "eval_sample.jsonl"
 CALLS: list[int] = []
 
 

@@ -15,9 +15,10 @@ from conli.evaluation.loaders import (
     load_dataset,
     load_jsonl,
 )
+from tests.support.paths import ROOT, TESTS
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-FIXTURE = Path(__file__).parent / "fixtures" / "eval_sample.jsonl"
+DATA = ROOT.parent / "shared" / "data"
+FIXTURE = TESTS / "fixtures" / "eval_sample.jsonl"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
 
 

@@ -32,8 +32,9 @@ from conli.evaluation.detection import (
 )
 from conli.evaluation.metrics import detection_report
 from conli.evaluation.rewrite import corpus_bleu, overlap_scores, rouge_l, rouge_n
+from tests.support.paths import ROOT
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = ROOT / "benchmarks" / "results"
 
 # Every stored detection run; the first two are the tables of docs/benchmarks.md.
 RUNS = {

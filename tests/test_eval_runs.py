@@ -24,8 +24,8 @@ import pytest
 from conli.cli.app import main
 from conli.config import Settings
 from conli.evaluation import lock, runs
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 CONFIGS = sorted((BENCH / "runs").glob("*.toml"))
 RESULTS = BENCH / "results"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 BENCH = ROOT / "benchmarks"
 SCRIPTS = sorted(BENCH.rglob("*.py"))
 MOST_EXPERIMENTS = 8

@@ -13,8 +13,9 @@ from conli.backends.fake import ScriptedBackend
 from conli.cli.app import main
 from conli.config import Settings
 from tests.support.eval_fakes import respond
+from tests.support.paths import ROOT
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 EVENTS: list[str] = []
 
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support.paths import ROOT
 from tests.support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "experiments" / "issue-51-defences" / "evidence_rule.py"
 SOURCE_QUOTE = "Six men were arrested in Minneapolis"
 

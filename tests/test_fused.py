@@ -16,9 +16,10 @@ from conli.models import Judgement
 from conli.signals.features import SentenceSignals
 from conli.signals.lexical import SourceWords, overlap
 from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, SignalModel, load_model
+from tests.support.paths import TESTS
 from tests.support.signals import Reader
 
-FIXTURE = Path(__file__).parent / "fixtures" / "signal_models.json"
+FIXTURE = TESTS / "fixtures" / "signal_models.json"
 CLAIM = "The pool was designed by a firm from Boston."
 MODEL = SignalModel(  # flags on pmi_low, and on NLI's flag as strongly
     version="fused.test", features=("pmi_low", "nli_support", "nli_flagged"),

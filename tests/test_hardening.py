@@ -45,10 +45,10 @@ from tests.support.http_fakes import (
     openai_error,
     serve,
 )
+from tests.support.paths import ROOT
 from tests.support.responders import rule_responder
 from tests.support.scripted import JudgeAnswer
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 RESPONSE = "The library opened in 1962. The council runs it."
 

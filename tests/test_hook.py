@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from pathlib import Path
 
 from conli import Checker, Settings, acheck
 from tests.support import scripted
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def test_acheck_reuses_a_checker_and_overrides_settings() -> None:

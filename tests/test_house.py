@@ -9,7 +9,9 @@ from pathlib import Path
 
 import grimp
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "conli"
+from tests.support.paths import ROOT
+
+PACKAGE = ROOT / "src" / "conli"
 # a ceiling: src/conli/*.py, __init__.py included (models, run and judges are packages)
 ROOT_MODULES = 14
 MAX_LINES = 450

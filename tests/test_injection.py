@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,9 @@ from conli.config import Settings
 from conli.errors import InputError
 from conli.evaluation import injection
 from conli.pipeline import Checker
+from tests.support.paths import ROOT
 from tests.support.responders import claims_of, kind_of, nli_answer
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "benchmarks" / "data" / "injection" / "cases.jsonl"
 WORD = re.compile(r"\d[\d,.:]*\d|\d|[^\W\d_]{4,}|\b(?:no|not)\b")  # a negation counts
 KEY = re.compile(r"\d[\d,.:-]*\d|\d|\b[A-Z][a-z]+\b")  # numbers and names, in order

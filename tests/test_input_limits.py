@@ -18,8 +18,8 @@ import pytest
 
 from conli.errors import EncodingError, InputTooLargeError
 from conli.run.inputs import read_input, read_sources
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962."
 

@@ -16,8 +16,8 @@ import pytest
 
 from conli.cli import app as cli
 from conli.errors import install_hint
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # ``pip install conli``, ``pip install 'conli[x]'``, ``pip install -U "conli[x]"``: by name
 BY_NAME = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?conli\b(?![-.\w])")
 

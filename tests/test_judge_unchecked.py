@@ -24,9 +24,9 @@ from conli.pipeline import Checker
 from conli.run.doors import JudgeOnlyResult
 from conli.run.plan import RunOptions
 from conli.run.request import Request
+from tests.support.paths import ROOT
 from tests.support.responders import REASONING, claims_of, kind_of, rule_responder
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge. It has three floors."
 RESPONSE = "The library opened in 1962. It lends books free of charge. It has three floors."
 GARBAGE = "<html><body>Welcome to nginx!</body></html>"

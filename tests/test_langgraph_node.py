@@ -25,10 +25,10 @@ from conli.errors import ConfigError, DeadlineExceededError, EmptyInputError, In
 from conli.hook import reply_text
 from conli.models import Mitigation, SentenceResult, Verdict
 from tests.support import scripted
+from tests.support.paths import ROOT
 from tests.support.responders import rule_responder
 from tests.support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It is run by the city council."
 GOOD = "The library opened in 1962."
 BAD = "The library opened in 1962. It is run by a FALSE charity."

@@ -19,8 +19,7 @@ from conli import Checker, Settings, acheck, backends
 from conli.backends.fake import ScriptedBackend
 from conli.hook import close_shared_checkers
 from tests.support import scripted
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges FALSE two dollars."

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from conli.config import Settings
 from conli.config.credentials import PROVIDER_VARIABLES
 from conli.errors import InputError, InputTooLargeError
 from conli.run.inputs import check_input, parse_points, validate_text
+from tests.support.paths import ROOT
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "conli"
+SRC = ROOT / "src" / "conli"
 SETTING_VARIABLES = {f"CONLI_{name.upper()}" for name in Settings.model_fields}
 # a dict setting's entries are set one by one as CONLI_<FIELD>__<KEY>[__<KEY>]
 NESTED_SETTINGS = {f"CONLI_{name.upper()}" for name, field in Settings.model_fields.items()

@@ -19,10 +19,10 @@ import pytest
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.pipeline import Checker
+from tests.support.paths import ROOT
 from tests.support.responders import rule_responder
 from tests.support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 overfiring = load_script(
     ROOT / "benchmarks" / "experiments" / "issue-51-defences" / "addressing_dev.py",
     "addressing_dev")

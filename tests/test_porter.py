@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ from nltk.stem.porter import PorterStemmer
 
 from conli.text import porter
 from conli.text.words import terms
+from tests.support.paths import ROOT
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 # every suffix a rule of the algorithm names, and some it does not
 SUFFIXES = (
     "", "s", "es", "ies", "ied", "ed", "eed", "ing", "y", "ly", "alli", "ational", "tional",

@@ -19,9 +19,10 @@ from conli.backends.cache import CachedBackend
 from conli.config import Settings
 from conli.evaluation.loaders import load_dataset
 from conli.pipeline import Checker
+from tests.support.paths import ROOT, TESTS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "replay"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+FIXTURES = TESTS / "fixtures" / "replay"
+DATA = ROOT.parent / "shared" / "data"
 
 
 class Recorded:

@@ -23,8 +23,8 @@ from conli.report.html import write_report
 from conli.report.review import script, script_hash
 from tests.support import scripted
 from tests.support.chromium import _chromium, _run_chromium
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EVIL = "<script>document.body.appendChild(document.createElement('pwned-el'))</script>"
 IMG = '<img src=x onerror="document.body.appendChild(document.createElement(\'pwned-img\'))">'
 SOURCE = f"The Riverside library opened in 1962. The city council runs it. {EVIL}"

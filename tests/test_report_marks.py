@@ -18,13 +18,13 @@ import pytest
 
 from conli.backends import register_backend
 from conli.cli import app as cli
+from tests.support.paths import ROOT
 from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 GOOD = "The library opened in 1921. It holds 40,000 books."
 BAD = "The library opened in 1921. It holds 90,000 books."
 HELD = "The mayor attended the opening."  # in no marked record
-ROOT = Path(__file__).resolve().parent.parent
 
 playwright = pytest.importorskip("playwright.sync_api")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -14,9 +14,9 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.pipeline import Checker
 from tests.support import scripted
+from tests.support.paths import ROOT
 from tests.support.readers import ReadingBackend
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962. It charges FALSE two dollars."
 BASE = {"detectors": ["cot"], "mitigate": False, "judge": False, "word_scores": "off"}

@@ -21,6 +21,7 @@ from conli.config import Settings
 from conli.errors import ConfigError
 from conli.service.app import create_app
 from tests.support import scripted
+from tests.support.paths import ROOT
 from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
 
 
@@ -194,6 +195,6 @@ def test_schemathesis_finds_no_server_errors(tmp_path: Path) -> None:
              "--workers", "1", "--generation-database", "none", "--no-color"],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,
             env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.support.schemathesis_hooks",
-                 "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                 "PYTHONPATH": str(ROOT)},
         )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -23,9 +23,8 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.errors import BackendUnavailableError
 from tests.support import scripted
+from tests.support.paths import ROOT
 from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_answer_and_problem_carries_the_request_id() -> None:

@@ -19,9 +19,8 @@ from conli.hook import check_node
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.run.inputs import MAX_SOURCES, SourceMap, check_input
+from tests.support.paths import ROOT
 from tests.support.sources import CHUNKS, RESPONSE, respond
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _checker() -> Checker:

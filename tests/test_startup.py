@@ -12,11 +12,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 HEAVY = ("nltk", "langgraph", "langchain_core", "langsmith", "scipy", "pandas", "sklearn",
          "spacy", "xllamacpp", "numpy")
 REPORT = ("import json, sys\n"

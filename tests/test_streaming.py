@@ -26,6 +26,7 @@ from conli.pipeline import Checker
 from conli.run.plan import make_plan
 from conli.streaming import DoneEvent, SentenceEvent
 from tests.support import scripted
+from tests.support.paths import ROOT
 from tests.support.responders import claims_of, kind_of, rule_responder
 from tests.support.streams import DETECT, _checker, _chunks, _collect, _pieces
 
@@ -465,9 +466,8 @@ def test_http_stream_is_in_the_openapi() -> None:
 def test_langgraph_example_streams_verdicts_before_the_reply_ends() -> None:
     import subprocess
     import sys
-    from pathlib import Path
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "langgraph_chat_hook.py"
+    example = ROOT / "examples" / "langgraph_chat_hook.py"
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
                           timeout=120, check=True)
     streamed = re.findall(r"streamed: \[(\w+)\] (.*) \(after (\d+) of 59", done.stdout)

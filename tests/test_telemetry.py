@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +21,13 @@ from conli.backends.fake import ScriptedBackend
 from conli.errors import ConfigError, TransientBackendError
 from conli.telemetry import MAX_EXPLANATION_CHARS
 from tests.support import scripted
+from tests.support.paths import ROOT
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 DETECT = {"detectors": ["cot"], "entity_level": False, "mitigate": False, "judge": False,
           "word_scores": "off"}
 _EXPORTER = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
-SRC = Path(__file__).resolve().parents[1] / "src" / "conli"
+SRC = ROOT / "src" / "conli"
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from conli.evaluation.paired import gain_interval, trained_on, with_v1_nli
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.training.data import ExampleRows, SentenceRow
 from conli.training.train import HeldOut
+from tests.support.paths import ROOT
 from tests.support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
 

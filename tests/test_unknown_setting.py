@@ -17,8 +17,7 @@ import pytest
 from conli import config
 from conli.config import Settings
 from conli.errors import UnknownSettingWarning
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 @pytest.fixture(autouse=True)
