@@ -1,8 +1,8 @@
 """The specialised checkers' formats against a REAL llama.cpp server on loopback.
 
-The embedded GGUF served over HTTP (the fixture of ``test_backends_llamacpp``) is asked
-in MiniCheck's format and in Granite Guardian's written-out prompt: one generated token,
-its top log-probabilities read as P(supported), the source cut into chunks that each fit
+The embedded GGUF served over HTTP (``llama_server``, this folder's conftest's fixture) is
+asked in MiniCheck's format and in Granite Guardian's written-out prompt: one generated
+token, its top log-probabilities read as P(supported), the source cut into chunks that each fit
 the server's context, and the second claim on a chunk reusing the first one's prefill
 (llama-server's prompt cache). Tiny prompts only: the machine has two cores.
 """
@@ -16,14 +16,13 @@ from conli.config import Settings
 from conli.detectors.guardian import GraniteGuardian
 from conli.detectors.minicheck import MiniCheck
 from conli.pipeline import Checker
-from tests.test_backends_llamacpp import llama_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.model
 
 DOCUMENT = "The Eiffel Tower is in Paris. It was finished in 1889."
 
 
-def test_minicheck_format_one_token_with_logprobs_and_a_cached_prefix(llama_server):  # noqa: F811
+def test_minicheck_format_one_token_with_logprobs_and_a_cached_prefix(llama_server):
     backend = get_backend(f"vllm:{llama_server}/v1#any", Settings(request_timeout=120))
     checker = MiniCheck()
     try:
@@ -41,7 +40,7 @@ def test_minicheck_format_one_token_with_logprobs_and_a_cached_prefix(llama_serv
     assert false_call.usage.cached_tokens > 0
 
 
-def test_granite_guardian_rendered_prompt_reads_a_risk(llama_server):  # noqa: F811
+def test_granite_guardian_rendered_prompt_reads_a_risk(llama_server):
     backend = get_backend(f"llamacpp:{llama_server}/v1#any", Settings(request_timeout=120))
     try:
         reading, call = GraniteGuardian().ask(backend, DOCUMENT, "It was finished in 1889.")
@@ -51,7 +50,7 @@ def test_granite_guardian_rendered_prompt_reads_a_risk(llama_server):  # noqa: F
     assert reading.support is not None and 0.0 <= reading.support <= 1.0
 
 
-def test_a_check_chunks_the_source_to_the_chunk_size(llama_server):  # noqa: F811
+def test_a_check_chunks_the_source_to_the_chunk_size(llama_server):
     source = " ".join([DOCUMENT, "Gustave Eiffel's company built it for a world's fair.",
                        "It is about 330 metres tall today.",
                        "Millions of people visit it every year.",

@@ -1,17 +1,14 @@
 """The OpenAI-compatible path end to end: a REAL llama.cpp HTTP server on loopback.
 
-The fixture starts llama.cpp's server in-process (``xllamacpp``) on 127.0.0.1 with the
-embedded GGUF, and the backend reaches it through the official ``openai`` client exactly
-as it would reach vLLM. Two tiny generations only (the machine has two cores).
+The fixture (``llama_server``, in this folder's conftest) starts llama.cpp's server
+in-process (``xllamacpp``) on 127.0.0.1 with the embedded GGUF, and the backend reaches it
+through the official ``openai`` client exactly as it would reach vLLM. Two tiny generations
+only (the machine has two cores).
 """
 
 from __future__ import annotations
 
 import json
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,41 +17,6 @@ from conli.config import Settings
 from conli.errors import BadRequestError
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> Iterator[str]:
-    """Base URL of a llama.cpp server on loopback serving the embedded model."""
-    xllamacpp = pytest.importorskip("xllamacpp")
-    from conli.backends.model_store import ensure_model
-
-    settings = Settings()
-    model = settings.local_model or ensure_model(Path(settings.cache_dir) / "models")
-    params = xllamacpp.CommonParams()
-    params.model.path = str(model)
-    params.hostnames = ["127.0.0.1"]
-    params.port = 0  # let the server pick a free port
-    params.n_ctx = 1024
-    params.n_parallel = 1
-    params.cpuparams.n_threads = 2
-    params.cpuparams_batch.n_threads = 2
-    params.warmup = False
-    params.verbosity = -1
-    server = xllamacpp.Server(params)
-    url = server.listening_address.rstrip("/")
-    assert url.startswith("http://127.0.0.1:")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail("llama.cpp server did not become healthy")
-            time.sleep(0.5)
-    yield url
-    del server
 
 
 def test_vllm_spec_reaches_real_server_with_json_schema(llama_server):
