@@ -16,7 +16,7 @@ from tests.support.responders import rule_responder
 @pytest.fixture(autouse=True)
 def _no_result_cache_unless_a_test_asks(monkeypatch: pytest.MonkeyPatch) -> None:
     """``conli check`` and ``batch`` keep a result cache by default: tests count model calls,
-    so each runs without one (tests/test_result_cache.py turns it on, in its own folder)."""
+    so each runs without one (tests/library/test_result_cache.py turns it on, in its own folder)."""
     monkeypatch.setenv("CONLI_RESULT_CACHE", "false")
 
 
