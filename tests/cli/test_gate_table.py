@@ -5,7 +5,7 @@ and the ``scored`` detector (``tests.support.score_detector``: ``scoreNN`` in a 
 score, below 0.5 hallucinated; ``UNSURE`` leaves it unverified). Every response has a
 sentence at 0.95 and one at 0.60 / 0.45 / unverified, so a threshold of 0.4 is below
 every score (it passes what the verdict passes) and 0.9 is above the second sentence's.
-docs/cli.md's gate table is ``GATE_TABLE`` (tests/test_docs_pages.py holds the two equal).
+docs/cli.md's gate table is ``GATE_TABLE`` (tests/house/test_docs_pages.py holds the two equal).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ column, and each row names, in backticks, every field of the models under it (tw
 down; a model that has a row of its own is documented there). docs/settings.md is generated
 from ``conli.config`` (by ``conli.settings_doc``), and docs/configuration.md's short settings
 table names only settings that exist. The pages themselves (README.md, the front page, and
-docs/*.md): tests/test_docs_pages.py.
+docs/*.md): tests/house/test_docs_pages.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The docs' code blocks run as written (issue 65, item 7), on a scripted model over loopback.
 
-tests/test_docs_pages.py compiles every Python block and parses every ``conli`` command;
+tests/house/test_docs_pages.py compiles every Python block and parses every ``conli`` command;
 here they run. A loopback server speaks OpenAI's chat completions and answers every conli
 prompt by rule (a claim holding "1963" is unsupported), the real ``openai`` SDK talks to it
 (``CONLI_LLM=openai:...`` and ``OPENAI_BASE_URL``, as a reader's environment would), and the
