@@ -7,9 +7,13 @@ from typing import Any
 
 import pytest
 
+from conli.backends import register_backend
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.hook import close_shared_checkers
+from tests.support import scripted
+from tests.support.fake_clock import FakeClock, install
+from tests.support.readers import ReadingBackend
 from tests.support.responders import rule_responder
 
 
@@ -38,3 +42,21 @@ def make_backend() -> Callable[..., ScriptedBackend]:
         return ScriptedBackend(responder=rule_responder(**kwargs))
 
     return make
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """A fake clock behind the check's deadline and the retry waits: no test sleeps."""
+    return install(monkeypatch)
+
+
+@pytest.fixture
+def fake() -> None:
+    """``--llm fake`` is the scripted model, whatever an earlier test registered under it."""
+    register_backend("fake", lambda _arg, _settings: scripted.backend())
+
+
+@pytest.fixture
+def reading_backend() -> None:
+    """``--llm reading`` is the tiny reader with the eval tests' string-matching answers."""
+    register_backend("reading", lambda _arg, _settings: ReadingBackend())

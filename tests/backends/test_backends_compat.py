@@ -19,7 +19,7 @@ from conli.backends import get_backend
 from conli.backends.base import Message
 from conli.cli import app as cli
 from conli.config import Settings
-from tests.support.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock
 from tests.support.http_fakes import Reply, Request, openai_chat, openai_error, serve
 from tests.support.responders import rule_responder
 
@@ -29,11 +29,6 @@ GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
 CONTINUE = {"continue_final_message": True, "add_generation_prompt": False}
 PREFILL: list[Message] = [{"role": "user", "content": "Say hi."},
                           {"role": "assistant", "content": "Hi, I am"}]
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    return install(monkeypatch)
 
 
 def _continued(body: dict[str, Any]) -> bool:

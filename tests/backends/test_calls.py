@@ -14,15 +14,10 @@ from conli.errors import (
     TransientBackendError,
 )
 from conli.run.context import scope
-from tests.support.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock
 
 MESSAGES: list[Message] = [{"role": "user", "content": "hi"}]
 DONE = Completion("ok", CallUsage(prompt_tokens=7, completion_tokens=3, seconds=0.5), "stop")
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    return install(monkeypatch)
 
 
 def ask(backend: ScriptedBackend, step: str = "nli") -> tuple[Completion, CallRecord]:

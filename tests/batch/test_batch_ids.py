@@ -18,9 +18,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from conli.backends import register_backend
 from conli.cli.app import main
-from tests.support import scripted
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 BAD = "The library opened in 1962. It charges FALSE two dollars."
@@ -28,9 +26,7 @@ ODD = ["esc\x1b[31mred", "nul\x00byte", "new\nline", "bell\x07", "non\ufffechar"
        "non\uffffchar", "lone\ud800surrogate", "bidi\u202eevil"]
 
 
-@pytest.fixture(autouse=True)
-def fake() -> None:
-    register_backend("fake", lambda _arg, _settings: scripted.backend())
+pytestmark = pytest.mark.usefixtures("fake")
 
 
 def test_odd_ids_keep_junit_xml_the_failing_ids_line_and_the_report_whole(

@@ -17,19 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
-from conli.backends import register_backend
 from conli.cli.app import main
 from conli.config import Settings
-from tests.support import scripted
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 INVISIBLE = "\u200b\u2060\ufeff\u00ad\u200b \u2060\n\u00ad"
 
 
-@pytest.fixture(autouse=True)
-def fake() -> None:
-    register_backend("fake", lambda _arg, _settings: scripted.backend())
+pytestmark = pytest.mark.usefixtures("fake")
 
 
 def _files(tmp_path: Path, response: str) -> list[str]:

@@ -11,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends import register_backend
 from conli.cli.app import main
-from tests.support import scripted
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 HEADINGS = ["# Summary\n\n## Details", "## Opening", "### Notes\n\n#### More"]
 
 
-@pytest.fixture(autouse=True)
-def fake() -> None:
-    register_backend("fake", lambda _arg, _settings: scripted.backend())
+pytestmark = pytest.mark.usefixtures("fake")
 
 
 @pytest.mark.parametrize("mode", ["grounded", "rubric", "both"])

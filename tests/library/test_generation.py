@@ -15,7 +15,7 @@ from conli.cli import app as cli
 from conli.config import Settings
 from conli.errors import ConfigError, DeadlineExceededError, TransientBackendError
 from conli.generation import ABSTAINED, generate, until_repeat
-from tests.support.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock
 
 GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."
 
@@ -150,11 +150,6 @@ class Flaky(Writer):
         if self.attempts <= self.failures:
             raise TransientBackendError("503 from the scripted server")
         return super().complete(request)
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    return install(monkeypatch)
 
 
 def test_generation_retries_transient_errors_and_records_its_usage(clock: FakeClock) -> None:

@@ -16,7 +16,7 @@ from conli.backends.base import Message
 from conli.backends.fake import Reply, ScriptedBackend
 from conli.errors import RateLimitError
 from tests.support import scripted
-from tests.support.fake_clock import FakeClock, install
+from tests.support.fake_clock import FakeClock
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 RESPONSE = "The library opened in 1962."
@@ -32,11 +32,6 @@ def logs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(logging.getLogger("conli"), "propagate", True)
     with caplog.at_level(logging.DEBUG, logger="conli"):
         yield caplog
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    return install(monkeypatch)
 
 
 def _check(first: list[Reply]) -> tuple[Checker, object]:

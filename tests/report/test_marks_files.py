@@ -16,17 +16,13 @@ from typing import Any
 
 import pytest
 
-from conli.backends import register_backend
 from conli.cli import app as cli
 from conli.report.html import write_report
-from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 
 
-@pytest.fixture(autouse=True)
-def reading_backend() -> None:
-    register_backend("reading", lambda _arg, _settings: ReadingBackend())
+pytestmark = pytest.mark.usefixtures("reading_backend")
 
 
 def _row(i: int, **fields: Any) -> dict[str, Any]:

@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from conli.backends import register_backend
 from conli.cli import app as cli
 from tests.support.paths import ROOT
-from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 GOOD = "The library opened in 1921. It holds 40,000 books."
@@ -28,13 +26,9 @@ HELD = "The mayor attended the opening."  # in no marked record
 
 playwright = pytest.importorskip("playwright.sync_api")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(BROWSER is None,
-                                reason="chromium is not installed (apt-get install -y chromium)")
-
-
-@pytest.fixture(autouse=True)
-def reading_backend() -> None:
-    register_backend("reading", lambda _arg, _settings: ReadingBackend())
+pytestmark = [pytest.mark.skipif(BROWSER is None,
+                                 reason="chromium is not installed (apt-get install -y chromium)"),
+              pytest.mark.usefixtures("reading_backend")]
 
 
 def _report(tmp_path: Path) -> Path:

@@ -25,12 +25,6 @@ from tests.support.paths import ROOT
 from tests.support.service import AUTH, KEY, RESPONSE, SOURCE, _is_problem, serving
 
 
-@pytest.fixture
-def url() -> Iterator[str]:
-    with serving(Settings(service_api_keys=[KEY])) as base:
-        yield base
-
-
 def test_three_modes_do_what_they_say(url: str) -> None:
     body = {"source": SOURCE, "response": RESPONSE}
     health = httpx.get(f"{url}/healthz")

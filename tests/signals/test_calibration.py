@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from conli.backends import register_backend
 from conli.calibration import (
     MIN_EXAMPLES,
     Scored,
@@ -22,14 +21,11 @@ from conli.errors import ConfigError, InputError
 from conli.models import CheckResult
 from conli.pipeline import Checker
 from conli.signals.model import SignalModel
-from tests.support.readers import ReadingBackend
 
 SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
 
 
-@pytest.fixture(autouse=True)
-def reading_backend() -> None:
-    register_backend("reading", lambda _arg, _settings: ReadingBackend())
+pytestmark = pytest.mark.usefixtures("reading_backend")
 
 
 def _labelled(path: Path, n: int, *, hallucinated_every: int = 2) -> Path:
