@@ -1,15 +1,17 @@
 """The package's shape, as figures anyone can rerun: modules at the root, lines per module,
 import circles (lazy and type-only imports counted). Ceilings only move down (issue 53's
-targets: at most 16 modules at the root, none over 450 lines, no circle).
+targets: at most 16 modules at the root, none over 450 lines, no circle). And the tests'
+own shape (issue 63): each in its area's folder, none importing another test file.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import grimp
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, TESTS
 
 PACKAGE = ROOT / "src" / "conli"
 # a ceiling: src/conli/*.py, __init__.py included (models, run and judges are packages)
@@ -61,3 +63,36 @@ def test_no_import_circle_counting_lazy_and_type_only_imports() -> None:
         if module not in index:
             visit(module)
     assert circles == []
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (lazy imports too), ``from``'s names as
+    modules of their own (``from tests import test_x`` imports ``tests.test_x``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_test_file_imports_another_test_file_or_a_conftest() -> None:
+    """Helpers are shared through tests/support, fixtures through a folder's conftest.py."""
+    crossed = {
+        str(path.relative_to(TESTS)): sorted(
+            m for m in _imported(path)
+            if any(part.startswith("test_") or part == "conftest" for part in m.split(".")))
+        for path in sorted(TESTS.rglob("*.py"))}
+    assert {name: modules for name, modules in crossed.items() if modules} == {}
+
+
+def test_the_tests_live_in_their_areas_folders() -> None:
+    """tests/ holds folders by area (packages, so two areas may hold files of one name)."""
+    assert sorted(p.name for p in TESTS.glob("test_*.py")) == []
+    assert sorted(p.name for p in (TESTS / "support").glob("test_*.py")) == []
+    areas = [p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))]
+    assert len(areas) >= 10
+    assert [p.name for p in areas if not (p / "__init__.py").is_file()] == []
