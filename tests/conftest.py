@@ -13,8 +13,19 @@ from conli.config import Settings
 from conli.hook import close_shared_checkers
 from tests.support import scripted
 from tests.support.fake_clock import FakeClock, install
+from tests.support.paths import TESTS
 from tests.support.readers import ReadingBackend
 from tests.support.responders import rule_responder
+
+# Areas whose every test goes through a door over loopback (the service on uvicorn, the proxy
+# before a fake upstream). Elsewhere a test file (pytestmark) or a test says it itself.
+INTEGRATION_AREAS = {"service", "proxy"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(TESTS).parts[0] in INTEGRATION_AREAS:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)

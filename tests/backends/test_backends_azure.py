@@ -31,6 +31,8 @@ from tests.support.http_fakes import (
 )
 from tests.support.responders import nli
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "The Riverside library opened in 1962. It lends films free of charge."
 CLAIMS = ["The library opened in 1962.", "Films cost a fee to borrow."]
 API_VERSION = "2024-10-21"

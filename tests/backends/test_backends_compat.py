@@ -23,6 +23,8 @@ from tests.support.fake_clock import FakeClock
 from tests.support.http_fakes import Reply, Request, openai_chat, openai_error, serve
 from tests.support.responders import rule_responder
 
+pytestmark = pytest.mark.integration
+
 GENERATOR = "You answer using only the SOURCE"
 SOURCE = "The pier opened in 1921. It is 400 metres long. Tickets cost 5 euros."
 GREEDY = "The pier opened in 1921. It cost FALSE money. It is 400 metres long."

@@ -16,7 +16,7 @@ from conli.backends import Request, get_backend
 from conli.config import Settings
 from conli.errors import BadRequestError
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.integration]
 
 
 def test_vllm_spec_reaches_real_server_with_json_schema(llama_server):

@@ -26,6 +26,8 @@ from tests.support.http_fakes import (
 )
 from tests.support.responders import rule_responder
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
 

@@ -223,6 +223,7 @@ def test_compressed_reply_is_refused_since_its_size_cannot_be_capped(
     assert b"accept-encoding: identity" in server.request_head.lower()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_normal_reply_still_works_and_asks_for_an_uncompressed_body(provider, monkeypatch):
     def handler(request: Request) -> Reply:

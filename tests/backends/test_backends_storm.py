@@ -43,6 +43,7 @@ def _label(text: str) -> str:
     return "contradiction" if "false" in text else "entailment"
 
 
+@pytest.mark.integration
 def test_429_storm_over_50_responses_judges_everything_once(monkeypatch):
     lock = threading.Lock()
     attempts: Counter[tuple[str, ...]] = Counter()

@@ -17,7 +17,7 @@ from conli.detectors.guardian import GraniteGuardian
 from conli.detectors.minicheck import MiniCheck
 from conli.pipeline import Checker
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.integration]
 
 DOCUMENT = "The Eiffel Tower is in Paris. It was finished in 1889."
 

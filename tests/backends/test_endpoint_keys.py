@@ -19,6 +19,8 @@ from conli.cli import app as cli
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
 from tests.support.responders import rule_responder
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "Ada Lovelace lived in London."
 RESPONSE = "Ada Lovelace lived in Paris."
 LLM_KEY, CHECKER_KEY = "llm-secret-1", "checker-secret-2"

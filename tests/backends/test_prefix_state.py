@@ -105,6 +105,7 @@ def _backend(server: _SlotServer) -> LocalBackend:
     return backend
 
 
+@pytest.mark.integration
 def test_two_backends_in_one_process_priming_one_prefix_both_fall_through(
         tmp_path: Path) -> None:
     both = threading.Barrier(2)

@@ -69,6 +69,7 @@ def _check(concurrency: int, reasoning: str = "findings") -> tuple[list[Call], A
     return calls, result
 
 
+@pytest.mark.integration
 def test_check_rewrite_and_judge_make_three_calls_the_judge_none():
     calls, result = _check(concurrency=8)
     assert [c.kind for c in calls] == ["nli", "mitigate", "nli"]  # detect, rewrite, verify
@@ -79,12 +80,14 @@ def test_check_rewrite_and_judge_make_three_calls_the_judge_none():
     assert in_a_row(calls) == 3
 
 
+@pytest.mark.integration
 def test_one_call_at_a_time_makes_three_in_a_row_not_four():
     calls, result = _check(concurrency=1)
     assert len(calls) == 3 and in_a_row(calls) == 3
     assert result.judge_raw.reasoning_status == "checked"
 
 
+@pytest.mark.integration
 def test_the_models_reasoning_runs_beside_the_rewrite():
     calls, result = _check(concurrency=8, reasoning="model")
     assert [c.kind for c in calls].count("nli") == 2  # detection, and the rewrite's check
@@ -99,6 +102,7 @@ def test_the_models_reasoning_runs_beside_the_rewrite():
     assert in_a_row(calls) == 3  # detect, rewrite || reasoning, verify
 
 
+@pytest.mark.integration
 def test_the_models_reasoning_one_call_at_a_time_makes_four_in_a_row():
     calls, result = _check(concurrency=1, reasoning="model")
     assert len(calls) == 4 and in_a_row(calls) == 4

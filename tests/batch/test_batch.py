@@ -150,6 +150,7 @@ def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT])
 def test_killed_mid_run_then_resumed_holds_every_id_once(tmp_path: Path, stop: int) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
@@ -186,6 +187,7 @@ def _cli(*args: str, llm: str = "fake", **env: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.integration
 def test_cli_batch_reports_errors_with_exit_code(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, [{"id": "x", "source": SOURCE, "response": ""}])
@@ -195,6 +197,7 @@ def test_cli_batch_reports_errors_with_exit_code(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "cannot read input" in missing.stderr
 
 
+@pytest.mark.integration
 def test_a_repeated_run_counts_the_failures_out_already_holds(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, [*_records(2), {"id": "empty", "source": SOURCE, "response": " "}])
@@ -206,6 +209,7 @@ def test_a_repeated_run_counts_the_failures_out_already_holds(tmp_path: Path) ->
     assert "errors 1 (0 this run)" in again.stderr
 
 
+@pytest.mark.integration
 def test_a_backend_failing_every_call_stops_the_run_and_a_rerun_does_the_rest(
     tmp_path: Path,
 ) -> None:
@@ -236,6 +240,7 @@ def test_a_backend_failing_every_call_stops_the_run_and_a_rerun_does_the_rest(
     assert never.returncode == 1 and "errors 20" in never.stderr  # 0: every record is tried
 
 
+@pytest.mark.integration
 def test_fake_backend_is_not_registered_in_production() -> None:
     code = "from conli.backends import backend_names; print(backend_names())"
     env = {k: v for k, v in os.environ.items() if k != "CONLI_TEST_FAKE"}
@@ -305,6 +310,7 @@ def test_a_dead_backend_fails_records_retryably_and_a_rerun_retries_them(tmp_pat
     assert [r["id"] for r in rows] == ["r0", "r1", "r2"] and all(r["ok"] for r in rows)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["dir", "missing-dir", "file-as-dir"])
 def test_batch_refuses_an_unwritable_out_before_any_work(tmp_path: Path, target: str) -> None:
     src = tmp_path / "in.jsonl"

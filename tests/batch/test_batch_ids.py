@@ -61,6 +61,7 @@ def test_odd_ids_keep_junit_xml_the_failing_ids_line_and_the_report_whole(
 FORMULAS = [" =1+1", "ok\n=HYPERLINK(\"http://x\")", "\t@SUM(1)", "two\r\n  -2+3", "+cmd"]
 
 
+@pytest.mark.integration
 def test_the_report_csv_keeps_formula_ids_as_text_in_every_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sync = pytest.importorskip("playwright.sync_api")

@@ -40,6 +40,8 @@ from conli.errors import (  # noqa: E402
 )
 from tests.support import scripted  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "The Riverside library opened in 1962. The city council runs it."
 # this tree's conli (not the installed one) and its tests, in every Ray worker
 _ENV = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "CONLI_TEST_FAKE": "1"}

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conli.backends.base import Message
 from conli.batch.local import run
 from conli.batch.records import Intake, schedule
@@ -136,6 +138,7 @@ def _start(src: Path, out: Path, *, sleep: float) -> subprocess.Popen[str]:
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.integration
 def test_killed_midway_then_resumed_holds_every_id_once_in_ins_order(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     records = _interleaved(24)

@@ -125,6 +125,7 @@ def test_a_record_unverified_for_another_reason_does_not_count_toward_the_stop()
     assert not summary.stopped and summary.exit_code == 0
 
 
+@pytest.mark.integration
 def test_cli_stops_a_garbage_backend_with_exit_3_naming_it(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, _records(20))

@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "The library opened in 1962. It lends books free of charge."
 
 

@@ -15,7 +15,11 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.integration
 
 GOLDEN = ROOT / "tests" / "golden" / "check_demo.json"
 VOLATILE = {"timings", "seconds", "judged_at", "commit", "prefill_seconds", "decode_seconds"}

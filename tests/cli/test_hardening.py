@@ -88,6 +88,7 @@ def _vllm(server_url: str, **settings: Any) -> tuple[Any, Settings]:
     return get_backend(f"vllm:{server_url}/v1#m", chosen), chosen
 
 
+@pytest.mark.integration
 def test_a_401_backend_exits_3_from_the_cli_with_one_line(files: list[str]) -> None:
     with serve(lambda r: Reply(401, openai_error(401, "invalid api key"))) as server:
         done = _cli("check", *files, "--llm", f"vllm:{server.url}/v1#m", "--no-judge")
@@ -96,6 +97,7 @@ def test_a_401_backend_exits_3_from_the_cli_with_one_line(files: list[str]) -> N
     assert done.stderr.startswith("conli: backend error:") and "401" in done.stderr
 
 
+@pytest.mark.integration
 def test_transient_failures_are_counted_in_usage() -> None:
     calls = {"n": 0}
 
@@ -113,6 +115,7 @@ def test_transient_failures_are_counted_in_usage() -> None:
     assert result.usage.failed_attempts == 1 and result.usage.calls == 1
 
 
+@pytest.mark.integration
 def test_the_service_answers_502_and_503_for_a_dead_backend() -> None:
     from tests.support.service import AUTH, KEY, serving
 
@@ -188,6 +191,7 @@ def test_an_unverified_rewrite_is_reported_and_dropped_by_default(keep: bool) ->
 # --- 5: an unwritable output is refused before any model call --------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["/proc/version", "afile/x.json", "missing/x.json", "."])
 def test_check_refuses_an_unwritable_output_before_any_call(
     files: list[str], tmp_path: Path, target: str
@@ -219,6 +223,7 @@ def test_text_output_escapes_control_characters_from_model_reasons() -> None:
 # --- 8: Ctrl-C and the deadline end a check promptly -------------------------------------------
 
 
+@pytest.mark.integration
 def test_ctrl_c_during_check_exits_130_promptly_with_one_line(files: list[str]) -> None:
     with serve(lambda r: Reply(200, openai_chat("{}"), delay=30)) as server:
         proc = subprocess.Popen(
@@ -239,6 +244,7 @@ def test_ctrl_c_during_check_exits_130_promptly_with_one_line(files: list[str]) 
     assert "Traceback" not in err and err.strip() == "conli: interrupted"
 
 
+@pytest.mark.integration
 def test_no_call_starts_after_the_deadline() -> None:
     def slow(request: Request) -> Reply:
         return Reply(503, openai_error(503, "busy"), delay=0.4)
@@ -313,6 +319,7 @@ def test_an_oversized_answer_is_refused_unparsed_and_echoed_capped() -> None:
 # --- also expected by users ---------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_version_flag() -> None:
     done = _cli("--version")
     assert done.returncode == 0 and done.stdout.startswith("conli ")
@@ -343,6 +350,7 @@ def _check_on_a_terminal(files: list[str], *extra: str) -> tuple[int, str]:
     return proc.wait(timeout=60), seen.decode("utf-8", "replace")
 
 
+@pytest.mark.integration
 def test_check_shows_progress_on_a_terminal_and_is_quiet_when_asked(files: list[str]) -> None:
     code, shown = _check_on_a_terminal(files)
     assert code == 0 and "conli: sentence nli 2/2" in shown and "conli: judge" in shown

@@ -46,6 +46,7 @@ def texts(tmp_path: Path) -> tuple[str, str]:
     return str(src), str(resp)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", ["check", "judge"])
 def test_dev_zero_as_the_source_is_refused_at_once(command: str, texts: tuple[str, str]) -> None:
     done = _conli(command, "--source", "/dev/zero", "--response", texts[1])
@@ -53,6 +54,7 @@ def test_dev_zero_as_the_source_is_refused_at_once(command: str, texts: tuple[st
     assert "source looks binary" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("command", "flag", "setting"), [
     ("check", "--source", "CONLI_MAX_SOURCE_CHARS"),
     ("check", "--response", "CONLI_MAX_RESPONSE_CHARS"),

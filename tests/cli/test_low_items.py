@@ -41,6 +41,7 @@ def test_a_response_of_invisible_characters_is_empty(
     assert "response is empty: it holds only invisible characters" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_invisible_characters_buy_a_stream_no_rate() -> None:
     """Zero-width spaces at 100 a second would pass a rate of 40 if they counted."""
     pytest.importorskip("fastapi")
@@ -82,6 +83,7 @@ def _verdict_only(request: Request) -> Reply:
     return Reply(200, openai_chat("Yes", completion=1))
 
 
+@pytest.mark.integration
 def test_passed_no_says_why_beside_a_verdict_standing_in_as_the_score(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,6 +100,7 @@ def test_passed_no_says_why_beside_a_verdict_standing_in_as_the_score(
                     "verdict), not a score that ranks, so threshold 0.5 cannot be passed)")
 
 
+@pytest.mark.integration
 def test_judge_bounds_its_responses_as_a_batch_bounds_its_items() -> None:
     pytest.importorskip("fastapi")
     from tests.support.service import AUTH, KEY, serving

@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.integration
+
 HEAVY = ("nltk", "langgraph", "langchain_core", "langsmith", "scipy", "pandas", "sklearn",
          "spacy", "xllamacpp", "numpy")
 REPORT = ("import json, sys\n"

@@ -39,6 +39,7 @@ def _provider() -> tuple[list[str], object]:
     return models, handle
 
 
+@pytest.mark.integration
 def test_the_command_line_reads_dot_env_under_the_environment(tmp_path: Path) -> None:
     (tmp_path / "s.txt").write_text(SOURCE, "utf-8")
     (tmp_path / "r.txt").write_text(RESPONSE, "utf-8")
@@ -84,6 +85,7 @@ def test_load_env_file_sets_only_what_is_unset(tmp_path: Path,
         load_env_file(tmp_path / "bad.env")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("host", "url"), [
     (None, "http://localhost:11434/v1"),
     ("", "http://localhost:11434/v1"),
@@ -103,6 +105,7 @@ def test_an_ollama_host_that_is_no_host_is_a_configuration_error() -> None:
         ollama_url("ftp://box")
 
 
+@pytest.mark.integration
 def test_ollama_model_goes_to_ollama_host_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
     models, handle = _provider()
     with serve(handle) as server:  # type: ignore[arg-type]

@@ -65,6 +65,7 @@ def test_real_settings_and_their_parts_are_not_named(
     assert _warnings_of(Settings) == []
 
 
+@pytest.mark.integration
 def test_the_cli_says_it_once_as_one_line(tmp_path: Path) -> None:
     source = tmp_path / "source.txt"
     source.write_text("The library opened in 1962.", encoding="utf-8")

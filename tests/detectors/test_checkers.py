@@ -112,6 +112,7 @@ def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
     return json.loads(captured.out), llm, checker_server
 
 
+@pytest.mark.integration
 def test_minicheck_flags_what_minicheck_rejects_and_asks_llm_no_detection(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,6 +139,7 @@ def test_minicheck_flags_what_minicheck_rejects_and_asks_llm_no_detection(
     assert result["usage"]["calls"] == len(asked) + len(llm.kinds)
 
 
+@pytest.mark.integration
 def test_granite_guardian_on_vllm_chat_template_inputs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,6 +160,7 @@ def test_granite_guardian_on_vllm_chat_template_inputs(
     assert "continue_final_message" not in body  # the claim is judged, not continued
 
 
+@pytest.mark.integration
 def test_without_logprobs_minicheck_is_verdict_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -234,6 +237,7 @@ def test_injection_cases_through_the_checkers_defuse_forged_markup(detector: str
                 assert content.count(token) == own, (token, content[:200])
 
 
+@pytest.mark.integration
 def test_eval_detect_runs_minicheck_on_a_labelled_file(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """What the dev-set measurement runs: ``conli eval detect --detector minicheck``."""
@@ -256,6 +260,7 @@ def test_eval_detect_runs_minicheck_on_a_labelled_file(
     assert scored["auroc"]["not_entailed"]["value"] == 1.0  # the checker's P ranks
 
 
+@pytest.mark.integration
 def test_conli_calibrate_fits_a_cut_on_minicheck_scores(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [{"source": SOURCE, "label": bad,

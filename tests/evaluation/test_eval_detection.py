@@ -292,6 +292,7 @@ def test_support_scores_give_an_auroc_and_missing_ones_are_left_out() -> None:
     assert "judge_inverted" not in auroc  # no judge scores at all: no column of Nones
 
 
+@pytest.mark.integration
 def test_provenance_names_the_commit_the_run_started_from(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
@@ -317,6 +318,7 @@ def test_provenance_names_the_commit_the_run_started_from(tmp_path: Path,
         git_state.cache_clear()
 
 
+@pytest.mark.integration
 def test_provenance_names_the_checkout_conli_runs_from_not_the_working_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run started in another folder (or another checkout) records conli's own commit."""

@@ -226,6 +226,7 @@ def test_the_results_stay_under_their_size_budget() -> None:
             if name.endswith("predictions.jsonl") and size > lock.COMPRESS_OVER} == {}
 
 
+@pytest.mark.integration
 def test_no_result_file_lives_outside_benchmarks_results() -> None:
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                              check=False)

@@ -45,6 +45,7 @@ def test_no_script_imports_the_tests(script: Path) -> None:
     assert "sys.path" not in script.read_text(encoding="utf-8")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_the_script_answers_help(script: Path) -> None:
     """Run as documented (``python benchmarks/experiments/.../NAME.py``), this checkout first."""

@@ -282,6 +282,7 @@ def test_report_without_points_shows_only_the_score(checked: CheckResult, tmp_pa
     assert '<table class="coverage">' not in page and "points uncovered" not in page
 
 
+@pytest.mark.integration
 def test_report_with_coverage_renders_in_headless_chromium(checked: CheckResult,
                                                            tmp_path: Path) -> None:
     browser = _chromium()

@@ -130,6 +130,7 @@ def _post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{url}{path}", json=body, headers=AUTH, timeout=60)
 
 
+@pytest.mark.integration
 def test_http_check_reports_the_dropped_point_and_adds_nothing(
     served: tuple[str, ScriptedBackend],
 ) -> None:
@@ -146,6 +147,7 @@ def test_http_check_reports_the_dropped_point_and_adds_nothing(
     assert plain["coverage"]["verdict"] is None and plain["coverage"]["points"] == []
 
 
+@pytest.mark.integration
 def test_http_rewrite_fixes_coverage_unless_the_request_says_not_to(
     served: tuple[str, ScriptedBackend],
 ) -> None:
@@ -164,6 +166,7 @@ def test_http_rewrite_fixes_coverage_unless_the_request_says_not_to(
     assert kept["mitigation"]["added"] == [] and kept["refined_text"] == RESPONSE
 
 
+@pytest.mark.integration
 def test_http_routes_take_only_what_they_use(served: tuple[str, ScriptedBackend]) -> None:
     url, _ = served
     texts = {"source": SOURCE, "response": RESPONSE}
@@ -175,6 +178,7 @@ def test_http_routes_take_only_what_they_use(served: tuple[str, ScriptedBackend]
     assert _post(url, "/v1/judge", texts).status_code == 200
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("points", "kind"), BAD_POINTS)
 def test_http_bad_points_are_a_clean_4xx_and_no_model_call(
     served: tuple[str, ScriptedBackend], points: str, kind: str,
@@ -196,6 +200,7 @@ def test_http_bad_points_are_a_clean_4xx_and_no_model_call(
     assert len(backend.calls) == before
 
 
+@pytest.mark.integration
 def test_openapi_shows_points_and_fix_coverage(served: tuple[str, ScriptedBackend]) -> None:
     url, _ = served
     schemas = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]

@@ -154,6 +154,7 @@ def _reader(page: str, sent: list[str | None]) -> dict[str, Any]:
 PYTHON_PAGES = sorted({page for page, _ in _blocks("python")})
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("page", PYTHON_PAGES)
 def test_each_pages_python_blocks_run_in_order(
         page: str, provider: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -275,6 +276,7 @@ def _shim(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("session", sorted(SESSIONS))
 def test_each_shell_session_runs(session: str, provider: FakeServer, tmp_path: Path) -> None:
     work = tmp_path / "reader"

@@ -55,6 +55,7 @@ def test_the_makefile_builds_a_wheel() -> None:
     assert re.search(r"^wheel:.*\n\t.*pip wheel .*--no-deps", makefile, re.MULTILINE)
 
 
+@pytest.mark.integration
 def test_serve_without_the_service_extra_is_one_line_and_exit_2() -> None:
     """The service module names its types when the extra is missing (was a NameError)."""
     code = ("import sys; sys.modules['fastapi'] = None\n"

@@ -96,6 +96,7 @@ def _conli(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.integration
 def test_conli_check_and_judge_show_an_unchecked_text_unscored(tmp_path: Path) -> None:
     src, resp = tmp_path / "s.txt", tmp_path / "r.txt"
     src.write_text(SOURCE, "utf-8")
@@ -112,6 +113,7 @@ def test_conli_check_and_judge_show_an_unchecked_text_unscored(tmp_path: Path) -
     assert "5.0" not in judged.stdout and "No statement" not in judged.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["rubric", "both"])
 def test_a_judge_batch_on_a_backend_whose_nli_never_answers_stops_with_exit_3(
     tmp_path: Path, mode: str,

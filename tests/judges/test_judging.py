@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.judges.grounded import load_scale
@@ -135,6 +137,7 @@ def test_a_supported_sentence_names_the_source_span_it_rests_on() -> None:
     assert SOURCE[span.start:span.end] == span.text == "It has three floors"
 
 
+@pytest.mark.integration
 def test_conli_judge_json_names_the_mode_and_scores_each_candidate(tmp_path: Path) -> None:
     src, good, bad = tmp_path / "s.txt", tmp_path / "good.txt", tmp_path / "bad.txt"
     src.write_text("The library opened in 1962. It lends books free of charge.", "utf-8")
@@ -165,6 +168,7 @@ def test_a_text_whose_every_sentence_could_not_be_checked_is_unverified_not_scor
     assert judged.error is not None and "could be checked" in judged.error
 
 
+@pytest.mark.integration
 def test_every_cli_front_door_takes_judge_mode(tmp_path: Path) -> None:
     """``check`` and ``batch`` take ``--judge-mode`` as ``judge`` does, and record it."""
     src, resp = tmp_path / "s.txt", tmp_path / "r.txt"

@@ -280,6 +280,7 @@ def test_a_bad_exit_behavior_is_a_configuration_error() -> None:
 # --- the service ----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_the_service_takes_dumped_documents_as_sources() -> None:
     import httpx
 

@@ -6,6 +6,8 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
+
 from conli import Checker, Settings, acheck
 from tests.support import scripted
 from tests.support.paths import ROOT
@@ -24,6 +26,7 @@ def test_acheck_reuses_a_checker_and_overrides_settings() -> None:
     assert asyncio.run(both()) == ("rewritten", "disabled")
 
 
+@pytest.mark.integration
 def test_langgraph_chat_example_runs_offline() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "langgraph_chat_hook.py")],
                           capture_output=True, text=True, timeout=120, check=True)

@@ -100,6 +100,7 @@ def test_concurrent_achecks_without_a_checker_share_one(monkeypatch: pytest.Monk
         close_shared_checkers()
 
 
+@pytest.mark.integration
 def test_shared_checkers_are_closed_at_interpreter_exit(tmp_path: Path) -> None:
     log = tmp_path / "closed.log"
     script = (

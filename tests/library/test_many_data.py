@@ -134,6 +134,7 @@ def test_without_pandas_to_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatc
         results.to_pandas()
 
 
+@pytest.mark.integration
 def test_importing_conli_and_reading_tables_import_no_pandas() -> None:
     import subprocess
 

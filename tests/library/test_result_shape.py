@@ -33,6 +33,7 @@ def url() -> Iterator[str]:
         yield base
 
 
+@pytest.mark.integration
 def test_check_results_carry_the_supported_share_over_http(url: str) -> None:
     checked = httpx.post(f"{url}/v1/check", json={"source": SOURCE, "response": RESPONSE},
                          headers=AUTH).json()
@@ -42,6 +43,7 @@ def test_check_results_carry_the_supported_share_over_http(url: str) -> None:
     assert "supported_share" in schema["CheckResult"]["properties"]
 
 
+@pytest.mark.integration
 def test_several_responses_are_judged_one_result_each_as_the_cli_judges_them(
         url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     texts = [RESPONSE, GOOD]
@@ -166,6 +168,7 @@ with Checker(Settings(llm="fake", mitigate=False)) as checker:
     return script
 
 
+@pytest.mark.integration
 def test_user_code_type_checks_under_mypy_strict_without_the_pydantic_plugin(
         tmp_path: Path) -> None:
     """~10-30 s: mypy reads conli (and pydantic) cold; conli's own code is not re-checked."""

@@ -60,6 +60,7 @@ def test_a_threshold_on_verdict_scores_is_refused_before_any_model_call() -> Non
         assert checker.check(SOURCE, "The library opened in 1962.").passed
 
 
+@pytest.mark.integration
 def test_the_cli_refuses_the_threshold_with_the_reason(tmp_path: Path) -> None:
     (tmp_path / "s.txt").write_text(SOURCE, "utf-8")
     (tmp_path / "r.txt").write_text(RESPONSE, "utf-8")
@@ -74,6 +75,7 @@ def test_the_cli_refuses_the_threshold_with_the_reason(tmp_path: Path) -> None:
     assert done.returncode == 2 and "reports no log-probabilities" in done.stderr
 
 
+@pytest.mark.integration
 def test_the_service_refuses_a_threshold_it_cannot_score() -> None:
     httpx = pytest.importorskip("httpx")
     from tests.support.service import AUTH, KEY, serving

@@ -91,6 +91,7 @@ def _conli(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.integration
 def test_check_takes_repeated_sources_and_batch_a_list(tmp_path: Path) -> None:
     # the CLI's scripted backend quotes "the source says so" for every claim it passes
     chunks = ["The hall opened in 1962.", "The source says so: three floors.", "Gamma."]
@@ -127,6 +128,7 @@ def test_check_takes_repeated_sources_and_batch_a_list(tmp_path: Path) -> None:
                      r"The source says so</mark>", labels[1][1])
 
 
+@pytest.mark.integration
 def test_the_service_takes_a_list_of_sources_and_names_bad_ones(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     from tests.support.service import AUTH, KEY, serving

@@ -257,6 +257,7 @@ from tests.support.service_streams import (  # noqa: E402
 )
 
 
+@pytest.mark.integration
 def test_http_verdicts_arrive_while_the_body_is_still_being_sent() -> None:
     reply = "The library opened in 1962. The library is FALSE run by a charity."
     with serving(_settings()) as base:
@@ -281,6 +282,7 @@ def test_http_verdicts_arrive_while_the_body_is_still_being_sent() -> None:
     assert lines[2]["verdict"] == whole["verdict"] == "hallucinated"
 
 
+@pytest.mark.integration
 def test_http_body_ending_mid_sentence_completes_it() -> None:
     with serving(_settings()) as base:
 
@@ -299,6 +301,7 @@ def test_http_body_ending_mid_sentence_completes_it() -> None:
     assert lines[-1]["event"] == "done" and lines[-1]["sentences"] == 2
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("body_finished", [False, True])
 def test_http_client_leaving_stops_model_calls_and_frees_the_slot(body_finished: bool) -> None:
     model = scripted.backend(sleep=0.25)
@@ -333,6 +336,7 @@ def test_http_client_leaving_stops_model_calls_and_frees_the_slot(body_finished:
         assert answer.status_code == 200  # the only slot is free again
 
 
+@pytest.mark.integration
 def test_http_stream_needs_the_api_key() -> None:
     with serving(_settings()) as base:
 
@@ -349,6 +353,7 @@ def test_http_stream_needs_the_api_key() -> None:
         assert _run(lambda: talk("wrong")) == 401
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("first", "status"), [
     (b'{"source": "   "}\n', 422),
     (b'{"source": "s", "extra": 1}\n', 422),
@@ -372,6 +377,7 @@ def test_http_a_bad_opening_line_is_a_problem_before_any_answer(first: bytes, st
         assert empty.status_code == 422
 
 
+@pytest.mark.integration
 def test_http_failures_after_the_answer_began_are_one_error_line() -> None:
     settings = _settings(service_max_body_bytes=600)
     with serving(settings) as base:
@@ -402,6 +408,7 @@ def test_http_failures_after_the_answer_began_are_one_error_line() -> None:
         assert error["status"] == 422 and "line 2" in error["detail"]
 
 
+@pytest.mark.integration
 def test_http_backend_failure_mid_stream_is_an_error_line_never_supported() -> None:
     def respond(messages: list[Message]) -> str:
         if any("charity" in c for c in claims_of(messages)):
@@ -425,6 +432,7 @@ def test_http_backend_failure_mid_stream_is_an_error_line_never_supported() -> N
     assert lines[1]["status"] == 502 and lines[1]["type"] == "urn:conli:problem:backend"
 
 
+@pytest.mark.integration
 def test_http_stream_takes_a_slot_and_answers_504_at_the_time_limit() -> None:
     settings = _settings(service_max_streams=1, service_timeout_seconds=0.6)
     with serving(settings) as base:
@@ -453,6 +461,7 @@ def test_http_stream_takes_a_slot_and_answers_504_at_the_time_limit() -> None:
     assert lines[1]["status"] == 504
 
 
+@pytest.mark.integration
 def test_http_stream_is_in_the_openapi() -> None:
     with serving(_settings()) as base:
         schema = httpx.get(f"{base}/openapi.json").json()
@@ -463,6 +472,7 @@ def test_http_stream_is_in_the_openapi() -> None:
     assert {"401", "413", "422", "429"} <= set(route["responses"])
 
 
+@pytest.mark.integration
 def test_langgraph_example_streams_verdicts_before_the_reply_ends() -> None:
     import subprocess
     import sys

@@ -33,8 +33,9 @@ BAD = "The library opened in 1921. It holds 90,000 books."
 
 playwright = pytest.importorskip("playwright.sync_api")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(BROWSER is None,
-                                reason="chromium is not installed (apt-get install -y chromium)")
+pytestmark = [pytest.mark.skipif(BROWSER is None,
+                                 reason="chromium is not installed (apt-get install -y chromium)"),
+              pytest.mark.integration]
 
 
 @pytest.fixture(autouse=True)

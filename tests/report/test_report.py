@@ -258,6 +258,7 @@ def _check_json(tmp_path: Path, name: str, response: str) -> Path:
     return out
 
 
+@pytest.mark.integration
 def test_cli_report_reads_check_json_as_written(tmp_path: Path) -> None:
     one = _check_json(tmp_path, "one", "The library opened in 1962. A FALSE charity runs it.")
     two = _check_json(tmp_path, "two", "The library opened in 1962.")
@@ -330,6 +331,7 @@ def test_report_without_a_valid_record_fails_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "kept.html"]
 
 
+@pytest.mark.integration
 def test_cli_report_of_only_malformed_records_exits_2_in_its_own_process(tmp_path: Path) -> None:
     bad, target = tmp_path / "bad.jsonl", tmp_path / "report.html"
     bad.write_text('{"id": 1}\n', encoding="utf-8")
@@ -373,6 +375,7 @@ def test_report_escapes_hostile_text_and_never_evaluates_it(results: Path,
     assert "49" not in unsigned.replace("#49", "")
 
 
+@pytest.mark.integration
 def test_report_renders_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     browser = _chromium()
     if browser is None:

@@ -28,7 +28,8 @@ playwright = pytest.importorskip("playwright.sync_api")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.skipif(BROWSER is None,
                                  reason="chromium is not installed (apt-get install -y chromium)"),
-              pytest.mark.usefixtures("reading_backend")]
+              pytest.mark.usefixtures("reading_backend"),
+              pytest.mark.integration]
 
 
 def _report(tmp_path: Path) -> Path:

@@ -14,6 +14,8 @@ from conli.ner.azure_ner import MAX_CHARS_PER_DOC, AzureRecognizer, chunk_text
 from tests.support.azure_language import _good
 from tests.support.http_fakes import Reply, Request, serve
 
+pytestmark = pytest.mark.integration
+
 
 def _error(status: int, code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
