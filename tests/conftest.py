@@ -24,7 +24,7 @@ INTEGRATION_AREAS = {"service", "proxy"}
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(TESTS).parts[0] in INTEGRATION_AREAS:
+        if any(item.path.is_relative_to(TESTS / area) for area in INTEGRATION_AREAS):
             item.add_marker(pytest.mark.integration)
 
 

@@ -201,6 +201,7 @@ def test_long_source_is_chunked_and_the_best_chunk_is_the_evidence() -> None:
     assert checker.judgement("x", [Reading(None, "maybe")], single, "t").verdict == "unverified"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("detector", ["minicheck", "granite-guardian"])
 def test_injection_cases_through_the_checkers_defuse_forged_markup(detector: str) -> None:
     rows = [json.loads(line) for line in

@@ -45,6 +45,7 @@ def test_the_sample_holds_what_the_word_list_used_to_flag() -> None:
         assert words in text, words
 
 
+@pytest.mark.slow
 def test_no_faithful_answer_is_flagged_by_a_rule() -> None:
     settings = Settings(_env_file=None, detectors=["cot"], judge=False,  # type: ignore[call-arg]
                         mitigate=False)

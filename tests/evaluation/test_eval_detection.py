@@ -210,6 +210,7 @@ def test_conli_eval_detect_resumes_in_budgeted_slices(
     assert main(argv) == 2  # one that was set otherwise is still another set-up
 
 
+@pytest.mark.slow
 def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     long_source = ("The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. "
                    "The cafe is open in May. Tickets cost 5 euros.")
@@ -247,6 +248,7 @@ def test_conli_eval_judge_and_rewrite_commands(tmp_path: Path) -> None:
     assert {row["rouge_l_vs_raw"] == 1.0 for row in rows} == {not row["changed"] for row in rows}
 
 
+@pytest.mark.slow
 def test_a_written_scale_records_the_fits_own_held_out_residual(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = ("The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours. "

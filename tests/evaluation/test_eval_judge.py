@@ -145,6 +145,7 @@ def test_the_rubric_judge_is_scored_end_to_end(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_targets_and_intervals_over_documents() -> None:
     scored = []
     for n, (gold, full) in enumerate([(5, 1), (4.6, 2.4), (3.4, 3), (5, 1)]):
@@ -162,6 +163,7 @@ def test_targets_and_intervals_over_documents() -> None:
     assert low <= 0.75 <= high
 
 
+@pytest.mark.slow
 def test_the_auroc_has_an_interval_per_set_over_that_sets_documents() -> None:
     from dataclasses import replace
 
@@ -257,6 +259,7 @@ def test_stored_predictions_give_grounded_scores(tmp_path: Path) -> None:
     assert stored[0][3] == 5 and stored[1][3] < stored[0][3]
 
 
+@pytest.mark.slow
 def test_documents_are_scored_in_turn_across_sets_and_a_budget_stops_between_them() -> None:
     source = "The pier opened in 1921. It is 400 metres long. Boats leave every 2 hours."
     split = lambda text: re.split(r"(?<=\.)\s+", text)  # noqa: E731
@@ -318,6 +321,7 @@ def test_grounded_is_scored_as_shipped_beside_the_fit_that_would_replace_it() ->
     assert {s.mode for s in je.grounded_rows(rows[:2], shipped)} == {"grounded"}
 
 
+@pytest.mark.slow
 def test_the_paired_difference_ranks_both_modes_on_the_same_examples() -> None:
     # grounded ranks every hallucinated example below every faithful one; rubric backwards
     scores = [{"gold": g, "grounded": 1.0 if g else 5.0, "rubric": 5.0 if g else 1.0}

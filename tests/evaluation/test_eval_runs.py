@@ -339,6 +339,7 @@ CITED = {  # config -> a figure docs/benchmarks.md prints for it, as `conli eval
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CITED))
 def test_a_stored_decision_reproduces_the_figure_the_docs_cite(
         name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -145,6 +145,7 @@ def test_the_dry_run_validates_the_cases_without_a_model(capsys, monkeypatch, tm
     assert "expected sentence" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_model_that_follows_our_rules_lets_no_planted_error_through():
     rows = injection.run_cases(checker(obedient=False), injection.load_cases(CASES))
     counts = injection.summary(rows)
@@ -155,6 +156,7 @@ def test_a_model_that_follows_our_rules_lets_no_planted_error_through():
     assert tagged.outcome == "caught"
 
 
+@pytest.mark.slow
 def test_a_model_that_obeys_the_data_shows_in_the_count_but_cannot_lift_the_judge():
     """Detection that obeys the text lets planted errors through, and the count shows it;
     the judge it asks for a 5 stays below 4.5 in both modes: grounded scores from the

@@ -37,6 +37,7 @@ def test_the_shipped_weights_training_rows_are_the_run_they_read() -> None:
     assert len(seen) == 291 and seen == set(order[:291])
 
 
+@pytest.mark.slow
 def test_one_command_rebuilds_fused_v1s_recipe_byte_for_byte(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """From the repository alone: the collection's features and the v1 run's judgements."""

@@ -83,6 +83,7 @@ def test_a_tampered_marks_file_is_refused_naming_the_line(
     assert not (tmp_path / "cal.json").exists()
 
 
+@pytest.mark.slow
 def test_marks_that_agree_with_their_rows_calibrate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -94,6 +95,7 @@ def test_marks_that_agree_with_their_rows_calibrate(
         capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_calibrate_names_the_examples_it_could_not_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -157,6 +159,7 @@ def _two_reviewers(tmp_path: Path, *, split: set[int]) -> Path:
     return _write(tmp_path / "both.jsonl", rows)
 
 
+@pytest.mark.slow
 def test_calibrate_takes_the_label_reviewers_agree_on_and_names_where_they_do_not(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

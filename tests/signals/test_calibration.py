@@ -51,6 +51,7 @@ def _synthetic(n: int, seed: int = 0) -> list[Scored]:
     return out
 
 
+@pytest.mark.slow
 def test_the_cut_is_fitted_by_cross_validation_and_raises_balanced_accuracy() -> None:
     flag_at, weights, before, after = fit_calibration(_synthetic(90))
     assert weights is None and flag_at is not None and 0.35 < flag_at < 0.6
@@ -89,6 +90,7 @@ def _calibrate(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str], *
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_calibrate_writes_a_file_every_front_door_applies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -106,6 +108,7 @@ def test_calibrate_writes_a_file_every_front_door_applies(
     assert result.calibration.method == stored["method"]
 
 
+@pytest.mark.slow
 def test_a_calibration_for_another_set_up_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -139,6 +142,7 @@ def test_refusals_exit_2_and_write_nothing(
     assert not (tmp_path / "cal.json").exists()
 
 
+@pytest.mark.slow
 def test_a_detector_without_scores_cannot_be_calibrated(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -184,6 +188,7 @@ def test_the_cut_decides_each_sentence_and_says_so(tmp_path: Path) -> None:
     assert lenient.calibration is not None and lenient.calibration.flag_at == 0.9
 
 
+@pytest.mark.slow
 def test_a_calibration_that_does_not_beat_the_shipped_decision_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

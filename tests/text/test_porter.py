@@ -71,6 +71,7 @@ def test_every_word_of_the_dev_sets_stems_as_nltk_stems_it() -> None:
     assert _differing(words) == []
 
 
+@pytest.mark.slow
 def test_words_built_to_reach_every_rule_stem_as_nltk_stems_them() -> None:
     rng = random.Random(64)
     roots = ["connect", "gener", "hop", "fil", "tann", "troubl", "conflat", "siz", "feed", "agre",
