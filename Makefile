@@ -31,12 +31,15 @@ test: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
-## The quick loop while working: lint, types, layering and every test but the real-model ones.
+## The quick loop while working: lint, types, layering and the tests that run in pytest's own
+## process in well under a second each: not the real-model ones, nor the integration ones
+## (subprocesses, servers on loopback, Ray, a browser; tests/service and tests/proxy whole),
+## nor the slow ones (whole eval, training and calibration runs). `make test` runs them all.
 quick: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -m "not model"
+	$(BIN)/pytest -m "not model and not integration and not slow"
 
 ## Build dist/conli-<version>-py3-none-any.whl, to install with its extras where there is no
 ## clone: pip install 'dist/conli-0.1.0-py3-none-any.whl[openai]' (conli is not on PyPI).

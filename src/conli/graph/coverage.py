@@ -17,7 +17,7 @@ from conli.detectors.base import overruled
 from conli.models import Coverage, CoverageVerdict, PerspectiveCoverage, PointCheck, PointResult
 from conli.run.inputs import point_list
 from conli.signals.lexical import recall, word_scores
-from conli.signals.lexical import words as words  # tests/test_multilingual.py imports it here
+from conli.signals.lexical import words as words  # tests/text/test_multilingual.py imports it here
 
 
 def merge_points(points: Mapping[str, list[str]], checks: Iterable[PointCheck],

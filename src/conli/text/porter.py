@@ -7,7 +7,7 @@ conditions are NLTK's. Why a copy: NLTK's ``porter.py`` imports the ``nltk`` pac
 ``__init__`` loads SciPy, scikit-learn and pandas (5 s at start-up), and no stemmer library
 stems as it does (Snowball's and PyStemmer's Porter differ on 898 of the dev sets' 40,874
 words), while conli's word overlap, evidence windows and coverage all read these stems.
-``tests/test_porter.py`` holds every stem equal to NLTK's over the dev sets' words.
+``tests/text/test_porter.py`` holds every stem equal to NLTK's over the dev sets' words.
 """
 
 from __future__ import annotations

@@ -1,0 +1,18 @@
+"""Debian's headless Chromium, for the tests that render the report (skipped without it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _run_chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
+    return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=120)
