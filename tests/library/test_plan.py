@@ -139,7 +139,7 @@ def test_each_mode_has_a_typed_entrance_and_run_refuses_to_guess_one() -> None:
     from conli.pipeline import Checker
     from conli.run.doors import JudgeOnlyResult
     from conli.run.request import RunRequest
-    from tests.conftest import rule_responder
+    from tests.support.responders import rule_responder
 
     backend = ScriptedBackend(responder=rule_responder(bad=("1963",)))
     with Checker(Settings(word_scores="off"), backend=backend) as checker:
