@@ -24,7 +24,13 @@ from conli.ner.spacy_ner import SpacyRecognizer
 from conli.pipeline import Checker
 from conli.signals.lexical import SourceWords, content_words, word_scores, words
 from conli.text import pysbd_split
-from conli.text.language import detect_language, guess_language, language_of, stop_words
+from conli.text.language import (
+    detect_language,
+    guess_language,
+    language_of,
+    sentence_language,
+    stop_words,
+)
 from conli.text.nlp import load_pipeline
 from conli.text.segment import sentence_spans, sentence_splitter, split_response
 from tests.support.responders import rule_responder
@@ -263,3 +269,16 @@ def test_in_the_entity_only_ablation_a_german_claim_is_unverified() -> None:
     checked = [s for s in result.sentences if s.checked]
     assert checked and all(s.verdict == "unverified" for s in checked)
     assert result.verdict == "unverified" and result.notes[0].step == "entity_nli"
+
+
+@pytest.mark.parametrize("sentence", [
+    "Chris Carter is American, van Gogh is Dutch.",  # "is", "van": Dutch stop words too
+    "Edward McCaffery: There's a fundamental unfairness to U.",  # "s", "u": Slovak ones
+    "Lady Antebellum singer Hillary Scott 's tour bus caught fire on a Texas freeway .",
+])
+def test_an_english_sentence_keeps_english_on_a_letter_or_a_shared_word(sentence: str) -> None:
+    # issue 61's safety run: 24 English dev sentences were read as Slovak, Dutch, Polish or
+    # German, so their names went uncompared; a sentence now needs 2 more stop words of more
+    # than one letter than the check's language has
+    assert sentence_language(sentence, "en") == "en"
+    assert sentence_language("Die Brücke wurde 2016 eröffnet und ist 840 Meter lang.", "en") == "de"

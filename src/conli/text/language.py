@@ -83,10 +83,19 @@ SENTENCE_STOP_WORDS = 3  # a sentence tells its own language with this many stop
 def sentence_language(sentence: str, default: Language) -> Language:
     """The language of one sentence where it clearly has its own, else ``default``.
 
-    By script (Chinese, Japanese), or by at least 3 stop words of one language and more
-    than of any other: a short sentence ("Die Hard premiered in 1988") keeps ``default``.
+    By script (Chinese, Japanese), or by stop words of more than one letter: at least 3 of
+    one language, and 2 more than of ``default``'s. A short sentence ("Die Hard premiered
+    in 1988") keeps ``default``, and so do English ones a single letter or a shared word
+    would tip ("There's ... U.", "Chris Carter is American, van Gogh is Dutch").
     """
-    return _guess(sentence[:SAMPLE_CHARS], SENTENCE_STOP_WORDS) or default
+    sample = sentence[:SAMPLE_CHARS]
+    guess = _guess(sample, SENTENCE_STOP_WORDS)
+    if guess is None or guess == default or guess in _CJK:
+        return guess or default
+    counts = Counter(lang for word in _WORD.findall(sample) if len(word) > 1
+                     for lang in _stop_index().get(word.lower(), ()))
+    ahead = counts[guess] >= SENTENCE_STOP_WORDS and counts[guess] - counts[default] >= 2
+    return guess if ahead else default
 
 
 def language_of_claim(sentence: str, setting: str, language: Language) -> Language:
