@@ -104,6 +104,8 @@ def test_numbers_are_compared_in_a_chinese_check() -> None:
     ("John Smith designed the library.", "J. Smith designed the library."),
     ("The meeting was held in Zürich.", "The meeting was held in Zurich."),
     ("Acme Corporation opened a factory.", "Acme opened a factory."),
+    ("After WWII the town grew.", "The town grew after World War II."),
+    ("John Ian Smith designed the library.", "John I. Smith designed the library."),
 ])
 def test_names_are_compared_through_their_usual_short_forms(source: str, response: str) -> None:
     result = _check(source, response)
@@ -114,6 +116,11 @@ def test_names_are_compared_through_their_usual_short_forms(source: str, respons
     ("The city has 2.4 million residents.", "The city has 4.2 million residents.", "4.2 million"),
     ("John Smith designed the library.", "Jane Smith designed the library.", "Jane Smith"),
     ("The U.S. team won.", "The Canadian team won in Canada.", "Canada"),
+    # a numeral is no initial (issue 61's safety run: "World War I" passed as "World War II")
+    ("The treaty ended World War II in 1945.", "The treaty ended World War I in 1945.",
+     "World War I"),
+    ("Before WWI the town was small.", "Before World War II the town was small.",
+     "World War II"),
 ])
 def test_a_different_value_or_name_still_fires(source: str, response: str, words: str) -> None:
     sentence, = _check(source, response).sentences

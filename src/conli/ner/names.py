@@ -39,6 +39,9 @@ GENERIC = frozenset(["federation", "association", "inc", "incorporated", "corpor
                      "department"])
 _WORD = re.compile(r"\w+")
 _ACRONYM = re.compile(r"^(?:[A-Z]\.?){2,6}$")
+# a regnal or ordinal numeral of a name ("World War II", "Henry VIII"): one word, never
+# initials; not a middle initial ("John I. Smith")
+_NUMERAL = re.compile(r"(?<=\w )(?=[IVX])X{0,3}(?:IX|IV|V?I{0,3})\b(?!\.\s*\w)")
 _UPPER_TOKEN = re.compile(r"(?<![\w.])(?:[A-Z]\.){2,6}|\b[A-Z]{2,6}\b")
 
 
@@ -85,14 +88,35 @@ class SourceNames:
         if not words:
             return False
         specific = [w for w in words if w not in GENERIC] or words
+        numerals = {m.group().lower() for m in _NUMERAL.finditer(name) if m.group()}
+        if numerals and not self._numbered(name, numerals):
+            return False
         if all(w in self._words for w in specific):
             return True
         if _ACRONYM.match(name.strip()):
             return self._spelled(name.strip().replace(".", "").lower())
         plain = [w for w in _WORD.findall(fold(name)) if w not in FILLER]
-        if len(plain) >= 2 and "".join(w[0] for w in plain) in self._acronyms:
+        letters = "".join(w if w in numerals else w[0] for w in plain)
+        if len(plain) >= 2 and letters in self._acronyms:
             return True
         return self._with_initials(plain)
+
+    def _numbered(self, name: str, numerals: set[str]) -> bool:
+        """True if the source gives each numeral of ``name`` to the word before it.
+
+        "World War I" is not "World War II" and "Henry I" not "Henry II", though each "I"
+        reads as an initial; "WWII" states "World War II" (its numeral whole).
+        """
+        plain = [w for w in _WORD.findall(fold(name)) if w not in FILLER]
+        for at, word in enumerate(plain):
+            if word not in numerals or at == 0:
+                continue
+            if re.search(rf"\b{re.escape(plain[at - 1])}\W+{word}\b", self._text):
+                continue
+            letters = "".join(w if w in numerals else w[0] for w in plain[:at + 1])
+            if letters not in self._acronyms:
+                return False
+        return True
 
     def _spelled(self, letters: str) -> bool:
         """True if consecutive words of the source begin with ``letters`` in order."""
