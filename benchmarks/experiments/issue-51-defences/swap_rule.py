@@ -29,14 +29,16 @@ parameter, so nothing is left out for it. Four measurements:
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
-import sysconfig
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+# the over-firing run's corpus readers, from the script beside this one (run as a script,
+# its folder is on the path)
+from addressing_dev import bipia_contexts, stdlib_docstrings
 
 from conli.evaluation.detection import Outcome, predictions_digest, read_predictions
 from conli.evaluation.loaders import DATASETS, load_dataset, load_file
@@ -160,33 +162,6 @@ def dev_answers(data_dir: Path) -> dict[str, Any]:
                 faithful += [{"id": example.id, **f} for f in found]
         out[name] = {**counts, "faithful_fired": faithful}
     return out
-
-
-def stdlib_docstrings() -> Iterator[str]:
-    """Every module, class and function docstring of the standard library (tests left out)."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    for path in sorted(root.rglob("*.py")):
-        if set(path.relative_to(root).parts) & {"test", "tests", "site-packages", "idle_test"}:
-            continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef |
-                          ast.AsyncFunctionDef):
-                doc = ast.get_docstring(node)
-                if doc and doc.strip():
-                    yield doc
-
-
-def bipia_contexts(checkout: Path, task: str) -> Iterator[str]:
-    """The benign contexts (no attack inserted) of a BIPIA task: ``email`` or ``table``."""
-    for split in ("train", "test"):
-        path = checkout / "benchmark" / task / f"{split}.jsonl"
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                yield json.loads(line)["context"]
 
 
 def corpora(bipia: Path | None) -> dict[str, Iterable[str]]:
