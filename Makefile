@@ -39,7 +39,7 @@ quick: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -m "not model and not integration and not slow"
+	$(BIN)/pytest -n 2 -m "not model and not integration and not slow"
 
 ## Build dist/conli-<version>-py3-none-any.whl, to install with its extras where there is no
 ## clone: pip install 'dist/conli-0.1.0-py3-none-any.whl[openai]' (conli is not on PyPI).
