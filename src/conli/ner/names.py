@@ -88,26 +88,26 @@ class SourceNames:
         if not words:
             return False
         specific = [w for w in words if w not in GENERIC] or words
+        plain = [w for w in _WORD.findall(fold(name)) if w not in FILLER]
         numerals = {m.group().lower() for m in _NUMERAL.finditer(name) if m.group()}
-        if numerals and not self._numbered(name, numerals):
+        if numerals and not self._numbered(plain, numerals):
             return False
         if all(w in self._words for w in specific):
             return True
         if _ACRONYM.match(name.strip()):
             return self._spelled(name.strip().replace(".", "").lower())
-        plain = [w for w in _WORD.findall(fold(name)) if w not in FILLER]
         letters = "".join(w if w in numerals else w[0] for w in plain)
         if len(plain) >= 2 and letters in self._acronyms:
             return True
         return self._with_initials(plain)
 
-    def _numbered(self, name: str, numerals: set[str]) -> bool:
-        """True if the source gives each numeral of ``name`` to the word before it.
+    def _numbered(self, plain: list[str], numerals: set[str]) -> bool:
+        """True if the source gives each numeral of a name to the word before it.
 
-        "World War I" is not "World War II" and "Henry I" not "Henry II", though each "I"
-        reads as an initial; "WWII" states "World War II" (its numeral whole).
+        ``plain`` is the name's words, folded, fillers out. "World War I" is not "World
+        War II" and "Henry I" not "Henry II", though each "I" reads as an initial; "WWII"
+        states "World War II" (its numeral whole).
         """
-        plain = [w for w in _WORD.findall(fold(name)) if w not in FILLER]
         for at, word in enumerate(plain):
             if word not in numerals or at == 0:
                 continue

@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import get_args
@@ -92,8 +93,7 @@ def sentence_language(sentence: str, default: Language) -> Language:
     guess = _guess(sample, SENTENCE_STOP_WORDS)
     if guess is None or guess == default or guess in _CJK:
         return guess or default
-    counts = Counter(lang for word in _WORD.findall(sample) if len(word) > 1
-                     for lang in _stop_index().get(word.lower(), ()))
+    counts = _stop_counts(w for w in _WORD.findall(sample) if len(w) > 1)
     ahead = counts[guess] >= SENTENCE_STOP_WORDS and counts[guess] - counts[default] >= 2
     return guess if ahead else default
 
@@ -120,13 +120,17 @@ def _guess(sample: str, least: int = MIN_STOP_WORDS) -> Language | None:
     kana = len(_KANA.findall(sample))
     if cjk + kana > len(words):
         return "ja" if kana * 10 >= cjk + kana else "zh"
-    counts = Counter(lang for word in words for lang in _stop_index().get(word.lower(), ()))
-    ranked = counts.most_common(2)
+    ranked = _stop_counts(words).most_common(2)
     if not ranked or ranked[0][1] < least:
         return None
     if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
         return None
     return ranked[0][0]
+
+
+def _stop_counts(words: Iterable[str]) -> Counter[Language]:
+    """How many of ``words`` each language told by its words holds as stop words."""
+    return Counter(lang for word in words for lang in _stop_index().get(word.lower(), ()))
 
 
 @lru_cache(maxsize=1)
