@@ -25,11 +25,8 @@ from conli.backends import register_backend
 from conli.cli import app as cli
 from conli.version import __version__
 from tests.support import scripted
+from tests.support.audit_report import SOURCE, batch_report
 from tests.support.readers import ReadingBackend
-
-SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
-GOOD = "The library opened in 1921. It holds 40,000 books."
-BAD = "The library opened in 1921. It holds 90,000 books."
 
 playwright = pytest.importorskip("playwright.sync_api")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,17 +39,6 @@ pytestmark = [pytest.mark.skipif(BROWSER is None,
 def backends() -> None:
     register_backend("reading", lambda _arg, _settings: ReadingBackend())
     register_backend("fake", lambda _arg, _settings: scripted.backend())
-
-
-def _report(tmp_path: Path) -> Path:
-    records = [{"id": f"a{i}", "source": SOURCE, "response": BAD if i % 2 else GOOD}
-               for i in range(12)]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert cli.main(["batch", str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl"),
-                     "--llm", "reading", "--no-progress"]) == 0
-    assert cli.main(["report", str(tmp_path / "out.jsonl"), "-o",
-                     str(tmp_path / "report.html")]) == 0
-    return tmp_path / "report.html"
 
 
 def _truth(row: Any) -> str:
@@ -102,7 +88,7 @@ def _review(browser: Any, page_file: Path, target: Path, reviewer: str, *,
 
 def test_two_reviewers_sign_their_marks_and_calibrate_on_what_they_agree_on(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = _report(tmp_path)
+    report = batch_report(tmp_path)
     ada, bob = tmp_path / "ada.jsonl", tmp_path / "bob.jsonl"
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
@@ -162,7 +148,7 @@ def test_two_reviewers_sign_their_marks_and_calibrate_on_what_they_agree_on(
 
 
 def test_a_pages_marks_kept_in_the_old_form_still_restore(tmp_path: Path) -> None:
-    report = _report(tmp_path)
+    report = batch_report(tmp_path)
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
         try:

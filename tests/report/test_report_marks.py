@@ -17,11 +17,9 @@ from typing import Any
 import pytest
 
 from conli.cli import app as cli
+from tests.support.audit_report import BAD, GOOD, SOURCE, batch_report
 from tests.support.paths import ROOT
 
-SOURCE = "The library opened in 1921. It holds 40,000 books. The mayor attended the opening."
-GOOD = "The library opened in 1921. It holds 40,000 books."
-BAD = "The library opened in 1921. It holds 90,000 books."
 HELD = "The mayor attended the opening."  # in no marked record
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -30,18 +28,6 @@ pytestmark = [pytest.mark.skipif(BROWSER is None,
                                  reason="chromium is not installed (apt-get install -y chromium)"),
               pytest.mark.usefixtures("reading_backend"),
               pytest.mark.integration]
-
-
-def _report(tmp_path: Path) -> Path:
-    """``conli batch`` over 12 records, then ``conli report``: the auditor's page."""
-    records = [{"id": f"a{i}", "source": SOURCE, "response": BAD if i % 2 else GOOD}
-               for i in range(12)]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert cli.main(["batch", str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl"),
-                     "--llm", "reading", "--no-progress"]) == 0
-    assert cli.main(["report", str(tmp_path / "out.jsonl"), "-o",
-                     str(tmp_path / "report.html")]) == 0
-    return tmp_path / "report.html"
 
 
 def _mark_and_download(page_file: Path, target: Path) -> int:
@@ -86,7 +72,7 @@ def test_marks_from_the_browser_calibrate_the_checker(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     marks = tmp_path / "conli-marks.jsonl"
-    marked = _mark_and_download(_report(tmp_path), marks)
+    marked = _mark_and_download(batch_report(tmp_path), marks)
     rows = [json.loads(line) for line in marks.read_text().splitlines()]
     assert len(rows) == marked == 24
     assert {r["response"] for r in rows if r["label"]} == {"It holds 90,000 books."}

@@ -23,6 +23,20 @@ from tests.support.service_streams import HTTP_SOURCE, RawStream, _run, _send_ev
 CHECK = {"source": HTTP_SOURCE, "response": "The library opened in 1962."}
 
 
+def _next_stream(base: str) -> list[dict[str, Any]]:
+    """A stream opened just after another ended: its events, once its head said 200."""
+    async def next_stream() -> list[dict[str, Any]]:
+        await asyncio.sleep(0.2)
+        client = await RawStream.open(base)
+        await client.send({"source": HTTP_SOURCE})
+        await client.send({"text": "The library opened in 1962."})
+        await client.end()
+        assert await client.head() == 200  # the one stream slot is free again
+        return await client.rest()
+
+    return _run(next_stream)
+
+
 def test_open_streams_do_not_take_the_check_slots() -> None:
     with serving(_settings(service_max_concurrent=1, service_max_streams=1)) as base:
 
@@ -66,17 +80,7 @@ def test_a_quiet_stream_is_ended_at_the_idle_limit_and_frees_its_slot() -> None:
             return await client.head()
 
         assert _run(silent) == 422
-
-        async def next_stream() -> list[dict[str, Any]]:
-            await asyncio.sleep(0.2)
-            client = await RawStream.open(base)
-            await client.send({"source": HTTP_SOURCE})
-            await client.send({"text": "The library opened in 1962."})
-            await client.end()
-            assert await client.head() == 200  # the one stream slot is free again
-            return await client.rest()
-
-        assert _run(next_stream)[-1]["event"] == "done"
+        assert _next_stream(base)[-1]["event"] == "done"  # the one stream slot is free again
 
 
 def test_a_client_waiting_for_a_verdict_slower_than_the_idle_limit_still_gets_it() -> None:
@@ -124,17 +128,7 @@ def test_a_trickling_stream_is_cut_with_a_clear_message_and_frees_its_slot() -> 
         assert error["status"] == 422 and "CONLI_SERVICE_STREAM_MIN_RATE" in error["detail"]
         assert "characters of the reply" in error["detail"]
         assert took < 15  # about 2 s (1 s + 20/40 of the time); the time limit is 60 s
-
-        async def next_stream() -> list[dict[str, Any]]:
-            await asyncio.sleep(0.2)
-            client = await RawStream.open(base)
-            await client.send({"source": HTTP_SOURCE})
-            await client.send({"text": "The library opened in 1962."})
-            await client.end()
-            assert await client.head() == 200  # the one stream slot is free again
-            return await client.rest()
-
-        assert _run(next_stream)[-1]["event"] == "done"
+        assert _next_stream(base)[-1]["event"] == "done"  # the one stream slot is free again
 
 
 def test_a_steady_stream_outlasting_the_idle_allowance_is_not_cut() -> None:
