@@ -27,6 +27,7 @@ from conli.detectors.fused import FusedDetector
 from conli.detectors.guardian import GraniteGuardian
 from conli.detectors.minicheck import MiniCheck
 from conli.detectors.nli import EntityNLI, SentenceNLI
+from conli.detectors.quick import QuickDetector
 from conli.detectors.signals import SignalDetector
 from conli.detectors.yesno import YesNo
 from conli.errors import ConfigError, validation_problems
@@ -37,7 +38,7 @@ _REGISTRY: dict[str, Factory] = {}
 _OPTIONS: dict[str, type[BaseModel]] = {}
 BUILT_IN: tuple[type[Detector], ...] = (SentenceNLI, EntityNLI, SignalDetector, FusedDetector,
                                          CoverageOverlap, CoverageNLI, MiniCheck,
-                                         GraniteGuardian, YesNo)
+                                         GraniteGuardian, YesNo, QuickDetector)
 # what each preset runs on the points a check is given (nothing when none are)
 _COVER = (CoverageOverlap.name, CoverageNLI.name)
 PRESETS: dict[str, tuple[str, ...]] = {
@@ -50,6 +51,8 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "fused": (SentenceNLI.name, EntityNLI.name, FusedDetector.name, *_COVER),
     # one token a sentence over the cached source (word overlap for points)
     "yesno": (YesNo.name, CoverageOverlap.name),
+    # the one-token check weighed with the reading by one classifier: no generation
+    "quick": (YesNo.name, QuickDetector.name, CoverageOverlap.name),
 }
 # the detectors whose sentence scores are the backend's log-probabilities (none without);
 # coverage detectors judge points, not sentences; the specialised checkers read their own

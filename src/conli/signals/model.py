@@ -21,6 +21,7 @@ from conli.errors import ConfigError
 
 ARTIFACT = Path(__file__).parent / "signals.v1.json"  # --detector fast and hybrid
 FUSED_ARTIFACT = Path(__file__).parent / "fused.v1.json"  # --detector fused
+QUICK_ARTIFACT = Path(__file__).parent / "quick.v1.json"  # --detector quick
 
 
 @dataclass(frozen=True)
