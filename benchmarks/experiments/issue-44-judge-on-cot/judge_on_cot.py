@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
 
-    from conli.evaluation.report import git_state, write_results
+    from conli.evaluation.report import git_state, publish
 
     commit, dirty = git_state()
     scale = load_scale()
@@ -321,11 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         report["rubric_context"] = rubric_context(kept, args.rubric)
     report["scores"] = [{"id": e.example_id, "dataset": e.dataset, "gold": e.gold,
                          "grounded_fused": e.fused, "grounded_cot": e.cot} for e in examples]
-    text = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, report, text)
-    sys.stdout.write(text)
-    return 0
+    return publish(args.out, report, markdown(report))
 
 
 if __name__ == "__main__":

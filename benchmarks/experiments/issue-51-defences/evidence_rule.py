@@ -556,11 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         detectors[name] = report
 
     result = {"provenance": provenance(args, argv), "checks": checks, "detectors": detectors}
-    table = markdown(result)
-    from conli.evaluation.report import write_results
+    from conli.evaluation.report import publish
 
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, result, table)
     with (args.out / "changes.jsonl").open("w", encoding="utf-8") as out:
         for detector, mine in examples.items():
             for record in mine:
@@ -571,8 +569,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "sentence": index, "before": done.before,
                                           "after (a)+(b) flag": done.after,
                                           "reason": reason}, ensure_ascii=False) + "\n")
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from addressing_dev import bipia_contexts, stdlib_docstrings
 from conli.evaluation.detection import Outcome, predictions_digest, read_predictions
 from conli.evaluation.loaders import DATASETS, load_dataset, load_file
 from conli.evaluation.one_token import paired_decision, rule_flags, scored
-from conli.evaluation.report import git_state, write_results
+from conli.evaluation.report import git_state, publish
 from conli.ner.swaps import swaps_of
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.text.language import stop_words
@@ -282,11 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dev": dev_answers(args.data_dir),
         "benign": {name: copied(docs, args.benign)
                    for name, docs in corpora(args.bipia).items()}}
-    text = markdown(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, result, text)
-    sys.stdout.write(text)
-    return 0
+    return publish(args.out, result, markdown(result))
 
 
 if __name__ == "__main__":
