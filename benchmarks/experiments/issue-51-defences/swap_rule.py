@@ -28,7 +28,6 @@ parameter, so nothing is left out for it. Four measurements:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -40,6 +39,7 @@ from typing import Any
 # its folder is on the path)
 from addressing_dev import bipia_contexts, stdlib_docstrings
 
+from conli.evaluation.decision_options import decision_parser
 from conli.evaluation.detection import Outcome, predictions_digest, read_predictions
 from conli.evaluation.loaders import DATASETS, load_dataset, load_file
 from conli.evaluation.one_token import paired_decision, rule_flags, scored
@@ -262,7 +262,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = decision_parser(__doc__.splitlines()[0])
     parser.add_argument("--heldout", type=Path, required=True,
                         help="a detect run on the 509 held-out examples (predictions)")
     parser.add_argument("--features", type=Path, required=True,
@@ -275,8 +275,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bipia", type=Path, help="a checkout of microsoft/BIPIA")
     parser.add_argument("--benign", type=int, default=1000,
                         help="copied answers checked per benign corpus, sampled evenly")
-    parser.add_argument("--draws", type=int, default=2000)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     commit, dirty = git_state()
     decided = decision(args.heldout, args.features, args.data_dir, args.draws)
