@@ -383,3 +383,16 @@ def test_predictions_are_read_from_the_run_folder_or_the_file_and_a_torn_line_is
                                       detection.Outcome.from_json) == [outcome]
     with pytest.raises(InputError, match="neither a detect run's folder"):
         detection.read_predictions(tmp_path / "elsewhere.jsonl")
+
+
+def test_a_script_publishes_its_results_and_prints_its_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An experiment's last step: results.json and results.md in a folder made for them, the
+    table on stdout as written, exit status 0."""
+    from conli.evaluation.report import publish
+
+    out = tmp_path / "new" / "run"
+    assert publish(out, {"n": 1, "name": "é"}, "| a |\n") == 0
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == {"n": 1, "name": "é"}
+    assert (out / "results.md").read_text(encoding="utf-8") == "| a |\n"
+    assert capsys.readouterr().out == "| a |\n"

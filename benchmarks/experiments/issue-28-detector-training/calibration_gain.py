@@ -26,7 +26,7 @@ from typing import Any
 
 from conli.calibration import Scored, fit_calibration, predict
 from conli.errors import InputError
-from conli.evaluation.report import write_results
+from conli.evaluation.report import publish
 from conli.signals.model import SignalModel
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import FUSED_FEATURES, FUSED_KEEP, FUSED_VERSION, fit, response_score
@@ -151,10 +151,7 @@ def main(argv: list[str] | None = None) -> int:
               "features": str(args.features), "features_commit": meta.get("git_commit"),
               "folds": args.folds, "seed": args.seed, "only_gains": args.only_gains,
               "result": result}
-    table = markdown(result)
-    write_results(args.out, record, table)
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, record, markdown(result))
 
 
 if __name__ == "__main__":

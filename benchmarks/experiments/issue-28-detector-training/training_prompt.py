@@ -30,7 +30,7 @@ from conli.evaluation.paired import (
     trained_on,
     with_v1_nli,
 )
-from conli.evaluation.report import write_results
+from conli.evaluation.report import publish
 from conli.signals.model import FUSED_ARTIFACT, SignalModel, load_model
 from conli.training.data import ExampleRows, read_rows
 from conli.training.train import (
@@ -154,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {"command": " ".join(["python", SCRIPT, *sys.argv[1:]]),
               "features": str(args.features), "features_commit": meta.get("git_commit"),
               "v1_predictions": str(args.v1_predictions), "result": report}
-    write_results(args.out, record, table)
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, record, table)
 
 
 if __name__ == "__main__":

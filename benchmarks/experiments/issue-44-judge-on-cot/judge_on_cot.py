@@ -33,7 +33,6 @@ grounded score from its own sentences against the one derived here.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conli.evaluation.decision_options import add_fused_run, decision_parser
 from conli.evaluation.detection import predictions_digest, read_predictions
 from conli.evaluation.judge_eval import stored_grounded_scores
 from conli.evaluation.rule import Paired, decide, held_out
@@ -50,7 +50,6 @@ from conli.models import CheckResult, Entity, Judgement, SentenceResult
 
 SCRIPT = "/".join(Path(__file__).resolve().parts[-4:])  # as run from the checkout
 
-SKIP = 37
 NLI_UNSCORED = 0.5  # fused.nli_features' support when NLI read no probability
 
 
@@ -274,22 +273,14 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--predictions", type=Path, required=True,
-                        help="a fused detect run's predictions.jsonl (all dev examples)")
-    parser.add_argument("--cot-run", type=Path, default=None,
-                        help="a real cot run's predictions.jsonl: checks the derivation")
-    parser.add_argument("--features", type=Path, default=None,
-                        help="the exported features: checks the derived cot verdicts")
+    parser = decision_parser(__doc__.split("\n")[0])
+    add_fused_run(parser, features="the exported features: checks the derived cot verdicts")
     parser.add_argument("--rubric", type=Path, default=None,
                         help="a judge-auroc results.json with rubric scores (context only)")
-    parser.add_argument("--skip", type=int, default=SKIP)
-    parser.add_argument("--draws", type=int, default=2000)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
 
-    from conli.evaluation.report import git_state, write_results
+    from conli.evaluation.report import git_state, publish
 
     commit, dirty = git_state()
     scale = load_scale()
@@ -321,11 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         report["rubric_context"] = rubric_context(kept, args.rubric)
     report["scores"] = [{"id": e.example_id, "dataset": e.dataset, "gold": e.gold,
                          "grounded_fused": e.fused, "grounded_cot": e.cot} for e in examples]
-    text = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, report, text)
-    sys.stdout.write(text)
-    return 0
+    return publish(args.out, report, markdown(report))
 
 
 if __name__ == "__main__":

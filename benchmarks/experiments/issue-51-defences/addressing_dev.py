@@ -35,7 +35,7 @@ from typing import Any
 
 from conli.config import Settings
 from conli.evaluation.loaders import DATASETS, load_dataset
-from conli.evaluation.report import git_state, write_results
+from conli.evaluation.report import git_state, publish
 from conli.ner.claims import claim_entities
 from conli.ner.grounding import mentions_of
 from conli.ner.spacy_ner import SpacyRecognizer
@@ -209,11 +209,7 @@ def main(argv: list[str] | None = None) -> int:
               "corpora": {name: measure(read(), rules, args.faithful)
                           for name, read in found.items()},
               "missing": [name for name in expected if name not in found]}
-    table = markdown(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, result, table)
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required")
     argv = sys.argv[1:] if argv is None else argv
     from conli.evaluation.loaders import DATASETS, load_dataset
-    from conli.evaluation.report import git_state, write_results
+    from conli.evaluation.report import git_state, publish
     from conli.signals.model import FUSED_ARTIFACT, load_model
 
     commit, dirty = git_state()
@@ -439,10 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                 out.writelines(json.dumps({"comparison": name.split(":")[0],
                                            "direction": direction, **e},
                                           ensure_ascii=False) + "\n" for e in examples)
-    table = markdown(result, changed)  # results.json: the figures and checks, no examples
-    write_results(args.out, result, table)
-    sys.stdout.write(table)
-    return 0
+    # the table lists the changed examples; results.json keeps the figures and checks only
+    return publish(args.out, result, markdown(result, changed))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conli.evaluation.decision_options import add_fused_run, decision_parser
 from conli.evaluation.detection import predictions_digest, read_predictions
 from conli.evaluation.metrics import flag
 from conli.gate import response_verdict
@@ -55,7 +56,6 @@ NLI = ("sentence_nli", "entity_nli")
 RULES: dict[str, tuple[str, ...]] = {"a": ("a",), "b": ("b",), "a+b": ("a", "b"),
                                       "c": ("c",)}
 ACTIONS = ("unverified", "flag")
-SKIP = 37  # fused.v1's training rows: the first 291 of the run (37 of three sets, 36 of five)
 
 
 @dataclass(frozen=True)
@@ -507,20 +507,11 @@ def provenance(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--predictions", type=Path, required=True,
-                        help="a fused detect run's predictions.jsonl (all dev examples)")
-    parser.add_argument("--cot-run", type=Path, default=None,
-                        help="a real cot run's predictions.jsonl: checks the derived cot")
-    parser.add_argument("--features", type=Path, default=None,
-                        help="the exported features (cot verdicts, sentence gold labels)")
+    parser = decision_parser(__doc__.split("\n")[0])
+    add_fused_run(parser, features="the exported features (cot verdicts, sentence gold labels)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="the dev data: re-derive the stored in_source flags")
-    parser.add_argument("--skip", type=int, default=SKIP,
-                        help="fused: leave out the first SKIP examples of each set")
     parser.add_argument("--categories", nargs="+", default=list(DECISIVE))
-    parser.add_argument("--draws", type=int, default=2000)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
 
@@ -556,11 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         detectors[name] = report
 
     result = {"provenance": provenance(args, argv), "checks": checks, "detectors": detectors}
-    table = markdown(result)
-    from conli.evaluation.report import write_results
+    from conli.evaluation.report import publish
 
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, result, table)
     with (args.out / "changes.jsonl").open("w", encoding="utf-8") as out:
         for detector, mine in examples.items():
             for record in mine:
@@ -571,8 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "sentence": index, "before": done.before,
                                           "after (a)+(b) flag": done.after,
                                           "reason": reason}, ensure_ascii=False) + "\n")
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -28,11 +28,10 @@ parameter, so nothing is left out for it. Four measurements:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +39,11 @@ from typing import Any
 # its folder is on the path)
 from addressing_dev import bipia_contexts, stdlib_docstrings
 
+from conli.evaluation.decision_options import decision_parser
 from conli.evaluation.detection import Outcome, predictions_digest, read_predictions
 from conli.evaluation.loaders import DATASETS, load_dataset, load_file
 from conli.evaluation.one_token import paired_decision, rule_flags, scored
-from conli.evaluation.report import git_state, write_results
+from conli.evaluation.report import git_state, publish
 from conli.ner.swaps import swaps_of
 from conli.signals.model import FUSED_ARTIFACT, load_model
 from conli.text.language import stop_words
@@ -196,6 +196,36 @@ def pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "–"
 
 
+def caught(c: Counter[str], side: str) -> list[str]:
+    """A planted-errors cell group: fused's catches, the rule's, fused OR the rule's."""
+    return [f"{c[f'{side} fused']}/{c[side]}", str(c[f"{side} rule"]),
+            f"{c[f'{side} fused or rule']}/{c[side]}"]
+
+
+def flagged(c: Counter[str], side: str) -> list[str]:
+    """A dev-answers cell group: the responses, how many the rule flags, and their share."""
+    return [f"{c[side]:,}", str(c[f"{side} flagged"]), pct(c[f"{side} flagged"], c[side])]
+
+
+def tally(counts: Mapping[str, Mapping[str, Any]], sides: Sequence[str],
+          cells: Callable[[Counter[str], str], list[str]]) -> list[str]:
+    """A table's rows of counts, one a group and a last one of their sums (**all**).
+
+    Each row is the group's name, then ``cells`` of its counts for each side in turn; a
+    count the group lacks is 0, and only whole numbers are summed (not its examples).
+    """
+    def row(name: str, c: Counter[str]) -> str:
+        return " | ".join([f"| {name}", *[x for side in sides for x in cells(c, side)]]) + " |"
+
+    total: Counter[str] = Counter()
+    rows = []
+    for name, found in counts.items():
+        c = Counter({k: v for k, v in found.items() if isinstance(v, int)})
+        total.update(c)
+        rows.append(row(name, c))
+    return [*rows, row("**all**", total)]
+
+
 def markdown(result: Mapping[str, Any]) -> str:
     p, d = result["provenance"], result["decision"]
     lines = ["# Issue 64.2: the swap rule against what ships (stored runs, no model call)", "",
@@ -215,32 +245,12 @@ def markdown(result: Mapping[str, Any]) -> str:
                          f"{'flags' if f['default_flags'] else 'passes'}): {s['reason']}")
     lines += ["", "## Planted errors by type (fused's stored run, then OR the rule)", "",
               "| type | errors caught: fused | by the rule | fused OR rule | controls "
-              "flagged: fused | by the rule | fused OR rule |", "|---|---|---|---|---|---|---|"]
-    total: Counter[str] = Counter()
-    for kind, c in result["by_type"].items():
-        total.update({k: v for k, v in c.items() if isinstance(v, int)})
-        lines.append(f"| {kind} | {c.get('error fused', 0)}/{c['error']} | "
-                     f"{c.get('error rule', 0)} | {c.get('error fused or rule', 0)}/{c['error']} "
-                     f"| {c.get('control fused', 0)}/{c['control']} | {c.get('control rule', 0)} "
-                     f"| {c.get('control fused or rule', 0)}/{c['control']} |")
-    lines.append(f"| **all** | {total['error fused']}/{total['error']} | {total['error rule']} "
-                 f"| {total['error fused or rule']}/{total['error']} | "
-                 f"{total['control fused']}/{total['control']} | {total['control rule']} | "
-                 f"{total['control fused or rule']}/{total['control']} |")
+              "flagged: fused | by the rule | fused OR rule |", "|---|---|---|---|---|---|---|",
+              *tally(result["by_type"], ("error", "control"), caught)]
     lines += ["", "## Faithful dev answers (every dev example, the product's sentences)", "",
               "| set | faithful responses | flagged | share | hallucinated responses | flagged "
-              "| share |", "|---|---|---|---|---|---|---|"]
-    sums: Counter[str] = Counter()
-    for name, c in result["dev"].items():
-        sums.update({k: v for k, v in c.items() if isinstance(v, int)})
-        lines.append(f"| {name} | {c['faithful']:,} | {c.get('faithful flagged', 0)} | "
-                     f"{pct(c.get('faithful flagged', 0), c['faithful'])} | "
-                     f"{c['hallucinated']:,} | {c.get('hallucinated flagged', 0)} | "
-                     f"{pct(c.get('hallucinated flagged', 0), c['hallucinated'])} |")
-    lines.append(f"| **all** | {sums['faithful']:,} | {sums['faithful flagged']} | "
-                 f"{pct(sums['faithful flagged'], sums['faithful'])} | "
-                 f"{sums['hallucinated']:,} | {sums['hallucinated flagged']} | "
-                 f"{pct(sums['hallucinated flagged'], sums['hallucinated'])} |")
+              "| share |", "|---|---|---|---|---|---|---|",
+              *tally(result["dev"], ("faithful", "hallucinated"), flagged)]
     lines += ["", "Faithful dev responses it flags:", ""]
     lines += [f"- {f['id']}: {f['reason']}" for c in result["dev"].values()
               for f in c["faithful_fired"]]
@@ -252,7 +262,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = decision_parser(__doc__.splitlines()[0])
     parser.add_argument("--heldout", type=Path, required=True,
                         help="a detect run on the 509 held-out examples (predictions)")
     parser.add_argument("--features", type=Path, required=True,
@@ -265,8 +275,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bipia", type=Path, help="a checkout of microsoft/BIPIA")
     parser.add_argument("--benign", type=int, default=1000,
                         help="copied answers checked per benign corpus, sampled evenly")
-    parser.add_argument("--draws", type=int, default=2000)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     commit, dirty = git_state()
     decided = decision(args.heldout, args.features, args.data_dir, args.draws)
@@ -282,11 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dev": dev_answers(args.data_dir),
         "benign": {name: copied(docs, args.benign)
                    for name, docs in corpora(args.bipia).items()}}
-    text = markdown(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, result, text)
-    sys.stdout.write(text)
-    return 0
+    return publish(args.out, result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from typing import Any
 from conli.config import Settings
 from conli.evaluation.detection import stratified_sample
 from conli.evaluation.loaders import load_dataset
-from conli.evaluation.report import git_state, write_results
+from conli.evaluation.report import git_state, publish
 from conli.pipeline import Checker
 
 SCRIPT = "/".join(Path(__file__).resolve().parts[-4:])  # as run from the checkout
@@ -134,14 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     report = {"detection": detection(args.data_dir), "demo": demo()}
-    table = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, {"command": " ".join(["python", SCRIPT,
-                                                  *sys.argv[1:]]),
-                             "git": git_state(), "machine": platform.processor()
-                             or platform.machine(), "result": report}, table)
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, {"command": " ".join(["python", SCRIPT, *sys.argv[1:]]),
+                              "git": git_state(), "machine": platform.processor()
+                              or platform.machine(), "result": report}, markdown(report))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from conli.config import Settings
 from conli.evaluation.detection import Outcome, read_predictions, run_order, stratified_sample
 from conli.evaluation.loaders import DATASETS, load_dataset
 from conli.evaluation.paired import trained_on
-from conli.evaluation.report import write_results
+from conli.evaluation.report import publish
 from conli.evaluation.rule import Decision, Paired, decide
 from conli.signals.features import sentence_signals
 from conli.signals.lexical import SourceWords
@@ -177,10 +177,7 @@ def decide_reading(args: argparse.Namespace) -> int:
     }
     record = {"command": " ".join(["python", SCRIPT, *sys.argv[1:]]),
               "features": str(args.features), "result": report}
-    table = markdown(report)
-    write_results(args.out, record, table)
-    sys.stdout.write(table)
-    return 0
+    return publish(args.out, record, markdown(report))
 
 
 def _public(d: Decision) -> dict[str, Any]:

@@ -103,6 +103,17 @@ def write_results(out_dir: Path, payload: dict[str, Any], markdown: str) -> tupl
     return json_path, md_path
 
 
+def publish(out_dir: Path, payload: dict[str, Any], markdown: str) -> int:
+    """An experiment script's last step: its results written to ``out_dir``, its table printed.
+
+    ``write_results`` (the folder made if need be), then the Markdown on stdout as written;
+    returns the script's exit status, 0.
+    """
+    write_results(out_dir, payload, markdown)
+    sys.stdout.write(markdown)
+    return 0
+
+
 def _pct(value: Any) -> str:
     return "–" if value is None else f"{100 * float(value):.1f}"
 
