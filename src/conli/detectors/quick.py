@@ -16,7 +16,7 @@ stays unverified: the reading never passes it alone.
 from __future__ import annotations
 
 from conli.detectors.base import Detection, DetectionContext
-from conli.detectors.signals import read_signals, reason, signal_notes
+from conli.detectors.signals import read_signals, signal_notes, signal_parts
 from conli.detectors.yesno import YesNo
 from conli.models import Judgement
 from conli.signals.features import SentenceSignals
@@ -59,7 +59,8 @@ class QuickDetector:
         except (KeyError, ValueError) as exc:
             return self._unverified(text, f"a signal could not be computed: {exc}")
         flagged = p >= model.threshold
-        said = f"{lead.reasoning}; {reason(signals, p)}"
+        said = "; ".join([*signal_parts(signals), f"P(unsupported) {p:.2f} with the reading; "
+                          f"{lead.reasoning}"])
         return Judgement(
             detector=self.name, hypothesis=text,
             verdict="hallucinated" if flagged else "supported",

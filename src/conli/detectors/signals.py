@@ -102,6 +102,11 @@ def signal_notes(context: DetectionContext) -> list[Note]:
 
 def reason(signals: SentenceSignals, p: float) -> str:
     """A short account of the signals: what the source lacks, how well it covers the claim."""
+    return f"P(unsupported) = {p:.2f} from the signals; " + "; ".join(signal_parts(signals))
+
+
+def signal_parts(signals: SentenceSignals) -> list[str]:
+    """What the signals say of a claim, most concrete first: unstated numbers and names."""
     words = signals.overlap
     parts = []
     if words.novel_numbers:
@@ -113,4 +118,4 @@ def reason(signals: SentenceSignals, p: float) -> str:
     parts.append(f"the closest source sentence holds {words.best_sentence:.0%} of its words")
     unexplained = signals.values["pmi_low"]
     parts.append(f"the source made {unexplained:.0%} of its tokens less likely")
-    return f"P(unsupported) = {p:.2f} from the signals; " + "; ".join(parts)
+    return parts
