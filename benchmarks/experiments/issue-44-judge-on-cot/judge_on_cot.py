@@ -43,9 +43,11 @@ from typing import Any
 
 from conli.evaluation.decision_options import add_fused_run, decision_parser
 from conli.evaluation.detection import predictions_digest, read_predictions
+from conli.evaluation.grounded_pairs import decision, severity, table
 from conli.evaluation.judge_eval import stored_grounded_scores
-from conli.evaluation.rule import Paired, decide, held_out
-from conli.judges.grounded import Scale, evidence, finding, load_scale
+from conli.evaluation.paired import pct
+from conli.evaluation.rule import held_out
+from conli.judges.grounded import Scale, evidence, load_scale
 from conli.models import CheckResult, Entity, Judgement, SentenceResult
 
 SCRIPT = "/".join(Path(__file__).resolve().parts[-4:])  # as run from the checkout
@@ -126,22 +128,6 @@ def read_examples(path: Path, scale: Scale, counts: Counter[str]) -> list[Exampl
     return out
 
 
-def decision(examples: Sequence[Example], draws: int) -> dict[str, Any]:
-    """cot (candidate) against fused (current) by the rule, AUROC of 6 - score."""
-    sets: dict[str, list[Example]] = {}
-    for example in examples:
-        sets.setdefault(example.dataset, []).append(example)
-    paired = {name: Paired([e.gold for e in mine], [6 - e.cot for e in mine],
-                           [6 - e.fused for e in mine]) for name, mine in sets.items()}
-    return decide(paired, metric="auroc", draws=draws).as_dict()
-
-
-def severity(sentence: SentenceResult) -> str:
-    """A sentence's part in the grounded score: its finding's severity, or passed."""
-    found = finding(sentence)
-    return found.severity if found else ("passed" if sentence.checked else "not checked")
-
-
 def check_cot_run(examples: Sequence[Example], path: Path, scale: Scale) -> dict[str, Any]:
     """The grounded score from a real cot run's own sentences against the derived one."""
     derived = {e.example_id: e for e in examples}
@@ -213,33 +199,16 @@ def rubric_context(examples: Sequence[Example], path: Path) -> dict[str, Any]:
     return out
 
 
+def cot_decision(examples: Sequence[Example], draws: int) -> dict[str, Any]:
+    """cot (candidate) against fused (current) by the rule, AUROC of 6 - score."""
+    return decision(examples, lambda e: e.cot, lambda e: e.fused, draws)
+
+
 # --- the report ------------------------------------------------------------------------
 
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def gain(g: Mapping[str, float]) -> str:
-    return f"{100 * g['gain']:+.1f} [{100 * g['low']:+.1f}, {100 * g['high']:+.1f}]"
-
-
-def table(d: Mapping[str, Any]) -> list[str]:
-    lines = ["| set | n (hallucinated) | grounded on fused (ships) | grounded on cot "
-             "| cot - fused [95% interval] |", "|---|---|---|---|---|"]
-    rows = d["per_set"]
-    for name, row in rows.items():
-        lines.append(f"| {name} | {row['n']} ({row['hallucinated']}) | {pct(row['current'])} "
-                     f"| {pct(row['candidate'])} | {gain(row)} |")
-    current = sum(r["current"] for r in rows.values()) / len(rows)
-    candidate = sum(r["candidate"] for r in rows.values()) / len(rows)
-    lines.append(f"| mean of sets | | {pct(current)} | {pct(candidate)} "
-                 f"| **{gain(d['mean'])}** |")
-    said = f"By the rule cot's verdicts {'**win**' if d['wins'] else 'do not win'}"
-    if d["losses"]:
-        said += f"; sets whose interval lies wholly below zero: {', '.join(d['losses'])}"
-    if d["below_chance"]:
-        said += f"; fused is below chance on {', '.join(d['below_chance'])}"
-    return [*lines, "", said + "."]
+def cot_table(d: Mapping[str, Any]) -> list[str]:
+    """A decision of cot against fused as the results show it."""
+    return table(d, "cot", "fused", current_column="grounded on fused (ships)")
 
 
 def markdown(report: Mapping[str, Any]) -> str:
@@ -256,9 +225,9 @@ def markdown(report: Mapping[str, Any]) -> str:
            f"- rule: `conli.evaluation.rule.decide(metric=\"auroc\", draws={p['draws']})` on "
            "6 - score; no model called", "",
            f"## Held out: the first {p['skip']} examples of each set skipped (fused.v1's "
-           "training rows)", "", *table(report["held_out"]), "",
+           "training rows)", "", *cot_table(report["held_out"]), "",
            "## All 800 examples (reference only: fused was trained on 291 of them)", "",
-           *table(report["all"]), ""]
+           *cot_table(report["all"]), ""]
     rubric = report.get("rubric_context")
     if rubric:
         out += ["## Beside the rubric judge (stored run, same held-out examples)", "",
@@ -305,8 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             "rubric": str(args.rubric) if args.rubric else None,
             "scale": scale.version, "skip": args.skip, "draws": args.draws},
         "checks": checks,
-        "held_out": decision(kept, args.draws),
-        "all": decision(examples, args.draws),
+        "held_out": cot_decision(kept, args.draws),
+        "all": cot_decision(examples, args.draws),
     }
     if args.rubric:
         report["rubric_context"] = rubric_context(kept, args.rubric)
