@@ -110,3 +110,11 @@ def test_a_check_runs_yesno_then_quick_and_a_no_lowers_support() -> None:
     assert yes.features["pmi_low"] == no.features["pmi_low"]  # the same reading
     assert (yes.score or 0.0) > (no.score or 1.0)
     assert no.verdict == "hallucinated"
+
+
+def test_a_judged_check_names_the_quick_artifact_in_its_audit() -> None:
+    settings = Settings(llm="fake", detectors=["quick"], mitigate=False, judge=True)
+    with Checker(settings, backend=Answering(0.99)) as checker:
+        result = checker.check(SOURCE, RESPONSE)
+    assert result.judge_raw is not None and result.judge_raw.audit is not None
+    assert result.judge_raw.audit.artifacts == {"quick": "quick.v1"}

@@ -33,7 +33,7 @@ from conli.ner.claims import claim_entities
 from conli.ner.grounding import mentions_of
 from conli.run.inputs import SourceMap
 from conli.signals.lexical import word_scores
-from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, load_model
+from conli.signals.model import ARTIFACT, FUSED_ARTIFACT, QUICK_ARTIFACT, load_model
 from conli.text.language import Language, claims_language, language_of_claim
 from conli.text.segment import Segment, select_claims, split_response, utf16_offset
 
@@ -346,6 +346,8 @@ def provenance(deps: Deps) -> Provenance:
         artifacts["fused"] = load_model(settings.fused_model or FUSED_ARTIFACT).version
     if "signals" in deps.detectors:
         artifacts["signals"] = load_model(settings.signal_model or ARTIFACT).version
+    if "quick" in deps.detectors:
+        artifacts["quick"] = load_model(QUICK_ARTIFACT).version
     if deps.calibration is not None:
         use = deps.calibration.use
         artifacts["calibration"] = f"{use.file} (sha256 {use.sha256[:12]})"
