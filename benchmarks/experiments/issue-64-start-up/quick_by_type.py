@@ -17,6 +17,7 @@ fitted on dev examples whose sources these share, so the figures are not held ou
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from conli.signals.model import QUICK_ARTIFACT, load_model
 from conli.text.language import stop_words
 from conli.training.error_types import TYPES
 
+SCRIPT = "/".join(Path(__file__).resolve().parts[-4:])  # as run from the checkout
 SIDES = ("error", "control")
 ARMS = ("quick", "quick + unstated rule", "quick + both rules (as shipped)")
 
@@ -96,7 +98,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     commit, dirty = git_state()
-    result = {"provenance": {"git_commit": commit, "git_dirty": dirty},
+    result = {"provenance": {"command": " ".join(["python", SCRIPT, *sys.argv[1:]]),
+                             "git_commit": commit, "git_dirty": dirty},
               "by_type": by_type(args.error_types, args.yesno_run, args.fused_run)}
     return publish(args.out, result, markdown(result))
 
