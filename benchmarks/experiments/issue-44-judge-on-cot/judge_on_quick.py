@@ -281,7 +281,7 @@ def demo(folder: Path, scale: Scale) -> dict[str, Any]:
 
 def said(d: Mapping[str, Any]) -> str:
     """Whether the decision holds as a speed change: no significant cost in accuracy."""
-    holds = d["mean"]["high"] >= 0 and d["mean"]["gain"] >= -0.01 and not d["losses"]
+    holds = d["holds"]  # rule.Decision.holds: the rule for a safety or speed change
     lost = "" if d["losses"] else "No set's interval lies wholly below zero. "
     return (f"{lost}As a speed change (the mean of sets' interval reaches zero, its point no "
             f"worse than -1 point, no set lost) it {'**holds**' if holds else '**fails**'}.")

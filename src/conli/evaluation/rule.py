@@ -109,6 +109,7 @@ class Decision:
                             "hallucinated": self.positives[k]}
                             for k, g in self.per_set.items()},
                 "below_chance": self.below_chance, "losses": self.losses,
+                "holds": self.holds,
                 "rule": "mean-of-sets gain's 95% interval above 0, and no set's interval "
                         "wholly below 0"}
 
