@@ -66,6 +66,21 @@ def test_the_claims_language_is_the_response_s_and_the_source_s_only_if_it_does_
     assert claims_language("de", "The library opened in 1913.", source) == "de"  # as set
 
 
+@pytest.mark.parametrize(("response", "told"), [
+    ("Peter O'Meara played Norman Dike's brother.", "en"),  # was Slovak on "O" and "s"
+    ("Chris Carter is American, van Gogh is Dutch.", "en"),  # was Dutch on "is", "van"
+    ("Air was co-written by Scott Joplin.", "en"),  # was Polish
+    ("Die Bibliothek wurde 1913 eröffnet und hat vier Etagen.", "de")])
+def test_a_short_english_answer_is_not_moved_by_a_letter_or_a_shared_word(
+        response: str, told: str) -> None:
+    assert claims_language("auto", response, ENGLISH[0]) == told
+
+
+def test_a_long_chunk_in_another_language_does_not_move_an_answer_that_tells() -> None:
+    german = " ".join(["Die Stadt hat eine neue Bibliothek, und sie ist für alle offen."] * 30)
+    assert claims_language("auto", "Paris is the capital.", german) == "en"
+
+
 def test_a_sentence_is_read_in_its_own_language_only_when_it_clearly_has_one() -> None:
     assert sentence_language("Die Hard premiered in 1988.", "en") == "en"  # too few to tell
     assert sentence_language("Das Museum wurde im Jahr 1998 von der Stadt eröffnet und ist "

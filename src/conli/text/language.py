@@ -70,12 +70,17 @@ def language_of(setting: str, source: str) -> Language:
 def claims_language(setting: str, response: str, source: str) -> Language:
     """The language a check reads its claims in: ``setting``, or under ``auto`` the response's.
 
-    The source's decides only when the response does not tell (too few words), so a chunk
-    in another script among the sources changes nothing the response tells by itself.
+    The source's decides when the response does not tell (too few words), or when it tells
+    another language only by a single letter or a shared word (``_ahead``): a chunk in
+    another script among the sources changes nothing the response tells by itself.
     """
     if setting != "auto":
         return language_of(setting, response)
-    return guess_language(response) or detect_language(source)
+    told, source_language = guess_language(response), detect_language(source)
+    if told is None or told == source_language or source_language in _CJK:
+        return told or source_language
+    ahead = _ahead(response[:SAMPLE_CHARS], told, source_language, MIN_STOP_WORDS)
+    return told if ahead else source_language
 
 
 SENTENCE_STOP_WORDS = 3  # a sentence tells its own language with this many stop words
@@ -93,9 +98,17 @@ def sentence_language(sentence: str, default: Language) -> Language:
     guess = _guess(sample, SENTENCE_STOP_WORDS)
     if guess is None or guess == default or guess in _CJK:
         return guess or default
+    return guess if _ahead(sample, guess, default, SENTENCE_STOP_WORDS) else default
+
+
+def _ahead(sample: str, guess: Language, default: Language, least: int) -> bool:
+    """Whether ``guess`` leads ``default``: ``least`` stop words of 2+ letters, 2 more than it.
+
+    A single letter ("O'Meara", "U.S.") or a word two languages share ("is", "van") does not
+    move an English text into Slovak or Dutch.
+    """
     counts = _stop_counts(w for w in _WORD.findall(sample) if len(w) > 1)
-    ahead = counts[guess] >= SENTENCE_STOP_WORDS and counts[guess] - counts[default] >= 2
-    return guess if ahead else default
+    return counts[guess] >= least and counts[guess] - counts[default] >= 2
 
 
 def language_of_claim(sentence: str, setting: str, language: Language) -> Language:
