@@ -325,6 +325,7 @@ class Checker:
         def build() -> tuple[Deps, Any]:
             names = detectors.resolve(resolved)
             detectors.refuse_a_threshold_without_scores(resolved, self.backend, names)
+            detectors.refuse_a_reader_it_cannot_serve(resolved, self.backend, names)
             deps = Deps(backend=self.backend, ner=self._ner, nlp=self._nlp, settings=resolved,
                         detectors=detectors.build(names, resolved.detector_options),
                         calibration=calibration_for(resolved, self.backend, names),

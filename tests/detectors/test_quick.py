@@ -21,6 +21,7 @@ from conli.backends.fake import ScriptedBackend
 from conli.config import Settings
 from conli.detectors import resolve
 from conli.detectors.quick import QuickDetector
+from conli.errors import ConfigError
 from conli.models import Judgement
 from conli.pipeline import Checker
 from conli.signals.features import SentenceSignals
@@ -118,3 +119,14 @@ def test_a_judged_check_names_the_quick_artifact_in_its_audit() -> None:
         result = checker.check(SOURCE, RESPONSE)
     assert result.judge_raw is not None and result.judge_raw.audit is not None
     assert result.judge_raw.audit.artifacts == {"quick": "quick.v1"}
+
+
+@pytest.mark.parametrize("detector", ["quick", "fused", "fast"])
+def test_a_reader_on_a_model_that_cannot_read_is_refused_before_any_call(
+        detector: str) -> None:
+    hosted = ScriptedBackend(responder=lambda _: "Yes", logprobs=20)  # no forward pass
+    settings = Settings(llm="fake", detectors=[detector], mitigate=False, judge=False)
+    with pytest.raises(ConfigError) as refused:
+        Checker(settings, backend=hosted).check(SOURCE, RESPONSE)
+    assert "forward pass" in str(refused.value) and "--llm local" in str(refused.value)
+    assert hosted.calls == []  # nothing asked, nothing paid

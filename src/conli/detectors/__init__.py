@@ -63,6 +63,8 @@ SCORED_BY_LOGPROBS = frozenset({SentenceNLI.name, EntityNLI.name, *_COVER, MiniC
 ASKS_NLI = frozenset({SentenceNLI.name, EntityNLI.name, CoverageNLI.name})
 # the specialised checkers, which may ask a server of their own (detector_options.NAME.llm)
 CHECKERS = frozenset({MiniCheck.name, GraniteGuardian.name})
+# the detectors that read the model's own forward pass (the embedded model serves it)
+READERS = frozenset({SignalDetector.name, FusedDetector.name, QuickDetector.name})
 _LOADED_ENTRY_POINTS = False
 
 
@@ -198,3 +200,24 @@ def refuse_a_threshold_without_scores(settings: Settings, backend: Backend,
         f"({backend.model}) reports no log-probabilities: its only score would be each "
         f"sentence's verdict as 1 or 0. To rank: {'; '.join(ways)}; or gate on the verdict alone "
         "(--fail-on without --threshold)")
+
+
+def refuse_a_reader_it_cannot_serve(settings: Settings, backend: Backend,
+                                    names: list[str]) -> None:
+    """``ConfigError`` before any model call when a detector reads what ``backend`` lacks.
+
+    ``signals``, ``fused`` and ``quick`` read the model's forward pass (through the prompt
+    cache under ``CONLI_READING=cache``); asked of a hosted model they would fail only
+    after their NLI or one-token calls had been made and paid for.
+    """
+    readers = sorted(set(names) & READERS)
+    capabilities = backend.capabilities
+    cache = settings.reading == "cache"
+    if not readers or (capabilities.scores_continuations if cache
+                       else capabilities.hidden_states):
+        return
+    what = "score the response through the prompt cache (CONLI_READING=cache)" if cache \
+        else "read the model's own forward pass (its hidden states)"
+    raise ConfigError(
+        f"{', '.join(readers)}: {what}, which {backend.name} ({backend.model}) does not "
+        "serve; use the embedded model (--llm local) or --detector cot")
