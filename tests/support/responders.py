@@ -17,6 +17,7 @@ from conli.agents.structured import CallRecord
 from conli.backends.base import Backend, Message
 from conli.config import Settings
 from conli.models import Judgement
+from tests.support.http_fakes import Reply, Request, openai_chat
 
 CLAIM = re.compile(r'<claim(?: id="(\d+)")?>(.*?)</claim>', re.DOTALL)  # v3 has no id
 SENTENCE = re.compile(r'<sentence id="(\d+)">(.*?)</sentence>', re.DOTALL)
@@ -116,3 +117,21 @@ def nli(
 ) -> tuple[list[Judgement], list[CallRecord]]:
     """``run_nli`` with ``settings`` resolved for ``backend``, as the pipeline does once."""
     return run_nli(backend, source, hypotheses, kind=kind, settings=resolve(settings, backend))
+
+
+class Provider:
+    """An OpenAI-compatible server: ``/models`` names one model; chats answer by rule.
+
+    Claims holding "Paris" are unsupported; ``rewrite`` is the editor's (default: none).
+    ``kinds`` records what each chat was (``kind_of``), in order.
+    """
+
+    def __init__(self, rewrite: Callable[[str], str] | None = None) -> None:
+        self.model = rule_responder(bad=("Paris",), rewrite=rewrite)
+        self.kinds: list[str] = []
+
+    def __call__(self, request: Request) -> Reply:
+        if request.path.endswith("/models"):
+            return Reply(200, {"object": "list", "data": [{"id": "served", "object": "model"}]})
+        self.kinds.append(kind_of(request.body["messages"]))
+        return Reply(200, openai_chat(self.model(request.body["messages"])))
