@@ -7,8 +7,11 @@ front door. ``source_commit`` names the git commit conli runs from, for audit re
 from __future__ import annotations
 
 import subprocess
+import warnings
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -29,3 +32,20 @@ def source_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}+dirty" if status.strip() else head or None
+
+
+def renamed(module: str, old: str, new: type) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` that still answers ``old``, ``new``'s former name.
+
+    It gives ``new`` with a ``DeprecationWarning`` naming both; any other missing name is
+    the usual ``AttributeError``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name == old:
+            warnings.warn(f"{module}.{old} is deprecated: use {new.__name__} (the same class)",
+                          DeprecationWarning, stacklevel=2)
+            return new
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

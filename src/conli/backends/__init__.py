@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from typing import Any
 
 from conli.backends.base import Backend, CallUsage, Completion, CompletionRequest, Message
 from conli.config import BackendSettings
 from conli.errors import ConfigError
+from conli.version import renamed
 
 Factory = Callable[[str, BackendSettings], Backend]
 # A factory that also takes the key of its endpoint (``get_backend(..., api_key=...)``).
@@ -129,10 +128,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``Request``, ``CompletionRequest``'s old name, with a ``DeprecationWarning``."""
-    if name == "Request":
-        warnings.warn("conli.backends.Request is deprecated: use CompletionRequest (the same "
-                      "class)", DeprecationWarning, stacklevel=2)
-        return CompletionRequest
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed(__name__, "Request", CompletionRequest)  # the old name, deprecated

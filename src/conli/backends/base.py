@@ -11,12 +11,12 @@ a ``DeprecationWarning``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
 from conli.errors import BackendError
+from conli.version import renamed
 
 
 class Message(TypedDict):
@@ -338,10 +338,4 @@ def keeps_readings(backend: Backend) -> KeepsReadings | None:
     return cast(KeepsReadings, backend) if backend.capabilities.keeps_readings else None
 
 
-def __getattr__(name: str) -> Any:
-    """``Request``, ``CompletionRequest``'s old name, with a ``DeprecationWarning``."""
-    if name == "Request":
-        warnings.warn("conli.backends.base.Request is deprecated: use CompletionRequest (the "
-                      "same class)", DeprecationWarning, stacklevel=2)
-        return CompletionRequest
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed(__name__, "Request", CompletionRequest)  # the old name, deprecated

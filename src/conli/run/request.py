@@ -13,10 +13,8 @@ reply is read, the chunks, and its options (``Checker.run_stream``). ``Request``
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from conli.config import Settings
 from conli.run.inputs import (
@@ -27,6 +25,7 @@ from conli.run.inputs import (
     validate_text,
 )
 from conli.run.plan import RunOptions
+from conli.version import renamed
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,4 @@ class StreamRequest:
         return cls(joined, where, chunks, asked, options if options is not None else RunOptions())
 
 
-def __getattr__(name: str) -> Any:
-    """``Request``, ``RunRequest``'s old name, with a ``DeprecationWarning``."""
-    if name == "Request":
-        warnings.warn("conli.run.request.Request is deprecated: use RunRequest (the same "
-                      "class)", DeprecationWarning, stacklevel=2)
-        return RunRequest
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed(__name__, "Request", RunRequest)  # the old name, deprecated
