@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 import pytest
 
 from conli.cli.app import main
+from tests.support.chromium import launched
 
 SOURCE = "The library opened in 1962. It lends books free of charge."
 BAD = "The library opened in 1962. It charges FALSE two dollars."
@@ -64,7 +65,7 @@ FORMULAS = [" =1+1", "ok\n=HYPERLINK(\"http://x\")", "\t@SUM(1)", "two\r\n  -2+3
 @pytest.mark.integration
 def test_the_report_csv_keeps_formula_ids_as_text_in_every_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sync = pytest.importorskip("playwright.sync_api")
+    pytest.importorskip("playwright.sync_api")
     browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser_path is None:
         pytest.skip("chromium is not installed")
@@ -75,16 +76,12 @@ def test_the_report_csv_keeps_formula_ids_as_text_in_every_line(
                  "--no-progress"]) == 0
     assert main(["report", str(out), "-o", str(tmp_path / "report.html")]) == 0
     capsys.readouterr()
-    with sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(accept_downloads=True)
-            page.goto((tmp_path / "report.html").as_uri())
-            with page.expect_download() as info:
-                page.click("#download-csv")
-            info.value.save_as(tmp_path / "index.csv")
-        finally:
-            browser.close()
+    with launched() as browser:
+        page = browser.new_page(accept_downloads=True)
+        page.goto((tmp_path / "report.html").as_uri())
+        with page.expect_download() as info:
+            page.click("#download-csv")
+        info.value.save_as(tmp_path / "index.csv")
     with (tmp_path / "index.csv").open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     cells = {row["id"] for row in rows}

@@ -26,6 +26,7 @@ from conli.cli import app as cli
 from conli.version import __version__
 from tests.support import scripted
 from tests.support.audit_report import SOURCE, batch_report
+from tests.support.chromium import launched
 from tests.support.readers import ReadingBackend
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -90,13 +91,9 @@ def test_two_reviewers_sign_their_marks_and_calibrate_on_what_they_agree_on(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = batch_report(tmp_path)
     ada, bob = tmp_path / "ada.jsonl", tmp_path / "bob.jsonl"
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            _review(browser, report, ada, "Ada", sign=True)
-            _review(browser, report, bob, "Bob", dissent="a3")
-        finally:
-            browser.close()
+    with launched() as browser:
+        _review(browser, report, ada, "Ada", sign=True)
+        _review(browser, report, bob, "Bob", dissent="a3")
     rows = [json.loads(line) for line in ada.read_text("utf-8").splitlines()]
     *marks, signed = rows
     sha256 = hashlib.sha256((tmp_path / "out.jsonl").read_bytes()).hexdigest()
@@ -122,19 +119,15 @@ def test_two_reviewers_sign_their_marks_and_calibrate_on_what_they_agree_on(
     assert [(r["id"], r["agreement"]) for r in index if r["agreement"] == "disagree"] == [
         ("a3", "disagree")]
     assert all(r["reviewers"] == ["Ada", "Bob"] for r in index)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            shown = browser.new_page()
-            shown.goto((tmp_path / "signed.html").as_uri())
-            shown.check("#f-split")
-            assert shown.inner_text("#page-label").endswith(" 1 of 12 records")
-            split = shown.locator("#r4 .reviews.disagree")
-            assert split.count() == 1 and "Ada: right" in split.inner_text() \
-                and "Bob: wrong" in split.inner_text()
-            assert "Ada, Bob (disagree)" in shown.locator("#index-rows tr").first.inner_text()
-        finally:
-            browser.close()
+    with launched() as browser:
+        shown = browser.new_page()
+        shown.goto((tmp_path / "signed.html").as_uri())
+        shown.check("#f-split")
+        assert shown.inner_text("#page-label").endswith(" 1 of 12 records")
+        split = shown.locator("#r4 .reviews.disagree")
+        assert split.count() == 1 and "Ada: right" in split.inner_text() \
+            and "Bob: wrong" in split.inner_text()
+        assert "Ada, Bob (disagree)" in shown.locator("#index-rows tr").first.inner_text()
 
     # calibrate on both files as they are: the agreed labels, the disagreement named
     both = tmp_path / "both.jsonl"
@@ -149,25 +142,21 @@ def test_two_reviewers_sign_their_marks_and_calibrate_on_what_they_agree_on(
 
 def test_a_pages_marks_kept_in_the_old_form_still_restore(tmp_path: Path) -> None:
     report = batch_report(tmp_path)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(accept_downloads=True)
-            page.goto(report.as_uri())
-            key = "conli-report:" + str(page.get_attribute("body", "data-report"))
-            old = {"reviewer": "Old", "sentences": {"1/0": "right", "2/1": "wrong"},
-                   "records": {"2": {"decision": "reject", "comment": "kept"}}}
-            page.evaluate("([k, v]) => localStorage.setItem(k, v)", [key, json.dumps(old)])
-            page.reload()
-            assert page.input_value("#reviewer") == "Old"
-            assert page.locator("#r1 li.review[data-index='0']").get_attribute(
-                "data-marked") == "right"
-            assert page.locator("#r2 .decision").get_attribute("data-decided") == "reject"
-            with page.expect_download() as info:
-                page.click("#download-marks")
-            info.value.save_as(tmp_path / "old.jsonl")
-        finally:
-            browser.close()
+    with launched() as browser:
+        page = browser.new_page(accept_downloads=True)
+        page.goto(report.as_uri())
+        key = "conli-report:" + str(page.get_attribute("body", "data-report"))
+        old = {"reviewer": "Old", "sentences": {"1/0": "right", "2/1": "wrong"},
+               "records": {"2": {"decision": "reject", "comment": "kept"}}}
+        page.evaluate("([k, v]) => localStorage.setItem(k, v)", [key, json.dumps(old)])
+        page.reload()
+        assert page.input_value("#reviewer") == "Old"
+        assert page.locator("#r1 li.review[data-index='0']").get_attribute(
+            "data-marked") == "right"
+        assert page.locator("#r2 .decision").get_attribute("data-decided") == "reject"
+        with page.expect_download() as info:
+            page.click("#download-marks")
+        info.value.save_as(tmp_path / "old.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "old.jsonl").read_text().splitlines()]
     assert [(r["id"], r["mark"], r["marked_at"]) for r in rows] == [
         ("a0#0", "right", ""), ("a1#1", "wrong", ""), ("a1", "wrong", "")]
@@ -191,22 +180,18 @@ def test_the_index_sorts_and_exports_the_judge_score_before_the_rewrite(
     (tmp_path / "five.jsonl").write_text("".join(lines))
     assert cli.main(["report", str(tmp_path / "five.jsonl"), "-o",
                      str(tmp_path / "five.html")]) == 0
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(accept_downloads=True)
-            page.goto((tmp_path / "five.html").as_uri())
-            page.select_option("#f-sort", "judge_before")
-            order = [tr.inner_text().split("\t")[1] for tr in page.locator("#index-rows tr").all()]
-            assert order == ["rec-1", "rec-3", "rec-4", "rec-0", "rec-2"]
-            assert "1 → 4" in page.locator("#index-rows tr").first.inner_text()
-            page.select_option("#f-sort", "-judge_before")
-            assert page.locator("#index-rows tr").first.inner_text().split("\t")[1] == "rec-2"
-            with page.expect_download() as info:
-                page.click("#download-csv")
-            info.value.save_as(tmp_path / "five.csv")
-        finally:
-            browser.close()
+    with launched() as browser:
+        page = browser.new_page(accept_downloads=True)
+        page.goto((tmp_path / "five.html").as_uri())
+        page.select_option("#f-sort", "judge_before")
+        order = [tr.inner_text().split("\t")[1] for tr in page.locator("#index-rows tr").all()]
+        assert order == ["rec-1", "rec-3", "rec-4", "rec-0", "rec-2"]
+        assert "1 → 4" in page.locator("#index-rows tr").first.inner_text()
+        page.select_option("#f-sort", "-judge_before")
+        assert page.locator("#index-rows tr").first.inner_text().split("\t")[1] == "rec-2"
+        with page.expect_download() as info:
+            page.click("#download-csv")
+        info.value.save_as(tmp_path / "five.csv")
     with (tmp_path / "five.csv").open(newline="") as handle:
         first = next(csv.DictReader(handle))
     assert (first["id"], first["judge_before"], first["judge"]) == ("rec-2", "5", "5")

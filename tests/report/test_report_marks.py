@@ -18,6 +18,7 @@ import pytest
 
 from conli.cli import app as cli
 from tests.support.audit_report import BAD, GOOD, SOURCE, batch_report
+from tests.support.chromium import launched
 from tests.support.paths import ROOT
 
 HELD = "The mayor attended the opening."  # in no marked record
@@ -32,30 +33,26 @@ pytestmark = [pytest.mark.skipif(BROWSER is None,
 
 def _mark_and_download(page_file: Path, target: Path) -> int:
     """Mark every sentence as the truth has it (only 90,000 is wrong); save the download."""
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(accept_downloads=True)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
-                    else None)
-            page.goto(page_file.as_uri())
-            assert page.locator("#download-marks").is_disabled()
-            rows = page.locator("#records li.review").all()
-            for row in rows:
-                wrong_text = "90,000" in row.locator(".sent").inner_text()
-                flagged = row.get_attribute("data-flagged") == "true"
-                choice = "right" if flagged == wrong_text else "wrong"
-                row.locator(f"button[data-mark={choice}]").click()
-            assert page.locator("#mark-count").inner_text() == str(len(rows))
-            with page.expect_download() as info:
-                page.locator("#download-marks").click()
-            info.value.save_as(target)
-            assert errors == []  # the CSP let the script run, and it raised nothing
-            return len(rows)
-        finally:
-            browser.close()
+    with launched() as browser:
+        page = browser.new_page(accept_downloads=True)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
+                else None)
+        page.goto(page_file.as_uri())
+        assert page.locator("#download-marks").is_disabled()
+        rows = page.locator("#records li.review").all()
+        for row in rows:
+            wrong_text = "90,000" in row.locator(".sent").inner_text()
+            flagged = row.get_attribute("data-flagged") == "true"
+            choice = "right" if flagged == wrong_text else "wrong"
+            row.locator(f"button[data-mark={choice}]").click()
+        assert page.locator("#mark-count").inner_text() == str(len(rows))
+        with page.expect_download() as info:
+            page.locator("#download-marks").click()
+        info.value.save_as(target)
+        assert errors == []  # the CSP let the script run, and it raised nothing
+        return len(rows)
 
 
 def _verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
@@ -222,32 +219,28 @@ def test_a_2000_record_report_pages_filters_keeps_marks_and_exports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = _many(tmp_path)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(accept_downloads=True)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(report.as_uri())
-            _browse(page)
-            page.goto(report.as_uri())
-            marked = _mark(page)
-            count = page.locator("#mark-count").inner_text()
-            page.reload()  # an afternoon's work survives it
-            assert page.locator("#mark-count").inner_text() == count == str(marked + 3)
-            assert page.input_value("#reviewer") == "Ada"
-            assert page.input_value("#r3 textarea.comment") == "checked by hand, 3"
-            assert page.locator("#r3 .decision").get_attribute("data-decided") == "reject"
-            assert page.locator("#records li.review[data-marked=right]").count() \
-                + page.locator("#records li.review[data-marked=wrong]").count() == marked
-            assert page.locator("#index-rows tr[data-n='1'] td.decided").inner_text() == "approve"
-            page.select_option("#f-verdict", "supported")
-            csv_rows = _download(page, "#download-csv", tmp_path / "index.csv")
-            marks = _download(page, "#download-marks", tmp_path / "marks.jsonl")
-            _screenshot(page, tmp_path)
-            assert errors == []
-        finally:
-            browser.close()
+    with launched() as browser:
+        page = browser.new_page(accept_downloads=True)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(report.as_uri())
+        _browse(page)
+        page.goto(report.as_uri())
+        marked = _mark(page)
+        count = page.locator("#mark-count").inner_text()
+        page.reload()  # an afternoon's work survives it
+        assert page.locator("#mark-count").inner_text() == count == str(marked + 3)
+        assert page.input_value("#reviewer") == "Ada"
+        assert page.input_value("#r3 textarea.comment") == "checked by hand, 3"
+        assert page.locator("#r3 .decision").get_attribute("data-decided") == "reject"
+        assert page.locator("#records li.review[data-marked=right]").count() \
+            + page.locator("#records li.review[data-marked=wrong]").count() == marked
+        assert page.locator("#index-rows tr[data-n='1'] td.decided").inner_text() == "approve"
+        page.select_option("#f-verdict", "supported")
+        csv_rows = _download(page, "#download-csv", tmp_path / "index.csv")
+        marks = _download(page, "#download-marks", tmp_path / "marks.jsonl")
+        _screenshot(page, tmp_path)
+        assert errors == []
     assert csv_rows[0] == ("n,id,verdict,passed,score,judge,rubric,needs_look,decision,"
                            "comment,reviewer,judge_before,rubric_before,reviewers,agreement")
     assert len(csv_rows) == 1 + 1000 and csv_rows[1].startswith("1,rec-0000,supported,true,0,")
